@@ -1,0 +1,103 @@
+import Fastify, { type FastifyInstance } from 'fastify';
+import fastifyJwt from '@fastify/jwt';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Ajv } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import type { Config } from './config.js';
+import { loadOrCreateKeyFile, Vault } from './lib/vault.js';
+import mongoosePlugin from './plugins/external/mongoose.js';
+import errorHandler from './plugins/app/error-handler.js';
+import auditPlugin from './plugins/app/audit.js';
+import rateLimitPlugin from './plugins/app/rate-limit.js';
+import authPlugin from './plugins/app/auth.js';
+import routes from './routes/index.js';
+
+// ajv-formats is CommonJS with a default export.
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    config: Config;
+    vault: Vault;
+  }
+}
+
+export type App = FastifyInstance;
+
+export interface BuildOptions {
+  /** pino options, or false for no logs (tests). Defaults to JSON logs at config.logLevel. */
+  logger?: boolean | Record<string, unknown>;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Paths whose values must never reach a log line. */
+const REDACT = [
+  'req.headers.authorization', 'req.headers.cookie', 'headers.authorization',
+  '*.password', '*.secret', '*.token', '*.key', '*.credentials', '*.refresh_token', '*.client_secret',
+];
+
+/** Validators: bodies are strict (no type coercion, unknown fields are errors); query strings and params are coerced. */
+function validators() {
+  const make = (coerce: boolean) =>
+    addFormats(new Ajv({ coerceTypes: coerce ? 'array' : false, useDefaults: true, removeAdditional: false, allErrors: false, strict: false }));
+  return { body: make(false), other: make(true) };
+}
+
+/**
+ * Builds the control plane. `config.mongodbUri` must be set: the binary starts the embedded
+ * database first when none was configured.
+ */
+export async function buildApp(config: Config, options: BuildOptions = {}): Promise<App> {
+  if (!config.mongodbUri) throw new Error('buildApp needs config.mongodbUri');
+  const logger = options.logger ?? {
+    level: config.logLevel,
+    redact: { paths: REDACT, censor: '[redacted]' },
+    serializers: {
+      // Share-link tokens are bearer secrets carried in the path.
+      req: (req: { method: string; url: string; ip?: string }) => ({
+        method: req.method,
+        url: req.url.replace(/(\/files\/shared\/)[^/?]+/, '$1[redacted]'),
+        ip: req.ip,
+      }),
+    },
+  };
+  const app = Fastify({
+    logger,
+    bodyLimit: config.bodyLimitBytes,
+    trustProxy: config.trustProxy,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    routerOptions: { ignoreTrailingSlash: true },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  // JSON only (multipart is added by the file routes): anything else is 415, not a string body.
+  app.removeContentTypeParser('text/plain');
+  const ajv = validators();
+  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? ajv.body : ajv.other).compile(schema));
+
+  const vault = new Vault(config.masterKeys ?? [loadOrCreateKeyFile(join(config.dataDir, 'master.key'))]);
+  app.decorate('config', config);
+  app.decorate('vault', vault);
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+
+  await app.register(errorHandler);
+  await app.register(fastifyJwt, {
+    secret: vault.deriveKey('session-jwt'),
+    sign: { algorithm: 'HS256', expiresIn: config.sessionTtlSeconds },
+    verify: { algorithms: ['HS256'] },
+  });
+  await app.register(mongoosePlugin, { uri: config.mongodbUri, databaseName: config.databaseName, timeoutMs: config.dbTimeoutMs });
+  await app.register(auditPlugin);
+  await app.register(rateLimitPlugin, { perMinute: config.rateLimitPerMinute });
+  await app.register(authPlugin);
+  await app.register(routes, { prefix: '/api/v1' });
+  return app;
+}

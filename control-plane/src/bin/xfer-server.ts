@@ -1,0 +1,138 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import mongoose from 'mongoose';
+import { PLANS, type Plan } from '@xfer/shared';
+import { parseConfig, ConfigError, type Config } from '../config.js';
+import { buildApp } from '../app.js';
+import { bootstrapAccount } from '../lib/bootstrap.js';
+import { createIndexes, registerModels } from '../models/index.js';
+import { startEmbeddedMongo } from '../db/index.js';
+import { AppError } from '../errors.js';
+
+const HELP: Record<string, string> = {
+  main: `xfer-server — the xfer control plane
+
+Usage:
+  xfer-server start [--local]          Serve the REST API (see docs/configuration.md)
+  xfer-server bootstrap --email E --password P --plan free|team|enterprise [--account-name N] [--json]
+                                       Create an account, its owner and an all-scopes API key
+  xfer-server <command> --help         Help for one command
+
+Without MONGODB_URI, the embedded database (mongod on PATH, else FerretDB) runs under XFER_DATA_DIR/db.`,
+  start: `xfer-server start [--local]
+
+Serves the API on XFER_HOST:XFER_PORT (default 127.0.0.1:8080). Configuration comes from the
+environment only; see docs/configuration.md.
+
+  --local   Developer stack: on first start, create an admin account (enterprise plan) and print
+            its email, password and API key once.`,
+  bootstrap: `xfer-server bootstrap --email E --password P --plan free|team|enterprise [--account-name N] [--json]
+
+Creates an account with an owner user (the given email and password, 12+ characters) and an API
+key holding every scope, and prints {"account_id","user_id","api_key"}. The key is shown once.
+Exit codes: 0 created, 2 bad arguments, 5 the email exists already, 1 anything else.`,
+};
+
+const log = (msg: string) => process.stderr.write(`xfer-server: ${msg}\n`);
+
+/** The configured database, or the embedded one started for this process. */
+async function database(config: Config) {
+  if (config.mongodbUri) return { uri: config.mongodbUri, stop: async () => {} };
+  const embedded = await startEmbeddedMongo({ dataDir: join(config.dataDir, 'db'), cacheDir: config.cacheDir, log });
+  log(`embedded ${embedded.kind} database at ${join(config.dataDir, 'db')}`);
+  return embedded;
+}
+
+async function start(config: Config, local: boolean): Promise<void> {
+  const db = await database(config);
+  const app = await buildApp({ ...config, mongodbUri: db.uri });
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    app.log.info({ signal }, 'shutting down');
+    await app.close();
+    await db.stop();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+
+  let admin: { email: string; password: string; api_key: string } | null = null;
+  if (local && (await app.db.accounts.estimatedDocumentCount()) === 0) {
+    const email = 'admin@localhost.localdomain';
+    const password = randomBytes(12).toString('base64url');
+    const result = await bootstrapAccount(app.db, { email, password, plan: 'enterprise', accountName: 'Local admin' });
+    admin = { email, password, api_key: result.api_key };
+  }
+  const address = await app.listen({ host: config.host, port: config.port });
+  const url = `${address}/api/v1`;
+  process.stdout.write(`\nxfer control plane listening on ${url}\n`);
+  if (admin) {
+    process.stdout.write(
+      `\nFirst start: an admin account was created. These are shown only now:\n` +
+      `  email:    ${admin.email}\n  password: ${admin.password}\n  API key:  ${admin.api_key}\n\n` +
+      `Try: curl -H "Authorization: Bearer ${admin.api_key}" ${url}/connections\n\n`,
+    );
+  } else if (local) {
+    process.stdout.write(`Data reused from ${config.dataDir} (the admin key was shown on first start).\n\n`);
+  }
+}
+
+async function bootstrap(config: Config, args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      email: { type: 'string' }, password: { type: 'string' }, plan: { type: 'string' },
+      'account-name': { type: 'string' }, json: { type: 'boolean', default: false },
+    },
+  });
+  if (!values.email || !values.password || !values.plan) throw new UsageError('bootstrap needs --email, --password and --plan');
+  if (!(PLANS as readonly string[]).includes(values.plan)) throw new UsageError(`--plan must be one of ${PLANS.join(', ')}`);
+  const db = await database(config);
+  const conn = mongoose.createConnection(db.uri, { dbName: config.databaseName, autoIndex: false, serverSelectionTimeoutMS: 10_000 });
+  try {
+    await conn.asPromise();
+    const models = registerModels(conn);
+    await createIndexes(models);
+    const result = await bootstrapAccount(models, {
+      email: values.email, password: values.password, plan: values.plan as Plan, accountName: values['account-name'],
+    });
+    if (values.json) process.stdout.write(JSON.stringify(result) + '\n');
+    else process.stdout.write(`account_id: ${result.account_id}\nuser_id:    ${result.user_id}\napi_key:    ${result.api_key}\n(the API key is shown only now)\n`);
+  } finally {
+    await conn.close();
+    await db.stop();
+  }
+}
+
+class UsageError extends Error {}
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...rest] = argv;
+  if (!command || command === '--help' || command === '-h' || command === 'help') {
+    process.stdout.write(HELP.main + '\n');
+    return;
+  }
+  if (!(command in HELP) || command === 'main') throw new UsageError(`unknown command "${command}" (try --help)`);
+  if (rest.includes('--help') || rest.includes('-h')) {
+    process.stdout.write(HELP[command] + '\n');
+    return;
+  }
+  const config = parseConfig(process.env);
+  if (command === 'start') {
+    const { values } = parseArgs({ args: rest, options: { local: { type: 'boolean', default: false } } });
+    await start(config, values.local ?? false);
+  } else {
+    await bootstrap(config, rest);
+  }
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  const message = err instanceof Error ? err.message : String(err);
+  const usage = err instanceof UsageError || err instanceof ConfigError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
+  log(message);
+  process.exit(usage ? 2 : err instanceof AppError && err.statusCode === 409 ? 5 : 1);
+});

@@ -1,0 +1,75 @@
+import { homedir } from 'node:os';
+import { resolve } from 'node:path';
+
+/** Typed configuration, parsed once from the environment by the binary (see docs/configuration.md). */
+export interface Config {
+  host: string;
+  port: number;
+  /** null: start the embedded database (mongod or FerretDB) under `dataDir/db`. */
+  mongodbUri: string | null;
+  /** Database name used when the URI names none. */
+  databaseName: string;
+  dataDir: string;
+  /** Where the FerretDB binary is built and cached. */
+  cacheDir: string;
+  /** Active master key (32 bytes) first, then retired keys still accepted for decryption; null: key file in dataDir. */
+  masterKeys: Buffer[] | null;
+  rateLimitPerMinute: number;
+  bodyLimitBytes: number;
+  sessionTtlSeconds: number;
+  logLevel: string;
+  trustProxy: boolean;
+  /** How long a database operation may wait for a reachable server before the API answers 503. */
+  dbTimeoutMs: number;
+}
+
+export class ConfigError extends Error {}
+
+type Env = Record<string, string | undefined>;
+
+function int(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new ConfigError(`${name} must be an integer between ${min} and ${max} (got "${raw}")`);
+  }
+  return value;
+}
+
+/** Accepts 32 bytes as 64 hex characters or base64/base64url. */
+export function parseMasterKey(raw: string, name: string): Buffer {
+  const text = raw.trim();
+  const key = /^[0-9a-fA-F]{64}$/.test(text) ? Buffer.from(text, 'hex') : Buffer.from(text, 'base64');
+  if (key.length !== 32) throw new ConfigError(`${name} must be 32 bytes, as 64 hex characters or base64`);
+  return key;
+}
+
+export function parseConfig(env: Env): Config {
+  const dataDir = resolve(env.XFER_DATA_DIR || '.xfer');
+  const active = env.XFER_MASTER_KEY ? [parseMasterKey(env.XFER_MASTER_KEY, 'XFER_MASTER_KEY')] : null;
+  const retired = (env.XFER_RETIRED_MASTER_KEYS || '')
+    .split(',')
+    .filter((k) => k.trim() !== '')
+    .map((k) => parseMasterKey(k, 'XFER_RETIRED_MASTER_KEYS'));
+  if (!active && retired.length > 0) throw new ConfigError('XFER_RETIRED_MASTER_KEYS needs XFER_MASTER_KEY');
+  const logLevel = env.XFER_LOG_LEVEL || 'info';
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
+    throw new ConfigError(`XFER_LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent`);
+  }
+  return {
+    host: env.XFER_HOST || '127.0.0.1',
+    port: int(env, 'XFER_PORT', 8080, 0, 65535),
+    mongodbUri: env.MONGODB_URI || null,
+    databaseName: env.XFER_DB_NAME || 'xfer',
+    dataDir,
+    cacheDir: resolve(env.XFER_CACHE_DIR || resolve(env.HOME || homedir(), '.cache/xfer')),
+    masterKeys: active ? [...active, ...retired] : null,
+    rateLimitPerMinute: int(env, 'XFER_RATE_LIMIT_PER_MINUTE', 600, 1, 1_000_000),
+    bodyLimitBytes: int(env, 'XFER_BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
+    sessionTtlSeconds: int(env, 'XFER_SESSION_TTL_SECONDS', 12 * 3600, 60, 30 * 24 * 3600),
+    logLevel,
+    trustProxy: env.XFER_TRUST_PROXY === 'true',
+    dbTimeoutMs: int(env, 'XFER_DB_TIMEOUT_MS', 3000, 100, 60_000),
+  };
+}

@@ -1,0 +1,51 @@
+import { SCOPES, type Plan } from '@xfer/shared';
+import type { Models } from '../models/index.js';
+import { ConflictError } from '../errors.js';
+import { hashPassword } from './crypto.js';
+import { issueApiKey } from '../routes/api-keys/api-keys.service.js';
+
+export interface BootstrapInput {
+  email: string;
+  password: string;
+  plan: Plan;
+  accountName?: string;
+}
+
+export interface BootstrapResult {
+  account_id: string;
+  user_id: string;
+  api_key: string;
+}
+
+/**
+ * Creates an account, its owner and an API key holding every scope: the operator's way in
+ * before any console exists. The key is the account's root credential on every plan; creating
+ * further keys through the API needs the Team plan.
+ */
+export async function bootstrapAccount(db: Models, input: BootstrapInput): Promise<BootstrapResult> {
+  const email = input.email.trim().toLowerCase();
+  if (!/^[^\s@]+@[^\s@]+$/.test(email)) throw new Error(`--email "${input.email}" is not an email address`);
+  if (input.password.length < 12) throw new Error('--password must be at least 12 characters');
+  if (await db.users.exists({ email })) throw new ConflictError(`A user with email ${email} already exists`);
+  const account = await db.accounts.create({ name: input.accountName ?? email, plan: input.plan });
+  try {
+    const user = await db.users.create({
+      account_id: account._id, email, name: email.split('@')[0]!, role: 'owner', password_hash: await hashPassword(input.password),
+    });
+    const { key } = await issueApiKey(db, {
+      accountId: account._id, name: 'bootstrap', scopes: [...SCOPES], expiresAt: null, createdBy: { type: 'system', id: null },
+    });
+    await db.auditEvents.create({
+      account_id: account._id, actor: { type: 'system', id: null }, action: 'account.bootstrap',
+      resource: { type: 'account', id: String(account._id) }, outcome: 'success', details: { plan: input.plan, owner: String(user._id) },
+    });
+    return { account_id: String(account._id), user_id: String(user._id), api_key: key };
+  } catch (err) {
+    // No transactions (FerretDB): undo by hand so a failed bootstrap leaves no half account.
+    await db.users.deleteMany({ account_id: account._id });
+    await db.apiKeys.deleteMany({ account_id: account._id });
+    await db.accounts.deleteOne({ _id: account._id });
+    if ((err as { code?: number }).code === 11000) throw new ConflictError(`A user with email ${email} already exists`);
+    throw err;
+  }
+}

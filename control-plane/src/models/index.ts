@@ -1,0 +1,26 @@
+import type { Connection } from 'mongoose';
+import { accountModel } from './account.model.js';
+import { apiKeyModel } from './api-key.model.js';
+import { auditEventModel } from './audit-event.model.js';
+import { rateLimitWindowModel } from './rate-limit-window.model.js';
+import { settingModel } from './setting.model.js';
+import { userModel } from './user.model.js';
+
+/** Every model, bound to one connection (one app instance, one database). */
+export function registerModels(conn: Connection) {
+  return {
+    accounts: accountModel(conn),
+    users: userModel(conn),
+    apiKeys: apiKeyModel(conn),
+    auditEvents: auditEventModel(conn),
+    rateLimitWindows: rateLimitWindowModel(conn),
+    settings: settingModel(conn),
+  };
+}
+
+export type Models = ReturnType<typeof registerModels>;
+
+/** Indexes are explicit and created at start (autoIndex is off everywhere). */
+export async function createIndexes(models: Models): Promise<void> {
+  for (const model of Object.values(models)) await model.createIndexes();
+}

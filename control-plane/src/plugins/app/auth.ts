@@ -1,0 +1,199 @@
+import fp from 'fastify-plugin';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { Messages, planHasTeamFeatures, scopesForRole, type Actor, type Plan, type Role, type Scope } from '@xfer/shared';
+import { ForbiddenError, UnauthorizedError } from '../../errors.js';
+import { sha256Hex } from '../../lib/crypto.js';
+import { toObjectId } from '../../lib/pagination.js';
+
+/** What a route needs from its caller; every route under /api/v1 must declare it. */
+export interface RouteAccess {
+  /** Scope an API key must hold, and a session's role must allow. */
+  scope?: Scope;
+  /** No authentication (health, login, share-link downloads). */
+  public?: true;
+  /** Console sessions only: an API key gets 403. */
+  consoleOnly?: true;
+  /** Team plan or higher (API keys, webhooks). */
+  teamPlan?: true;
+  /** Not counted against the rate limit (health checks from load balancers). */
+  unlimited?: true;
+}
+
+/** The authenticated caller of a request. */
+export interface Principal {
+  kind: 'api_key' | 'session';
+  accountId: string;
+  plan: Plan;
+  scopes: ReadonlySet<Scope>;
+  actor: Actor;
+  keyId?: string;
+  userId?: string;
+  role?: Role;
+}
+
+/** Claims of a session token. `iat_ms` gives revocation (sessions_valid_after) millisecond precision. */
+export interface SessionClaims {
+  sub: string;
+  acc: string;
+  iat_ms: number;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    access?: RouteAccess;
+  }
+  interface FastifyRequest {
+    principal: Principal | null;
+  }
+  interface FastifyInstance {
+    /** Every API route and what it needs: used by tests and by the CLI coverage check. */
+    apiRoutes: Array<{ method: string; url: string; access: RouteAccess }>;
+  }
+}
+
+declare module '@fastify/jwt' {
+  interface FastifyJWT {
+    payload: SessionClaims;
+  }
+}
+
+type AuthResult = { principal: Principal } | { denied: { actor: Actor; accountId: string | null; reason: string } };
+
+const API_PREFIX = '/api/v1';
+const MAX_TOKEN_LENGTH = 4096;
+const LAST_USED_GRANULARITY_MS = 60_000;
+
+/**
+ * Authentication (API key or session), then the rate limit, then authorization, in one
+ * onRequest hook so that every request is counted and nothing reads a body it may not send.
+ */
+export default fp(
+  async (app) => {
+    app.decorateRequest('principal', null);
+    app.decorate('apiRoutes', []);
+
+    app.addHook('onRoute', (route) => {
+      if (!route.url.startsWith(API_PREFIX)) return;
+      const access = route.config?.access;
+      if (!access || !(access.public || access.scope || access.consoleOnly)) {
+        throw new Error(`Route ${String(route.method)} ${route.url} declares no access (config.access)`);
+      }
+      for (const method of [route.method].flat()) {
+        if (method !== 'HEAD') app.apiRoutes.push({ method, url: route.url, access });
+      }
+    });
+
+    async function apiKeyPrincipal(token: string): Promise<AuthResult> {
+      const key = await app.db.apiKeys.findOne({ key_hash: sha256Hex(token) }).lean();
+      const denied = (reason: string): AuthResult => ({
+        denied: { actor: { type: 'api_key', id: key ? String(key._id) : null }, accountId: key ? String(key.account_id) : null, reason },
+      });
+      if (!key) return denied('unknown key');
+      const now = new Date();
+      if (key.revoked_at) return denied('revoked key');
+      if (key.expires_at && key.expires_at <= now) return denied('expired key');
+      const account = await app.db.accounts.findById(key.account_id).lean();
+      if (!account) return denied('account gone');
+      if (!key.last_used_at || now.getTime() - key.last_used_at.getTime() > LAST_USED_GRANULARITY_MS) {
+        const stale = new Date(now.getTime() - LAST_USED_GRANULARITY_MS);
+        app.db.apiKeys
+          .updateOne({ _id: key._id, $or: [{ last_used_at: null }, { last_used_at: { $lt: stale } }] }, { $set: { last_used_at: now } })
+          .catch((err: unknown) => app.log.warn({ err }, 'could not update last_used_at'));
+      }
+      return {
+        principal: {
+          kind: 'api_key',
+          accountId: String(account._id),
+          plan: account.plan as Plan,
+          scopes: new Set(key.scopes as Scope[]),
+          actor: { type: 'api_key', id: String(key._id) },
+          keyId: String(key._id),
+        },
+      };
+    }
+
+    async function sessionPrincipal(token: string): Promise<AuthResult> {
+      let claims: SessionClaims;
+      try {
+        claims = app.jwt.verify<SessionClaims>(token);
+      } catch {
+        return { denied: { actor: { type: 'user', id: null }, accountId: null, reason: 'invalid session token' } };
+      }
+      const userId = toObjectId(String(claims.sub));
+      const user = userId ? await app.db.users.findById(userId).lean() : null;
+      const denied = (reason: string): AuthResult => ({ denied: { actor: { type: 'user', id: String(claims.sub) }, accountId: user ? String(user.account_id) : null, reason } });
+      if (!user || String(user.account_id) !== claims.acc) return denied('user gone');
+      if (typeof claims.iat_ms !== 'number' || claims.iat_ms < user.sessions_valid_after.getTime()) return denied('session revoked');
+      const account = await app.db.accounts.findById(user.account_id).lean();
+      if (!account) return denied('account gone');
+      const role = user.role as Role;
+      return {
+        principal: {
+          kind: 'session',
+          accountId: String(account._id),
+          plan: account.plan as Plan,
+          scopes: new Set(scopesForRole(role)),
+          actor: { type: 'user', id: String(user._id) },
+          userId: String(user._id),
+          role,
+        },
+      };
+    }
+
+    async function authenticate(request: FastifyRequest): Promise<AuthResult> {
+      const header = request.headers.authorization;
+      const match = header ? /^Bearer +(\S+)$/i.exec(header) : null;
+      const token = match?.[1];
+      if (!token || token.length > MAX_TOKEN_LENGTH) {
+        return { denied: { actor: { type: 'system', id: null }, accountId: null, reason: header ? 'malformed authorization header' : 'no credentials' } };
+      }
+      return token.startsWith('svc_') ? apiKeyPrincipal(token) : sessionPrincipal(token);
+    }
+
+    async function deny(request: FastifyRequest, error: UnauthorizedError | ForbiddenError, denied: { actor: Actor; accountId: string | null; reason: string }) {
+      await app.audit.record({
+        accountId: denied.accountId,
+        actor: denied.actor,
+        action: 'auth.denied',
+        resource: { type: 'route', id: `${request.method} ${request.routeOptions.url ?? request.url}` },
+        ip: request.ip,
+        outcome: 'denied',
+        details: { reason: denied.reason, status: error.statusCode },
+      });
+      throw error;
+    }
+
+    app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+      const access = request.routeOptions.config?.access;
+      if (!access || access.public) {
+        if (!access?.unlimited) await app.rateLimiter.consume(`ip:${request.ip}`, reply);
+        return;
+      }
+      const result = await authenticate(request);
+      const principal = 'principal' in result ? result.principal : null;
+      if (!access.unlimited) await app.rateLimiter.consume(principal ? `account:${principal.accountId}` : `ip:${request.ip}`, reply);
+      if (!principal) return deny(request, new UnauthorizedError(Messages.unauthenticated), (result as Extract<AuthResult, { denied: unknown }>).denied);
+      request.principal = principal;
+      const denied = { actor: principal.actor, accountId: principal.accountId };
+      if (access.consoleOnly && principal.kind === 'api_key') {
+        return deny(request, new ForbiddenError(Messages.consoleOnly), { ...denied, reason: 'console-only route' });
+      }
+      if (access.scope && !principal.scopes.has(access.scope)) {
+        const message = principal.kind === 'api_key'
+          ? Messages.missingScope
+          : `Your role (${principal.role}) does not allow this action (needs ${access.scope})`;
+        return deny(request, new ForbiddenError(message), { ...denied, reason: `missing scope ${access.scope}` });
+      }
+      if (access.teamPlan && !planHasTeamFeatures(principal.plan)) {
+        return deny(request, new ForbiddenError(Messages.planRequired), { ...denied, reason: `plan ${principal.plan}` });
+      }
+    });
+  },
+  { name: 'auth', dependencies: ['mongoose', 'audit', 'rate-limit', '@fastify/jwt'] },
+);
+
+/** The caller of a route that declared access: always set there (the hook refused otherwise). */
+export function principalOf(request: FastifyRequest): Principal {
+  if (!request.principal) throw new UnauthorizedError(Messages.unauthenticated);
+  return request.principal;
+}

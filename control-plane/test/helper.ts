@@ -1,0 +1,78 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { LightMyRequestResponse } from 'fastify';
+import { buildApp, type App } from '../src/app.js';
+import { parseConfig, type Config } from '../src/config.js';
+import { bootstrapAccount } from '../src/lib/bootstrap.js';
+import type { Plan } from '@xfer/shared';
+
+/**
+ * Integration-test harness: a real app on the real database named by MONGODB_URI (started by
+ * jest's global setup through `npm run services`), in a database of its own that is dropped on close.
+ */
+export async function buildTestApp(overrides: Partial<Config> = {}): Promise<App> {
+  const uri = process.env.MONGODB_URI;
+  if (!uri) throw new Error('MONGODB_URI is not set: run tests through `npm test` (it starts the database)');
+  const dataDir = mkdtempSync(join(tmpdir(), 'xfer-test-'));
+  const config = parseConfig({
+    MONGODB_URI: uri,
+    XFER_DB_NAME: `xfer_test_${randomBytes(6).toString('hex')}`,
+    XFER_DATA_DIR: dataDir,
+    XFER_MASTER_KEY: randomBytes(32).toString('base64'),
+    XFER_LOG_LEVEL: 'silent',
+  });
+  const app = await buildApp({ ...config, ...overrides }, { logger: false });
+  app.addHook('onClose', async () => {
+    await app.dbConnection.dropDatabase().catch(() => {});
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  await app.ready();
+  return app;
+}
+
+export interface TestAccount {
+  accountId: string;
+  userId: string;
+  /** All-scopes key of the owner. */
+  apiKey: string;
+  email: string;
+  password: string;
+}
+
+let seq = 0;
+
+/** A fresh account with its owner and an all-scopes key (team plan unless told). */
+export async function createAccount(app: App, plan: Plan = 'team'): Promise<TestAccount> {
+  const email = `owner${++seq}-${randomBytes(4).toString('hex')}@example.test`;
+  const password = `pw-${randomBytes(12).toString('hex')}`;
+  const result = await bootstrapAccount(app.db, { email, password, plan });
+  return { accountId: result.account_id, userId: result.user_id, apiKey: result.api_key, email, password };
+}
+
+export const auth = (token: string) => ({ authorization: `Bearer ${token}` });
+
+/** Creates a key with exactly `scopes` using the all-scopes key `apiKey`. */
+export async function createKey(app: App, apiKey: string, scopes: string[], extra: Record<string, unknown> = {}): Promise<string> {
+  const res = await app.inject({ method: 'POST', url: '/api/v1/api-keys', headers: auth(apiKey), payload: { name: 'test key', scopes, ...extra } });
+  if (res.statusCode !== 201) throw new Error(`createKey: ${res.statusCode} ${res.body}`);
+  return res.json().data.key as string;
+}
+
+/** Logs in and returns a session token. */
+export async function login(app: App, email: string, password: string): Promise<string> {
+  const res = await app.inject({ method: 'POST', url: '/api/v1/auth/login', payload: { email, password } });
+  if (res.statusCode !== 200) throw new Error(`login: ${res.statusCode} ${res.body}`);
+  return res.json().data.token as string;
+}
+
+/** Asserts an error response: status and the `{error}`-only body. */
+export function expectError(res: LightMyRequestResponse, status: number, message?: string | RegExp): void {
+  expect({ status: res.statusCode, body: res.body }).toMatchObject({ status });
+  const body = res.json();
+  expect(Object.keys(body)).toEqual(['error']);
+  expect(typeof body.error).toBe('string');
+  if (typeof message === 'string') expect(body.error).toBe(message);
+  else if (message) expect(body.error).toMatch(message);
+}

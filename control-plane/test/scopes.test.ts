@@ -1,0 +1,104 @@
+import { Types } from 'mongoose';
+import type { App } from '../src/app.js';
+import { Messages, SCOPES } from '@xfer/shared';
+import { auth, buildTestApp, createAccount, createKey, expectError, type TestAccount } from './helper.js';
+
+/**
+ * Walks every registered API route. New routes are covered automatically: a route with an
+ * `:id` and no fixture below fails the test until one is added.
+ */
+let app: App;
+let owner: TestAccount;
+let stranger: TestAccount;
+
+beforeAll(async () => {
+  app = await buildTestApp();
+  owner = await createAccount(app, 'enterprise');
+  stranger = await createAccount(app, 'enterprise');
+});
+afterAll(() => app.close());
+
+const PUBLIC_ROUTES = ['GET /api/v1/health', 'POST /api/v1/auth/login'];
+
+const fill = (url: string, id: string) => url.replace(/:[A-Za-z_]+/g, id);
+
+/** Creates a resource of `owner` for routes under a path prefix, and a body that passes validation. */
+const FIXTURES: Record<string, { create: () => Promise<string>; body?: Record<string, unknown> }> = {
+  '/api/v1/api-keys/': {
+    create: async () => {
+      const res = await app.inject({ method: 'POST', url: '/api/v1/api-keys', headers: auth(owner.apiKey), payload: { name: 'k', scopes: ['files:read'] } });
+      return res.json().data.id;
+    },
+  },
+  '/api/v1/connections/': {
+    create: async () => {
+      const res = await app.inject({
+        method: 'POST', url: '/api/v1/connections', headers: auth(owner.apiKey),
+        payload: { name: `c-${new Types.ObjectId()}`, type: 'sftp', host: 'example.test', credentials: { username: 'u', password: 'p' } },
+      });
+      return res.json().data.id;
+    },
+    body: { name: 'renamed' },
+  },
+  '/api/v1/users/': {
+    create: async () => {
+      const res = await app.inject({
+        method: 'POST', url: '/api/v1/users', headers: auth(owner.apiKey),
+        payload: { email: `u-${new Types.ObjectId()}@example.test`, role: 'member', password: 'a-long-password-1' },
+      });
+      return res.json().data.id;
+    },
+    body: { name: 'renamed' },
+  },
+};
+
+describe('every API route declares its access', () => {
+  test('the public routes are exactly the expected ones', () => {
+    const publicRoutes = app.apiRoutes.filter((r) => r.access.public).map((r) => `${r.method} ${r.url}`);
+    expect(publicRoutes.sort()).toEqual([...PUBLIC_ROUTES].sort());
+  });
+
+  test('a key lacking the route scope gets 403 "API key missing required scope"', async () => {
+    const scoped = app.apiRoutes.filter((r) => r.access.scope);
+    expect(scoped.length).toBeGreaterThan(5);
+    const keys = new Map<string, string>();
+    for (const route of scoped) {
+      const scope = route.access.scope!;
+      if (!keys.has(scope)) keys.set(scope, await createKey(app, owner.apiKey, SCOPES.filter((s) => s !== scope)));
+      const res = await app.inject({ method: route.method as 'GET', url: fill(route.url, String(new Types.ObjectId())), headers: auth(keys.get(scope)!), payload: route.method === 'GET' || route.method === 'DELETE' ? undefined : {} });
+      try {
+        expectError(res, 403, Messages.missingScope);
+      } catch (err) {
+        throw new Error(`${route.method} ${route.url} (${scope}): ${res.statusCode} ${res.body}`, { cause: err });
+      }
+    }
+  });
+
+  test('console-only routes refuse every API key', async () => {
+    const consoleOnly = app.apiRoutes.filter((r) => r.access.consoleOnly);
+    for (const route of consoleOnly) {
+      const res = await app.inject({ method: route.method as 'GET', url: fill(route.url, 'x'), headers: auth(owner.apiKey), payload: route.method === 'GET' || route.method === 'DELETE' ? undefined : {} });
+      expectError(res, 403, Messages.consoleOnly);
+    }
+  });
+
+  test("another account's ids are 404 on every route that takes one", async () => {
+    const withId = app.apiRoutes.filter((r) => r.url.includes(':') && !r.access.public && !r.access.consoleOnly);
+    const ids = new Map<string, string>();
+    for (const route of withId) {
+      const prefix = Object.keys(FIXTURES).find((p) => route.url.startsWith(p));
+      if (!prefix) throw new Error(`No cross-account fixture for ${route.method} ${route.url}: add one to FIXTURES`);
+      const fixture = FIXTURES[prefix]!;
+      if (!ids.has(prefix)) ids.set(prefix, await fixture.create());
+      const res = await app.inject({
+        method: route.method as 'GET', url: fill(route.url, ids.get(prefix)!), headers: auth(stranger.apiKey),
+        payload: route.method === 'PUT' ? fixture.body : route.method === 'POST' ? {} : undefined,
+      });
+      try {
+        expectError(res, 404);
+      } catch (err) {
+        throw new Error(`${route.method} ${route.url}: ${res.statusCode} ${res.body}`, { cause: err });
+      }
+    }
+  });
+});

@@ -1,0 +1,12 @@
+import { mongodb } from './mongodb.service.js';
+import type { ServiceDefinition } from './types.js';
+
+/** Every service `npm run services` and the jest setup know, by name. A new service: one file, one line here. */
+export const SERVICES: readonly ServiceDefinition[] = [mongodb];
+
+/** The definition named `name`; throws listing the known names otherwise. */
+export function serviceDefinition(name: string): ServiceDefinition {
+  const found = SERVICES.find((s) => s.name === name);
+  if (!found) throw new Error(`unknown service "${name}" (known: ${SERVICES.map((s) => s.name).join(', ')})`);
+  return found;
+}

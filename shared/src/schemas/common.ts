@@ -1,0 +1,40 @@
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+
+/** Identifier of any stored resource (24 hex characters). */
+export const Id = Type.String({ description: 'Resource identifier' });
+export type Id = Static<typeof Id>;
+
+export const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601 UTC timestamp' });
+
+/** Body of every error response. */
+export const ErrorBody = Type.Object({ error: Type.String() });
+export type ErrorBody = Static<typeof ErrorBody>;
+
+/** Query parameters every list accepts (decisions.md "Lists"). */
+export const PageQuery = Type.Object({
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 50 })),
+  cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+});
+export type PageQuery = Static<typeof PageQuery>;
+
+export const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
+export type IdParams = Static<typeof IdParams>;
+
+/** `{data: T}` envelope. */
+export const Envelope = <T extends TSchema>(data: T) => Type.Object({ data });
+
+/** `{data: T[], next_cursor}` envelope of every list. */
+export const Page = <T extends TSchema>(item: T) =>
+  Type.Object({ data: Type.Array(item), next_cursor: Type.Union([Type.String(), Type.Null()]) });
+export interface Page<T> { data: T[]; next_cursor: string | null }
+
+/** Answer of every DELETE. */
+export const Deleted = Type.Object({ id: Id, deleted: Type.Literal(true) });
+export type Deleted = Static<typeof Deleted>;
+
+/** A non-empty, trimmed display name. */
+export const Name = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' });
+
+/** A string enum as a plain JSON-schema `enum`, so a wrong value gets one clear validation error. */
+export const StringEnum = <T extends string>(values: readonly T[], options: { description?: string } = {}) =>
+  Type.Unsafe<T>({ type: 'string', enum: [...values], ...options });
