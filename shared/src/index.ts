@@ -3,5 +3,7 @@ export * from './messages.js';
 export * from './schemas/common.js';
 export * from './schemas/auth.js';
 export * from './schemas/api-keys.js';
+export * from './schemas/connections.js';
 export * from './schemas/users.js';
 export * from './schemas/activity.js';
+export * from './schemas/settings.js';

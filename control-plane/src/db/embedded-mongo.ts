@@ -15,10 +15,15 @@ export interface EmbeddedMongoOptions {
   /** Use this FerretDB binary, even when `mongod` is on PATH. */
   ferretdbBin?: string;
   log: (msg: string) => void;
-  /** Start the server in its own session so it outlives this process (stop it by pid later). */
+  /**
+   * Let the server outlive this process (stop it by pid later). Otherwise it is stopped when this
+   * process exits, even without `stop()` (but not on SIGKILL: the next start in `dataDir` stops it).
+   */
   detached?: boolean;
   /** Environment for the server and for finding `mongod`/`go`/`ferretdb`; inherited when omitted. */
   env?: ChildEnv;
+  /** Listen on this 127.0.0.1 port (e.g. to restart on the same one) instead of a free one. */
+  port?: number;
   /** How long the server may take to accept connections (default 30 s). */
   startTimeoutMs?: number;
 }
@@ -67,9 +72,10 @@ export async function startEmbeddedMongo(opts: EmbeddedMongoOptions): Promise<Em
 
   // A port picked free can be taken before the server binds it; a fresh port usually fixes that.
   for (let attempt = 1; ; attempt++) {
-    const port = await freeLoopbackPort();
+    const port = opts.port ?? (await freeLoopbackPort());
     const logFd = openSync(logPath, 'a');
     writeSync(logFd, `\n--- ${new Date().toISOString()} ${server.bin} ${server.args(port).join(' ')}\n`);
+    // Not detached, it stays in our process group, so a terminal's Ctrl-C stops it with us.
     const child = spawn(server.bin, server.args(port), {
       detached: opts.detached ?? false,
       stdio: ['ignore', logFd, logFd],
@@ -87,13 +93,17 @@ export async function startEmbeddedMongo(opts: EmbeddedMongoOptions): Promise<Em
       await waitForTcp(port, { timeoutMs: opts.startTimeoutMs ?? 30_000, stillRunning: () => !exited });
     } catch (err) {
       await stopPid(pid);
-      if (exited && attempt < 3) continue;
+      if (exited && attempt < 3 && opts.port === undefined) continue;
       const tail = await tailFile(logPath);
       throw new Error(`${server.kind} did not start: ${(err as Error).message}\n--- end of ${logPath} ---\n${tail}`);
     }
     // Without detached, the server is this process's helper: take it down if we exit without stop().
     const killOnExit = () => {
-      if (isAlive(pid)) process.kill(pid, 'SIGTERM');
+      try {
+        process.kill(pid, 'SIGTERM');
+      } catch {
+        // already gone
+      }
     };
     if (opts.detached) child.unref();
     else process.once('exit', killOnExit);

@@ -2,6 +2,7 @@ import type { Connection } from 'mongoose';
 import { accountModel } from './account.model.js';
 import { apiKeyModel } from './api-key.model.js';
 import { auditEventModel } from './audit-event.model.js';
+import { connectionModel } from './connection.model.js';
 import { rateLimitWindowModel } from './rate-limit-window.model.js';
 import { settingModel } from './setting.model.js';
 import { userModel } from './user.model.js';
@@ -13,6 +14,7 @@ export function registerModels(conn: Connection) {
     users: userModel(conn),
     apiKeys: apiKeyModel(conn),
     auditEvents: auditEventModel(conn),
+    connections: connectionModel(conn),
     rateLimitWindows: rateLimitWindowModel(conn),
     settings: settingModel(conn),
   };

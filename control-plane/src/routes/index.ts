@@ -2,12 +2,20 @@ import type { FastifyPluginAsync } from 'fastify';
 import health from './health/index.js';
 import auth from './auth/index.js';
 import apiKeys from './api-keys/index.js';
+import users from './users/index.js';
+import settings from './settings/index.js';
+import activity from './activity/index.js';
+import connections from './connections/index.js';
 
 /** Every resource, one folder each, mounted under /api/v1. */
 const routes: FastifyPluginAsync = async (app) => {
   await app.register(health);
   await app.register(auth);
   await app.register(apiKeys);
+  await app.register(users);
+  await app.register(settings);
+  await app.register(activity);
+  await app.register(connections);
 };
 
 export default routes;

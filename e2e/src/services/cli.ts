@@ -6,7 +6,7 @@ import { ensureServices, findRepoRoot, installServices, SERVICES, serviceStatus,
 
 const USAGE = `Usage: npm run services -- <command>
 
-  up <name...>       Start services (all when none named) and keep them until "down"
+  up [name...]       Start services (all when none named) and keep them until "down"
   down [name...]     Stop services (all recorded ones when none named)
   status             List recorded services and whether they answer
   install [name...]  Install or build what services need (CI runs this ahead of the tests)

@@ -47,30 +47,42 @@ export async function ensureServices(names: string[], opts: EnsureOptions): Prom
     const state = await readState(root);
     const env: Record<string, string> = {};
     const started: string[] = [];
-    for (const def of defs) {
-      if (def.provides.length > 0 && def.provides.every((key) => opts.env[key])) {
-        for (const key of def.provides) env[key] = opts.env[key]!;
-        log(`${def.name}: using ${def.provides.join(', ')} from the environment`);
-        continue;
+    try {
+      for (const def of defs) {
+        if (def.provides.length > 0 && def.provides.every((key) => opts.env[key])) {
+          for (const key of def.provides) env[key] = opts.env[key]!;
+          log(`${def.name}: using ${def.provides.join(', ')} from the environment`);
+          continue;
+        }
+        const { record, fresh } = await runningRecord(def, state, opts, log);
+        if (fresh) started.push(def.name);
+        record.users = [...record.users.filter((pid) => pid !== process.pid && isAlive(pid)), ...(opts.pin ? [] : [process.pid])];
+        record.pinned ||= opts.pin ?? false;
+        Object.assign(env, record.env);
       }
-      let record = state.services[def.name];
-      if (record && !(await isHealthy(def, record))) {
-        log(`${def.name}: recorded server (pid ${record.pid}) does not answer; replacing it`);
-        await stopRecord(def, record);
-        record = undefined;
-      }
-      if (!record) {
-        record = await startService(def, opts, log);
-        started.push(def.name);
-      }
-      record.users = [...record.users.filter(isAlive), ...(opts.pin ? [] : [process.pid])];
-      record.pinned ||= opts.pin ?? false;
-      state.services[def.name] = record;
-      Object.assign(env, record.env);
+    } finally {
+      // Also when a later service fails: what did start stays recorded, so `down` can stop it.
+      await writeState(root, state);
     }
-    await writeState(root, state);
     return { env, started };
   });
+}
+
+/** The healthy recorded server of `def`, else a newly started one; either way recorded in `state`. */
+async function runningRecord(def: ServiceDefinition, state: ServicesState, opts: ServicesOptions, log: (msg: string) => void) {
+  const recorded = state.services[def.name];
+  if (recorded && (await isHealthy(def, recorded))) {
+    log(`${def.name}: reusing the running server (pid ${recorded.pid})`);
+    return { record: recorded, fresh: false };
+  }
+  if (recorded) {
+    log(`${def.name}: recorded server (pid ${recorded.pid}) does not answer; replacing it`);
+    await stopRecord(def, recorded);
+    delete state.services[def.name];
+  }
+  const record = await startService(def, opts, log);
+  state.services[def.name] = record;
+  return { record, fresh: true };
 }
 
 /**

@@ -1,0 +1,194 @@
+import { Types } from 'mongoose';
+import {
+  CONNECTION_TYPE_SPECS, connectionProblem, normalizeBasePath, optionsWithDefaults,
+  type Connection, type ConnectionFields, type ConnectionSettings, type ConnectionType,
+  type CreateConnectionRequest, type UpdateConnectionRequest,
+} from '@xfer/shared';
+import type { Models } from '../../models/index.js';
+import type { ConnectionDoc } from '../../models/connection.model.js';
+import type { Sealed, Vault } from '../../lib/vault.js';
+import { toObjectId } from '../../lib/pagination.js';
+import { BadRequestError, ConflictError, NotFoundError } from '../../errors.js';
+
+type StoredConnection = ConnectionDoc & { _id: Types.ObjectId };
+type Credentials = Record<string, string | number>;
+type AccountId = string | Types.ObjectId;
+
+export function connectionNotFound(id: string): NotFoundError {
+  return new NotFoundError(`Connection ${id} not found`);
+}
+
+/** The one read shape of a connection: credentials reduced to `has_credentials`. */
+export function presentConnection(doc: StoredConnection): Connection {
+  const type = doc.type as ConnectionType;
+  return {
+    id: String(doc._id),
+    name: doc.name,
+    type,
+    host: doc.host ?? null,
+    port: doc.port ?? CONNECTION_TYPE_SPECS[type].defaultPort,
+    path: doc.path,
+    options: { ...(doc.options as Record<string, unknown> | undefined) },
+    agent_id: doc.agent_id ? String(doc.agent_id) : null,
+    has_credentials: doc.credentials != null,
+    created_at: doc.created_at.toISOString(),
+    updated_at: doc.updated_at.toISOString(),
+  };
+}
+
+/** The caller's connection, or 404 for unknown, malformed and other accounts' ids alike. */
+async function findOwned(db: Models, accountId: AccountId, id: string): Promise<StoredConnection> {
+  const _id = toObjectId(id);
+  const doc = _id && await db.connections.findOne({ _id, account_id: accountId }).lean();
+  if (!doc) throw connectionNotFound(id);
+  return doc as StoredConnection;
+}
+
+function check(fields: ConnectionFields): void {
+  const problem = connectionProblem(fields);
+  if (problem) throw new BadRequestError(problem);
+}
+
+/** nfs may have nothing to store: an empty object is no credentials. */
+function sealCredentials(vault: Vault, credentials: Record<string, unknown> | null | undefined): Sealed | null {
+  return credentials && Object.keys(credentials).length > 0 ? vault.seal(credentials) : null;
+}
+
+function openCredentials(vault: Vault, doc: StoredConnection): Credentials {
+  return doc.credentials ? vault.open<Credentials>(doc.credentials as Sealed) : {};
+}
+
+const duplicateName = (name: string) => new ConflictError(`A connection named '${name}' already exists`);
+
+function isDuplicateKey(err: unknown): boolean {
+  return (err as { code?: number }).code === 11000 || /E11000/.test(String((err as Error).message));
+}
+
+/** The pre-check gives the clear message; the unique index {account_id, name} settles races. */
+async function assertNameFree(db: Models, accountId: AccountId, name: string): Promise<void> {
+  if (await db.connections.exists({ account_id: accountId, name })) throw duplicateName(name);
+}
+
+export async function createConnection(db: Models, vault: Vault, accountId: AccountId, input: CreateConnectionRequest): Promise<Connection> {
+  const name = input.name.trim();
+  const fields: ConnectionFields = {
+    type: input.type,
+    host: input.host ?? null,
+    port: input.port ?? null,
+    path: input.path ?? '/',
+    credentials: input.credentials ?? null,
+    options: input.options ?? {},
+  };
+  check(fields);
+  await assertNameFree(db, accountId, name);
+  try {
+    const doc = await db.connections.create({
+      account_id: accountId,
+      name,
+      type: fields.type,
+      host: fields.host,
+      port: fields.port,
+      path: normalizeBasePath(fields.path),
+      options: fields.options,
+      credentials: sealCredentials(vault, input.credentials),
+      // The agents issue checks that the agent belongs to the account; until then it is only stored.
+      agent_id: input.agent_id ? new Types.ObjectId(input.agent_id) : null,
+    });
+    return presentConnection(doc.toObject() as StoredConnection);
+  } catch (err) {
+    if (isDuplicateKey(err)) throw duplicateName(name);
+    throw err;
+  }
+}
+
+/**
+ * Changes only the given fields, after checking the connection they make together. Given
+ * `credentials` and `options` replace the stored ones entirely; a new `type` needs new
+ * credentials (the stored ones were checked against the old type). Returns the names of the
+ * fields given, for the audit record.
+ */
+export async function updateConnection(
+  db: Models, vault: Vault, accountId: AccountId, id: string, input: UpdateConnectionRequest,
+): Promise<{ connection: Connection; changed: string[] }> {
+  const doc = await findOwned(db, accountId, id);
+  const type = input.type ?? (doc.type as ConnectionType);
+  if (type !== doc.type && input.credentials === undefined) {
+    throw new BadRequestError(`credentials are required when type changes (the stored ones are for ${doc.type})`);
+  }
+  check({
+    type,
+    host: input.host !== undefined ? input.host : doc.host ?? null,
+    port: input.port !== undefined ? input.port : doc.port ?? null,
+    path: input.path ?? doc.path,
+    credentials: input.credentials ?? openCredentials(vault, doc),
+    options: input.options ?? (doc.options as Record<string, unknown> | undefined) ?? {},
+  });
+
+  const set: Record<string, unknown> = { updated_at: new Date() };
+  const name = input.name?.trim();
+  if (name !== undefined) {
+    if (name !== doc.name) await assertNameFree(db, accountId, name);
+    set.name = name;
+  }
+  if (input.type !== undefined) set.type = input.type;
+  if (input.host !== undefined) set.host = input.host;
+  if (input.port !== undefined) set.port = input.port;
+  if (input.path !== undefined) set.path = normalizeBasePath(input.path);
+  if (input.options !== undefined) set.options = input.options;
+  if (input.credentials !== undefined) set.credentials = sealCredentials(vault, input.credentials);
+  if (input.agent_id !== undefined) set.agent_id = input.agent_id ? new Types.ObjectId(input.agent_id) : null;
+
+  let updated;
+  try {
+    // Conditional on the revision that was checked, so two concurrent updates cannot combine
+    // into a connection neither validated (say, a new type with the old type's credentials).
+    updated = await db.connections.findOneAndUpdate(
+      { _id: doc._id, account_id: doc.account_id, revision: doc.revision },
+      { $set: set, $inc: { revision: 1 } },
+      { new: true },
+    ).lean();
+  } catch (err) {
+    if (isDuplicateKey(err) && name !== undefined) throw duplicateName(name);
+    throw err;
+  }
+  if (!updated) {
+    if (!(await db.connections.exists({ _id: doc._id, account_id: doc.account_id }))) throw connectionNotFound(id);
+    throw new ConflictError(`Connection ${id} was changed by another request at the same time; retry`);
+  }
+  return { connection: presentConnection(updated as StoredConnection), changed: Object.keys(input).sort() };
+}
+
+/** Deletes permanently; returns what the audit record names. */
+export async function deleteConnection(db: Models, accountId: AccountId, id: string): Promise<Connection> {
+  const _id = toObjectId(id);
+  const doc = _id && await db.connections.findOneAndDelete({ _id, account_id: accountId }).lean();
+  if (!doc) throw connectionNotFound(id);
+  return presentConnection(doc as StoredConnection);
+}
+
+export async function getConnection(db: Models, accountId: AccountId, id: string): Promise<Connection> {
+  return presentConnection(await findOwned(db, accountId, id));
+}
+
+/**
+ * Everything a connector needs, credentials decrypted: for the dispatch of tests and transfers
+ * to the agent serving the connection. Never put the result in a response, log or audit record.
+ * Throws NotFoundError for ids that are not the account's.
+ */
+export async function loadConnectionSettings(db: Models, vault: Vault, accountId: AccountId, id: string): Promise<ConnectionSettings> {
+  const doc = await findOwned(db, accountId, id);
+  const type = doc.type as ConnectionType;
+  const spec = CONNECTION_TYPE_SPECS[type];
+  const credentials = openCredentials(vault, doc);
+  return {
+    id: String(doc._id),
+    name: doc.name,
+    type,
+    host: doc.host ?? spec.defaultHost(credentials),
+    port: doc.port ?? spec.defaultPort,
+    path: doc.path,
+    options: optionsWithDefaults(type, (doc.options as Record<string, unknown> | undefined) ?? {}),
+    agent_id: doc.agent_id ? String(doc.agent_id) : null,
+    credentials,
+  };
+}

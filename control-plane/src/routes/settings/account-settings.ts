@@ -1,0 +1,97 @@
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import {
+  RETENTION_LIMITS, UpdateRetentionRequest, UpdateServicePrincipalsRequest,
+  type RetentionSetting, type ServicePrincipal, type ServicePrincipalsSetting, type TestStatus,
+} from '@xfer/shared';
+import { BadRequestError } from '../../errors.js';
+import { auditSettingChange, consoleUserOf, isoOrNull, requireAccountAdmin, SettingsStore, type StoredSetting } from './settings.service.js';
+
+const consoleOnly = { access: { consoleOnly: true } } as const;
+
+type Retention = { audit_days: number; deleted_files_days: number };
+
+const presentRetention = (stored: StoredSetting<Retention> | null): RetentionSetting => ({
+  audit_days: stored?.value.audit_days ?? RETENTION_LIMITS.audit_days.default,
+  deleted_files_days: stored?.value.deleted_files_days ?? RETENTION_LIMITS.deleted_files_days.default,
+  updated_at: isoOrNull(stored?.updated_at),
+});
+
+const presentPrincipals = (stored: StoredSetting<ServicePrincipal[]> | null): ServicePrincipalsSetting => ({
+  service_principals: stored?.value ?? [],
+  updated_at: isoOrNull(stored?.updated_at),
+});
+
+/** 400 naming the first repeated `field` (compared case-insensitively). */
+function rejectDuplicates(list: ServicePrincipal[], field: keyof ServicePrincipal): void {
+  const seen = new Set<string>();
+  for (const item of list) {
+    const key = item[field].trim().toLowerCase();
+    if (seen.has(key)) throw new BadRequestError(`body.service_principals has a duplicate ${field} '${item[field]}'`);
+    seen.add(key);
+  }
+}
+
+/** Settings of the whole account: retention, service principals, test status. Every role reads them. */
+const accountSettings: FastifyPluginAsync = async (fastify) => {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const store = new SettingsStore(app.db);
+  const accountOf = (request: FastifyRequest) => ({ accountId: consoleUserOf(request).accountId, userId: null });
+
+  app.get('/settings/retention', { config: consoleOnly }, async (request) => {
+    return { data: presentRetention(await store.get<Retention>(accountOf(request), 'retention')) };
+  });
+
+  /** Only the given fields change; the others keep their stored or default value. */
+  app.put('/settings/retention', { schema: { body: UpdateRetentionRequest }, config: consoleOnly }, async (request) => {
+    const user = await requireAccountAdmin(app, request, 'retention');
+    const owner = { accountId: user.accountId, userId: null };
+    const current = presentRetention(await store.get<Retention>(owner, 'retention'));
+    const value: Retention = {
+      audit_days: request.body.audit_days ?? current.audit_days,
+      deleted_files_days: request.body.deleted_files_days ?? current.deleted_files_days,
+    };
+    const stored = await store.put(owner, 'retention', value);
+    await auditSettingChange(app, request, 'retention', 'account', { ...value });
+    return { data: presentRetention(stored) };
+  });
+
+  app.get('/settings/service-principals', { config: consoleOnly }, async (request) => {
+    return { data: presentPrincipals(await store.get<ServicePrincipal[]>(accountOf(request), 'service-principals')) };
+  });
+
+  /** Replaces the whole list: names and client ids are unique within it. */
+  app.put('/settings/service-principals', { schema: { body: UpdateServicePrincipalsRequest }, config: consoleOnly }, async (request) => {
+    const user = await requireAccountAdmin(app, request, 'service-principals');
+    const list = request.body.service_principals.map((p) => ({ name: p.name.trim(), client_id: p.client_id }));
+    rejectDuplicates(list, 'name');
+    rejectDuplicates(list, 'client_id');
+    const stored = await store.put({ accountId: user.accountId, userId: null }, 'service-principals', list);
+    await auditSettingChange(app, request, 'service-principals', 'account', {
+      count: list.length, client_ids: list.map((p) => p.client_id),
+    });
+    return { data: presentPrincipals(stored) };
+  });
+
+  /** Whether this control plane reaches its database, and how fast. 200 either way: it is a report. */
+  app.get('/settings/test-status', { config: consoleOnly }, async (request) => {
+    consoleUserOf(request);
+    const started = performance.now();
+    let latency: number | null = null;
+    try {
+      await app.dbConnection.db!.command({ ping: 1 });
+      latency = Math.round(performance.now() - started);
+    } catch (err) {
+      request.log.warn({ err }, 'test-status: database ping failed');
+    }
+    const data: TestStatus = {
+      status: latency === null ? 'degraded' : 'ok',
+      database: latency === null ? 'unavailable' : 'ok',
+      database_latency_ms: latency,
+      checked_at: new Date().toISOString(),
+    };
+    return { data };
+  });
+};
+
+export default accountSettings;

@@ -1,0 +1,158 @@
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { CreateUserRequest, IdParams, PageQuery, UpdateUserRequest } from '@xfer/shared';
+import { ConflictError, NotFoundError } from '../../errors.js';
+import { hashPassword } from '../../lib/crypto.js';
+import { paginate, toObjectId } from '../../lib/pagination.js';
+import { principalOf } from '../../plugins/app/auth.js';
+import { presentUser, requireOwnerFor, withoutLosingLastOwner } from './users.service.js';
+
+const DUPLICATE_KEY = 11000;
+
+/**
+ * Users of the caller's account (users:read for reads, users:write for changes).
+ *
+ * Rules: only an owner creates owners, promotes to owner, or changes or deletes an owner; an
+ * account always keeps at least one owner (409); nobody deletes their own user (409). An API key
+ * with users:write acts with admin power, never owner power (see `actingRole`). A password
+ * change ends every session of that user (sessions_valid_after = now).
+ */
+const users: FastifyPluginAsync = async (fastify) => {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+
+  /** Owner-only rule check whose refusal is written to the audit trail before the 403. */
+  async function ownerOnly(request: FastifyRequest, action: string, resourceId: string | null, what: string) {
+    try {
+      requireOwnerFor(principalOf(request), what);
+    } catch (err) {
+      await app.audit.recordRequest(request, {
+        action, outcome: 'denied', resource: { type: 'user', id: resourceId }, details: { reason: `only an owner can ${what}` },
+      });
+      throw err;
+    }
+  }
+
+  async function findUser(accountId: string, rawId: string) {
+    const id = toObjectId(rawId);
+    const user = id && await app.db.users.findOne({ _id: id, account_id: accountId }).lean();
+    if (!user) throw new NotFoundError(`User ${rawId} not found`);
+    return user;
+  }
+
+  app.get('/users', {
+    schema: { querystring: PageQuery },
+    config: { access: { scope: 'users:read' } },
+  }, async (request) => {
+    const { accountId } = principalOf(request);
+    return paginate(app.db.users, { account_id: accountId }, request.query, presentUser);
+  });
+
+  app.post('/users', {
+    schema: { body: CreateUserRequest },
+    config: { access: { scope: 'users:write' } },
+  }, async (request, reply) => {
+    const { accountId } = principalOf(request);
+    const { role, password } = request.body;
+    if (role === 'owner') await ownerOnly(request, 'user.create', null, 'create owners');
+    const email = request.body.email.trim().toLowerCase();
+    const conflict = () => new ConflictError(`A user with email ${email} already exists`);
+    if (await app.db.users.exists({ email })) throw conflict();
+    let doc;
+    try {
+      doc = await app.db.users.create({
+        account_id: accountId,
+        email,
+        name: request.body.name?.trim() ?? email.split('@')[0]!,
+        role,
+        password_hash: await hashPassword(password),
+      });
+    } catch (err) {
+      if ((err as { code?: number }).code === DUPLICATE_KEY) throw conflict();
+      throw err;
+    }
+    const user = presentUser(doc.toObject());
+    await app.audit.recordRequest(request, {
+      action: 'user.create', outcome: 'success', resource: { type: 'user', id: user.id }, details: { email, role },
+    });
+    return reply.code(201).send({ data: user });
+  });
+
+  app.get('/users/:id', {
+    schema: { params: IdParams },
+    config: { access: { scope: 'users:read' } },
+  }, async (request) => {
+    const { accountId } = principalOf(request);
+    return { data: presentUser(await findUser(accountId, request.params.id)) };
+  });
+
+  app.put('/users/:id', {
+    schema: { params: IdParams, body: UpdateUserRequest },
+    config: { access: { scope: 'users:write' } },
+  }, async (request) => {
+    const { accountId } = principalOf(request);
+    const target = await findUser(accountId, request.params.id);
+    const targetId = String(target._id);
+    const { name, role, password } = request.body;
+    if (target.role === 'owner') await ownerOnly(request, 'user.update', targetId, 'change an owner');
+    if (role === 'owner' && target.role !== 'owner') await ownerOnly(request, 'user.update', targetId, 'promote a user to owner');
+
+    const now = new Date();
+    const set: Record<string, unknown> = { updated_at: now };
+    if (name !== undefined) set.name = name.trim();
+    if (role !== undefined) set.role = role;
+    if (password !== undefined) {
+      set.password_hash = await hashPassword(password);
+      set.sessions_valid_after = now;
+    }
+    const apply = () => app.db.users.findOneAndUpdate({ _id: target._id, account_id: accountId }, { $set: set }, { new: true }).lean();
+    let updated;
+    if (target.role === 'owner' && role !== undefined && role !== 'owner') {
+      // Undo puts back exactly the fields this request set, as they were before it.
+      const before = Object.fromEntries(Object.keys(set).map((k) => [k, target[k as keyof typeof target]]));
+      updated = await withoutLosingLastOwner(app.db, accountId, apply, async () => {
+        await app.db.users.updateOne({ _id: target._id }, { $set: before });
+      });
+    } else {
+      updated = await apply();
+    }
+    if (!updated) throw new NotFoundError(`User ${request.params.id} not found`);
+    await app.audit.recordRequest(request, {
+      action: 'user.update', outcome: 'success', resource: { type: 'user', id: targetId },
+      details: {
+        fields: Object.keys(request.body).sort(),
+        ...(role !== undefined && role !== target.role ? { role_from: target.role, role_to: role } : {}),
+        ...(password !== undefined ? { sessions_revoked: true } : {}),
+      },
+    });
+    return { data: presentUser(updated) };
+  });
+
+  app.delete('/users/:id', {
+    schema: { params: IdParams },
+    config: { access: { scope: 'users:write' } },
+  }, async (request) => {
+    const { accountId, userId } = principalOf(request);
+    const target = await findUser(accountId, request.params.id);
+    const targetId = String(target._id);
+    if (userId === targetId) throw new ConflictError('You cannot delete your own user');
+    const remove = async () => {
+      const { deletedCount } = await app.db.users.deleteOne({ _id: target._id, account_id: accountId });
+      if (deletedCount === 0) throw new NotFoundError(`User ${request.params.id} not found`);
+    };
+    if (target.role === 'owner') {
+      await ownerOnly(request, 'user.delete', targetId, 'delete an owner');
+      await withoutLosingLastOwner(app.db, accountId, remove, async () => {
+        await app.db.users.create(target);
+      });
+    } else {
+      await remove();
+    }
+    await app.db.settings.deleteMany({ account_id: accountId, user_id: target._id });
+    await app.audit.recordRequest(request, {
+      action: 'user.delete', outcome: 'success', resource: { type: 'user', id: targetId }, details: { email: target.email, role: target.role },
+    });
+    return { data: { id: targetId, deleted: true } };
+  });
+};
+
+export default users;

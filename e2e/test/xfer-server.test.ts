@@ -1,0 +1,90 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The built binary, run as a user would run it. */
+const BIN = resolve(dirname(fileURLToPath(import.meta.url)), '../../control-plane/dist/bin/xfer-server.js');
+
+interface Running {
+  child: ChildProcess;
+  url: string;
+  stdout: () => string;
+}
+
+/** Starts `xfer-server start --local` and resolves once it prints its URL. */
+function startServer(env: Record<string, string>): Promise<Running> {
+  const child = spawn(process.execPath, [BIN, 'start', '--local'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  return new Promise((resolvePromise, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no URL printed within 90 s:\n${out}\n${err}`)), 90_000);
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const match = /listening on (http:\/\/\S+\/api\/v1)/.exec(out);
+      // Wait for the whole first-start block when it is coming.
+      if (match && (!out.includes('First start') || out.includes('Try:'))) {
+        clearTimeout(timer);
+        resolvePromise({ child, url: match[1]!, stdout: () => out });
+      }
+    });
+    child.on('exit', (code) => reject(new Error(`exited ${code} before listening:\n${out}\n${err}`)));
+  });
+}
+
+function stop(child: ChildProcess): Promise<number | null> {
+  return new Promise((resolvePromise) => {
+    child.once('exit', (code) => resolvePromise(code));
+    child.kill('SIGTERM');
+  });
+}
+
+const dataDir = mkdtempSync(join(tmpdir(), 'xfer-e2e-server-'));
+// No MONGODB_URI: the binary starts the embedded database itself, as `npm start` does.
+const env: Record<string, string> = { XFER_DATA_DIR: dataDir, XFER_PORT: '0', MONGODB_URI: '', XFER_LOG_LEVEL: 'warn' };
+
+afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+test('start --local: embedded database, admin key on first start only, data reused, clean SIGTERM', async () => {
+  const first = await startServer(env);
+  const key = /API key:\s+(svc_\S+)/.exec(first.stdout())?.[1];
+  expect(key).toBeDefined();
+  const headers = { authorization: `Bearer ${key}` };
+  expect((await fetch(`${first.url}/health`)).status).toBe(200);
+  const created = await fetch(`${first.url}/api-keys`, {
+    method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'kept', scopes: ['files:read'] }),
+  });
+  expect(created.status).toBe(201);
+  expect(statSync(join(dataDir, 'master.key')).mode & 0o777).toBe(0o600);
+  expect(await stop(first.child)).toBe(0);
+
+  const second = await startServer(env);
+  try {
+    expect(second.stdout()).not.toContain('API key:');
+    const list = await fetch(`${second.url}/api-keys`, { headers });
+    expect(list.status).toBe(200);
+    const names = ((await list.json()) as { data: Array<{ name: string }> }).data.map((k) => k.name);
+    expect(names).toContain('kept');
+  } finally {
+    expect(await stop(second.child)).toBe(0);
+  }
+}, 240_000);
+
+test('bootstrap --json prints ids and a working key; exit codes 2 and 5', async () => {
+  const uri = process.env.MONGODB_URI!;
+  const dbEnv = { ...process.env, MONGODB_URI: uri, XFER_DB_NAME: `xfer_e2e_${Date.now()}`, XFER_DATA_DIR: dataDir };
+  const run = (args: string[]) => spawnSync(process.execPath, [BIN, ...args], { env: dbEnv, encoding: 'utf8' });
+  const ok = run(['bootstrap', '--email', 'ops@example.test', '--password', 'correct-horse-battery', '--plan', 'team', '--json']);
+  expect(ok.status).toBe(0);
+  const result = JSON.parse(ok.stdout);
+  expect(Object.keys(result).sort()).toEqual(['account_id', 'api_key', 'user_id']);
+  expect(result.api_key).toMatch(/^svc_/);
+  expect(run(['bootstrap', '--email', 'ops@example.test', '--password', 'correct-horse-battery', '--plan', 'team']).status).toBe(5);
+  const bad = run(['bootstrap', '--email', 'x@example.test', '--password', 'correct-horse-battery', '--plan', 'gold']);
+  expect(bad.status).toBe(2);
+  expect(bad.stderr).toContain('--plan must be one of free, team, enterprise');
+  expect(run(['bootstrap', '--help']).stdout).toContain('--plan');
+  expect(run(['nonsense']).status).toBe(2);
+}, 60_000);

@@ -1,0 +1,93 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { Id, Name, Timestamp } from './common.js';
+
+/**
+ * Console-only settings under /settings/* (decisions.md "Accounts, users, sessions, plans").
+ * Per-user settings belong to the signed-in user; account settings are read by every role and
+ * changed by owners and admins only. `updated_at` is null while a setting still has its default.
+ */
+
+/** Bounds of the retention policy, in days. */
+export const RETENTION_LIMITS = {
+  audit_days: { min: 30, max: 3650, default: 365 },
+  deleted_files_days: { min: 1, max: 3650, default: 30 },
+} as const;
+
+const UpdatedAt = Type.Union([Timestamp, Type.Null()]);
+
+/** GET /settings/mfa (per user). */
+export const MfaSetting = Type.Object({ enabled: Type.Boolean(), updated_at: UpdatedAt });
+export type MfaSetting = Static<typeof MfaSetting>;
+
+export const UpdateMfaRequest = Type.Object({ enabled: Type.Boolean() }, { additionalProperties: false });
+export type UpdateMfaRequest = Static<typeof UpdateMfaRequest>;
+
+/** GET /settings/sessions (per user): sessions issued before `sessions_valid_after` are refused. */
+export const SessionsSetting = Type.Object({
+  sessions_valid_after: UpdatedAt,
+  session_ttl_seconds: Type.Integer(),
+  /** When the session making this call expires. */
+  current_session_expires_at: UpdatedAt,
+});
+export type SessionsSetting = Static<typeof SessionsSetting>;
+
+/** DELETE /settings/sessions ("sign out everywhere"): the user's id, like every DELETE, and the new cut-off. */
+export const SessionsRevoked = Type.Object({ id: Id, deleted: Type.Literal(true), sessions_valid_after: Timestamp });
+export type SessionsRevoked = Static<typeof SessionsRevoked>;
+
+/** GET /settings/avatar (per user). */
+export const AvatarSetting = Type.Object({ url: Type.Union([Type.String(), Type.Null()]), updated_at: UpdatedAt });
+export type AvatarSetting = Static<typeof AvatarSetting>;
+
+export const UpdateAvatarRequest = Type.Object(
+  { url: Type.Union([Type.String({ format: 'uri', pattern: '^https://', maxLength: 2048 }), Type.Null()]) },
+  { additionalProperties: false },
+);
+export type UpdateAvatarRequest = Static<typeof UpdateAvatarRequest>;
+
+/** GET /settings/retention (account): how long audit records and deleted files are kept. */
+export const RetentionSetting = Type.Object({
+  audit_days: Type.Integer(),
+  deleted_files_days: Type.Integer(),
+  updated_at: UpdatedAt,
+});
+export type RetentionSetting = Static<typeof RetentionSetting>;
+
+/** PUT /settings/retention: only the given fields change. */
+export const UpdateRetentionRequest = Type.Object(
+  {
+    audit_days: Type.Optional(Type.Integer({ minimum: RETENTION_LIMITS.audit_days.min, maximum: RETENTION_LIMITS.audit_days.max })),
+    deleted_files_days: Type.Optional(
+      Type.Integer({ minimum: RETENTION_LIMITS.deleted_files_days.min, maximum: RETENTION_LIMITS.deleted_files_days.max }),
+    ),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+export type UpdateRetentionRequest = Static<typeof UpdateRetentionRequest>;
+
+/** A registered service principal (an identity-provider application): names and ids, never secrets. */
+export const ServicePrincipal = Type.Object(
+  { name: Name, client_id: Type.String({ minLength: 1, maxLength: 200, pattern: '^\\S+$' }) },
+  { additionalProperties: false },
+);
+export type ServicePrincipal = Static<typeof ServicePrincipal>;
+
+/** GET /settings/service-principals (account). */
+export const ServicePrincipalsSetting = Type.Object({ service_principals: Type.Array(ServicePrincipal), updated_at: UpdatedAt });
+export type ServicePrincipalsSetting = Static<typeof ServicePrincipalsSetting>;
+
+/** PUT /settings/service-principals: replaces the whole list; names and client ids are unique. */
+export const UpdateServicePrincipalsRequest = Type.Object(
+  { service_principals: Type.Array(ServicePrincipal, { maxItems: 100 }) },
+  { additionalProperties: false },
+);
+export type UpdateServicePrincipalsRequest = Static<typeof UpdateServicePrincipalsRequest>;
+
+/** GET /settings/test-status: whether the account's control plane and its database answer. */
+export const TestStatus = Type.Object({
+  status: Type.Union([Type.Literal('ok'), Type.Literal('degraded')]),
+  database: Type.Union([Type.Literal('ok'), Type.Literal('unavailable')]),
+  database_latency_ms: Type.Union([Type.Integer(), Type.Null()]),
+  checked_at: Timestamp,
+});
+export type TestStatus = Static<typeof TestStatus>;
