@@ -33,15 +33,16 @@ describe('console only', () => {
   test('every /settings route refuses an API key, even one holding every scope, with 403', async () => {
     const routes = app.apiRoutes.filter((r) => r.url.startsWith('/api/v1/settings/'));
     const paths = new Set(routes.map((r) => r.url.replace('/api/v1/settings/', '')));
-    expect([...paths].sort()).toEqual(['avatar', 'login-events', 'mfa', 'retention', 'service-principals', 'sessions', 'test-status']);
+    expect([...paths].sort()).toEqual(['avatar', 'login-events', 'mfa', 'mfa/verify', 'retention', 'service-principals', 'sessions', 'test-status']);
     for (const route of routes) {
       expect(route.access.consoleOnly).toBe(true);
-      const body = route.method === 'PUT' ? { payload: {} } : {};
+      const body = route.method === 'PUT' || route.method === 'POST' ? { payload: {} } : {};
       const res = await app.inject({ method: route.method as 'GET', url: route.url, headers: auth(owner.apiKey), ...body });
       expectError(res, 403, Messages.consoleOnly);
     }
     // Nothing was changed by the refused calls, and each refusal was audited.
     expect(await app.db.settings.countDocuments({ account_id: owner.accountId })).toBe(0);
+    expect(await app.db.users.findById(owner.userId).lean()).toMatchObject({ mfa_secret: null, mfa_pending_secret: null });
     const denials = await app.db.auditEvents.countDocuments({ account_id: owner.accountId, action: 'auth.denied', 'details.reason': 'console-only route' });
     expect(denials).toBe(routes.length);
   });
@@ -52,20 +53,21 @@ describe('console only', () => {
 });
 
 describe('per-user settings', () => {
-  test('mfa: off by default, changed per user, audited', async () => {
+  // The whole MFA flow (verify, login with a code, turning it off) is in mfa.test.ts.
+  test('mfa: off by default, enrolment per user, audited', async () => {
     const member = await addUser('member', ownerSession);
-    expect((await call('GET', 'mfa', member.session)).json()).toEqual({ data: { enabled: false, updated_at: null } });
+    expect((await call('GET', 'mfa', member.session)).json()).toEqual({ data: { enabled: false, pending: false } });
     const put = await call('PUT', 'mfa', member.session, { enabled: true });
     expect(put.statusCode).toBe(200);
-    expect(put.json().data).toEqual({ enabled: true, updated_at: expect.any(String) });
-    expect((await call('GET', 'mfa', member.session)).json().data.enabled).toBe(true);
+    expect(put.json().data).toEqual({ enabled: false, pending: true, secret: expect.any(String), otpauth_url: expect.any(String) });
+    expect((await call('GET', 'mfa', member.session)).json().data).toEqual({ enabled: false, pending: true });
     // Another user of the same account keeps their own setting.
-    expect((await call('GET', 'mfa', ownerSession)).json().data.enabled).toBe(false);
+    expect((await call('GET', 'mfa', ownerSession)).json().data).toEqual({ enabled: false, pending: false });
     expectError(await call('PUT', 'mfa', member.session, { enabled: 'yes' }), 400, /enabled must be boolean/);
     expectError(await call('PUT', 'mfa', member.session, {}), 400, /enabled is required/);
     const records = await settingAudits(owner.accountId, 'mfa');
     expect(records).toHaveLength(1);
-    expect(records[0]).toMatchObject({ actor: { type: 'user', id: member.id }, outcome: 'success', details: { scope: 'user', enabled: true } });
+    expect(records[0]).toMatchObject({ actor: { type: 'user', id: member.id }, outcome: 'success', details: { scope: 'user', change: 'enroll', enabled: false } });
   });
 
   test('avatar: an https URL or null; anything else is 400', async () => {
@@ -175,6 +177,7 @@ describe('account settings', () => {
       expectError(await call('PUT', 'service-principals', user.session, { service_principals: [] }), 403, /owner or admin/);
       // Their own settings are theirs to change.
       expect((await call('PUT', 'mfa', user.session, { enabled: true })).statusCode).toBe(200);
+      expect((await call('PUT', 'avatar', user.session, { url: null })).statusCode).toBe(200);
     }
     expect(await app.db.settings.countDocuments({ account_id: acct.accountId, user_id: null })).toBe(0);
     const denied = await app.db.auditEvents.countDocuments({ account_id: acct.accountId, action: 'setting.update', outcome: 'denied' });

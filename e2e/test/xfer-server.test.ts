@@ -24,8 +24,8 @@ function startServer(env: Record<string, string>): Promise<Running> {
     child.stdout!.on('data', (d: Buffer) => {
       out += d.toString();
       const match = /listening on (http:\/\/\S+\/api\/v1)/.exec(out);
-      // Wait for the whole first-start block when it is coming.
-      if (match && (!out.includes('First start') || out.includes('Try:'))) {
+      // --local ends its banner with either the first-start block or the "data reused" line.
+      if (match && /Try:|Data reused/.test(out)) {
         clearTimeout(timer);
         resolvePromise({ child, url: match[1]!, stdout: () => out });
       }

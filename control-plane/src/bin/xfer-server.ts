@@ -69,16 +69,17 @@ async function start(config: Config, local: boolean): Promise<void> {
   }
   const address = await app.listen({ host: config.host, port: config.port });
   const url = `${address}/api/v1`;
-  process.stdout.write(`\nxfer control plane listening on ${url}\n`);
+  // One write, so a reader of the pipe sees the URL and the first-start block together.
+  let banner = `\nxfer control plane listening on ${url}\n`;
   if (admin) {
-    process.stdout.write(
+    banner +=
       `\nFirst start: an admin account was created. These are shown only now:\n` +
       `  email:    ${admin.email}\n  password: ${admin.password}\n  API key:  ${admin.api_key}\n\n` +
-      `Try: curl -H "Authorization: Bearer ${admin.api_key}" ${url}/connections\n\n`,
-    );
+      `Try: curl -H "Authorization: Bearer ${admin.api_key}" ${url}/connections\n\n`;
   } else if (local) {
-    process.stdout.write(`Data reused from ${config.dataDir} (the admin key was shown on first start).\n\n`);
+    banner += `Data reused from ${config.dataDir} (the admin key was shown on first start).\n\n`;
   }
+  process.stdout.write(banner);
 }
 
 async function bootstrap(config: Config, args: string[]): Promise<void> {

@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Id, Name, Timestamp } from './common.js';
+import { OtpCode } from './auth.js';
 
 /**
  * Console-only settings under /settings/* (decisions.md "Accounts, users, sessions, plans").
@@ -15,12 +16,44 @@ export const RETENTION_LIMITS = {
 
 const UpdatedAt = Type.Union([Timestamp, Type.Null()]);
 
-/** GET /settings/mfa (per user). */
-export const MfaSetting = Type.Object({ enabled: Type.Boolean(), updated_at: UpdatedAt });
+/**
+ * GET /settings/mfa (per user): `enabled` once a TOTP authenticator is confirmed (login then needs
+ * its code); `pending` while an enrolment awaits its first code.
+ */
+export const MfaSetting = Type.Object({ enabled: Type.Boolean(), pending: Type.Boolean() });
 export type MfaSetting = Static<typeof MfaSetting>;
 
-export const UpdateMfaRequest = Type.Object({ enabled: Type.Boolean() }, { additionalProperties: false });
+/**
+ * PUT /settings/mfa. `{enabled: true}` starts an enrolment (answers `MfaEnrolment`);
+ * `{enabled: false, code}` turns MFA off, `code` being a current code of the active
+ * authenticator (an enrolment still pending is cancelled without one).
+ */
+export const UpdateMfaRequest = Type.Object({ enabled: Type.Boolean(), code: Type.Optional(OtpCode) }, { additionalProperties: false });
 export type UpdateMfaRequest = Static<typeof UpdateMfaRequest>;
+
+/**
+ * Answer of PUT /settings/mfa `{enabled: true}`: the new secret, shown this once, as base32 and as
+ * the `otpauth://` URL that authenticator apps scan. MFA is on after POST /settings/mfa/verify.
+ */
+export const MfaEnrolment = Type.Object({
+  enabled: Type.Literal(false),
+  pending: Type.Literal(true),
+  secret: Type.String(),
+  otpauth_url: Type.String(),
+});
+export type MfaEnrolment = Static<typeof MfaEnrolment>;
+
+/** POST /settings/mfa/verify: a code of the pending secret, which turns MFA on. */
+export const VerifyMfaRequest = Type.Object({ code: OtpCode }, { additionalProperties: false });
+export type VerifyMfaRequest = Static<typeof VerifyMfaRequest>;
+
+/** Errors of the MFA settings that clients match on. */
+export const MfaMessages = {
+  codeInvalid: 'code is not valid',
+  codeRequired: 'code is required to turn MFA off',
+  alreadyEnabled: 'MFA is already on: turn it off before enrolling another authenticator',
+  nothingPending: 'No MFA enrolment is pending: start one with PUT /settings/mfa {"enabled": true}',
+} as const;
 
 /** GET /settings/sessions (per user): sessions issued before `sessions_valid_after` are refused. */
 export const SessionsSetting = Type.Object({

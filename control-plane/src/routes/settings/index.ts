@@ -1,5 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify';
 import userSettings from './user-settings.js';
+import mfaSettings from './mfa-settings.js';
 import accountSettings from './account-settings.js';
 
 /**
@@ -10,6 +11,7 @@ import accountSettings from './account-settings.js';
  */
 const settings: FastifyPluginAsync = async (app) => {
   await app.register(userSettings);
+  await app.register(mfaSettings);
   await app.register(accountSettings);
 };
 

@@ -1,9 +1,6 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import {
-  PageQuery, UpdateAvatarRequest, UpdateMfaRequest,
-  type AvatarSetting, type MfaSetting, type SessionsRevoked, type SessionsSetting,
-} from '@xfer/shared';
+import { PageQuery, UpdateAvatarRequest, type AvatarSetting, type SessionsRevoked, type SessionsSetting } from '@xfer/shared';
 import { NotFoundError } from '../../errors.js';
 import { paginate } from '../../lib/pagination.js';
 import type { SessionClaims } from '../../plugins/app/auth.js';
@@ -18,17 +15,12 @@ function sessionClaims(request: FastifyRequest): (SessionClaims & { exp?: number
   return token ? request.server.jwt.decode<SessionClaims & { exp?: number }>(token) : null;
 }
 
-const presentMfa = (stored: StoredSetting<{ enabled: boolean }> | null): MfaSetting => ({
-  enabled: stored?.value.enabled ?? false,
-  updated_at: isoOrNull(stored?.updated_at),
-});
-
 const presentAvatar = (stored: StoredSetting<{ url: string | null }> | null): AvatarSetting => ({
   url: stored?.value.url ?? null,
   updated_at: isoOrNull(stored?.updated_at),
 });
 
-/** Settings of the signed-in user: mfa, sessions, login-events, avatar. */
+/** Settings of the signed-in user: sessions, login-events, avatar (mfa: mfa-settings.ts). */
 const userSettings: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const store = new SettingsStore(app.db);
@@ -36,22 +28,6 @@ const userSettings: FastifyPluginAsync = async (fastify) => {
     const user = consoleUserOf(request);
     return { user, owner: { accountId: user.accountId, userId: user.userId } };
   };
-
-  /**
-   * The user's MFA preference. It is stored and audited here; enrolment of a second factor and
-   * its check at login belong to the login flow.
-   */
-  app.get('/settings/mfa', { config: consoleOnly }, async (request) => {
-    const { owner } = mine(request);
-    return { data: presentMfa(await store.get(owner, 'mfa')) };
-  });
-
-  app.put('/settings/mfa', { schema: { body: UpdateMfaRequest }, config: consoleOnly }, async (request) => {
-    const { owner } = mine(request);
-    const stored = await store.put(owner, 'mfa', { enabled: request.body.enabled });
-    await auditSettingChange(app, request, 'mfa', 'user', { enabled: request.body.enabled });
-    return { data: presentMfa(stored) };
-  });
 
   app.get('/settings/sessions', { config: consoleOnly }, async (request) => {
     const { user } = mine(request);

@@ -1,0 +1,145 @@
+import type { Types } from 'mongoose';
+import { MfaMessages, type MfaEnrolment, type MfaSetting } from '@xfer/shared';
+import type { Models } from '../../models/index.js';
+import type { UserDoc } from '../../models/user.model.js';
+import type { Sealed, Vault } from '../../lib/vault.js';
+import { base32Decode, base32Encode, generateTotpSecret, otpauthUrl, verifyTotp } from '../../lib/totp.js';
+import { BadRequestError, ConflictError, NotFoundError } from '../../errors.js';
+
+/** Issuer shown by authenticator apps beside the account. */
+export const MFA_ISSUER = 'xfer';
+
+/** Why a code was refused: goes to the audit record, never the code itself. */
+export type CodeRefusal = 'wrong code' | 'code replayed' | 'code missing';
+
+/** A refused code on a settings route: 400, with the reason for the audit record. */
+export class MfaCodeError extends BadRequestError {
+  constructor(readonly reason: CodeRefusal) {
+    super(reason === 'code missing' ? MfaMessages.codeRequired : MfaMessages.codeInvalid);
+  }
+}
+
+/** The user a call acts for (a console session's user). */
+export interface UserRef {
+  accountId: string;
+  userId: string;
+}
+
+type StoredUser = UserDoc & { _id: Types.ObjectId };
+
+/** Outcome of checking a code at login. */
+export type LoginCodeCheck = 'ok' | 'wrong otp' | 'otp replayed';
+
+/**
+ * TOTP second factor of console users (RFC 6238: SHA-1, 6 digits, 30 s, ±1 step), stored on the
+ * user document: `mfa_pending_secret` from enrolment until its first valid code, then
+ * `mfa_secret` while MFA is on, both sealed by the vault. `last_otp_step` makes each code
+ * single-use: a code is accepted only through an update conditional on its step being newer,
+ * so two requests racing with one code cannot both win.
+ */
+export class MfaService {
+  constructor(
+    private readonly db: Models,
+    private readonly vault: Vault,
+    private readonly nowMs: () => number = Date.now,
+  ) {}
+
+  /** Whether login needs a code from this user. */
+  static isEnabled(user: Pick<UserDoc, 'mfa_secret'>): boolean {
+    return Boolean(user.mfa_secret);
+  }
+
+  async state(ref: UserRef): Promise<MfaSetting> {
+    const user = await this.load(ref);
+    return { enabled: MfaService.isEnabled(user), pending: Boolean(user.mfa_pending_secret) };
+  }
+
+  /**
+   * Starts an enrolment with a new secret, replacing any pending one (a lost QR code is
+   * re-enrolled, not recovered). Throws ConflictError while MFA is on: replacing the active
+   * factor must go through turning it off, which needs its code.
+   */
+  async enroll(ref: UserRef): Promise<MfaEnrolment> {
+    const user = await this.load(ref);
+    if (user.mfa_secret) throw new ConflictError(MfaMessages.alreadyEnabled);
+    const secret = generateTotpSecret();
+    const text = base32Encode(secret);
+    // Replay protection restarts with the new secret: steps used with an earlier one mean nothing to it.
+    const updated = await this.db.users.updateOne(
+      { _id: user._id, mfa_secret: null },
+      { $set: { mfa_pending_secret: this.vault.seal(text), last_otp_step: 0 } },
+    );
+    if (updated.matchedCount === 0) throw new ConflictError(MfaMessages.alreadyEnabled);
+    return { enabled: false, pending: true, secret: text, otpauth_url: otpauthUrl({ issuer: MFA_ISSUER, account: user.email, secret }) };
+  }
+
+  /**
+   * Turns MFA on when `code` is valid for the pending secret; that code's step counts as used.
+   * Throws MfaCodeError for a wrong code, ConflictError when no enrolment is pending.
+   */
+  async activate(ref: UserRef, code: string): Promise<MfaSetting> {
+    const user = await this.load(ref);
+    const pending = user.mfa_pending_secret as Sealed | null | undefined;
+    if (!pending) throw new ConflictError(MfaMessages.nothingPending);
+    const step = this.matchStep(pending, code);
+    if (step === null) throw new MfaCodeError('wrong code');
+    // Only the enrolment that was checked: one started meanwhile has a new iv and stays pending.
+    const updated = await this.db.users.updateOne(
+      { _id: user._id, 'mfa_pending_secret.iv': pending.iv },
+      { $set: { mfa_secret: pending, mfa_pending_secret: null, last_otp_step: step } },
+    );
+    if (updated.matchedCount === 0) throw new ConflictError(MfaMessages.nothingPending);
+    return { enabled: true, pending: false };
+  }
+
+  /**
+   * Turns MFA off with a code of the active secret, or cancels a pending enrolment (no code: it
+   * protects nothing yet). Answers what changed, null when there was nothing to turn off.
+   * Throws MfaCodeError when MFA is on and the code is missing, wrong or already used.
+   */
+  async disable(ref: UserRef, code: string | undefined): Promise<{ change: 'disable' | 'cancel' | null; setting: MfaSetting }> {
+    const user = await this.load(ref);
+    const off: MfaSetting = { enabled: false, pending: false };
+    if (!user.mfa_secret) {
+      if (!user.mfa_pending_secret) return { change: null, setting: off };
+      const cancelled = await this.db.users.updateOne({ _id: user._id, mfa_secret: null }, { $set: { mfa_pending_secret: null } });
+      // Verified meanwhile: MFA is on now and turning it off needs a code.
+      if (cancelled.matchedCount === 0) return { change: null, setting: await this.state(ref) };
+      return { change: 'cancel', setting: off };
+    }
+    if (!code) throw new MfaCodeError('code missing');
+    const check = await this.consume(user, code, { mfa_secret: null, mfa_pending_secret: null });
+    if (check !== 'ok') throw new MfaCodeError(check === 'wrong otp' ? 'wrong code' : 'code replayed');
+    return { change: 'disable', setting: off };
+  }
+
+  /** Checks the login code of a user with MFA on, using it up when valid. */
+  checkLoginCode(user: StoredUser, code: string): Promise<LoginCodeCheck> {
+    return this.consume(user, code, {});
+  }
+
+  /**
+   * Accepts `code` for the active secret once: the step it matched must be newer than the last
+   * accepted one, in the same update that records it (and applies `alsoSet`).
+   */
+  private async consume(user: StoredUser, code: string, alsoSet: Record<string, unknown>): Promise<LoginCodeCheck> {
+    const active = user.mfa_secret as Sealed;
+    const step = this.matchStep(active, code);
+    if (step === null) return 'wrong otp';
+    const updated = await this.db.users.updateOne(
+      { _id: user._id, 'mfa_secret.iv': active.iv, last_otp_step: { $lt: step } },
+      { $set: { ...alsoSet, last_otp_step: step } },
+    );
+    return updated.matchedCount === 1 ? 'ok' : 'otp replayed';
+  }
+
+  private matchStep(sealed: Sealed, code: string): number | null {
+    return verifyTotp(base32Decode(this.vault.open<string>(sealed)), code, this.nowMs());
+  }
+
+  private async load(ref: UserRef): Promise<StoredUser> {
+    const user = await this.db.users.findOne({ _id: ref.userId, account_id: ref.accountId }).lean();
+    if (!user) throw new NotFoundError('User not found');
+    return user as StoredUser;
+  }
+}
