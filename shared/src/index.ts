@@ -7,3 +7,4 @@ export * from './schemas/connections.js';
 export * from './schemas/users.js';
 export * from './schemas/activity.js';
 export * from './schemas/settings.js';
+export * from './protocol/agent-protocol.js';

@@ -59,6 +59,7 @@ const endpointSuffix: OptionSpec = {
   description: 'DNS suffix of the Azure cloud, for account_name + account_key (sovereign clouds)',
 };
 const userPassword = { username: str, password: str };
+const s3Secure: OptionSpec = { type: 'boolean', default: true, description: 'HTTPS (true) or plain HTTP (false), for on-premises S3-compatible servers' };
 
 /**
  * The per-type table (api.md credential table; decisions.md "Connections"). nfs takes no
@@ -70,6 +71,7 @@ export const CONNECTION_TYPE_SPECS: Readonly<Record<ConnectionType, ConnectionTy
     hostRequired: false, defaultHost: none, defaultEndpoint: 'AWS S3 regional endpoint for the region', defaultPort: 443,
     options: {
       force_path_style: { type: 'boolean', default: false, description: 'Address buckets as host/bucket instead of bucket.host (MinIO and most S3-compatible stores)' },
+      secure: s3Secure,
     },
   },
   r2: {
@@ -77,12 +79,12 @@ export const CONNECTION_TYPE_SPECS: Readonly<Record<ConnectionType, ConnectionTy
     credentialsRequired: [['access_key_id', 'secret_access_key']],
     hostRequired: true, hostFromCredential: 'account_id',
     defaultHost: (c) => (typeof c.account_id === 'string' ? `${c.account_id}.r2.cloudflarestorage.com` : null),
-    defaultEndpoint: '<account_id>.r2.cloudflarestorage.com', defaultPort: 443, options: {},
+    defaultEndpoint: '<account_id>.r2.cloudflarestorage.com', defaultPort: 443, options: { secure: s3Secure },
   },
   gcs: {
     credentialFields: s3Keys, credentialsRequired: [['access_key_id', 'secret_access_key']],
     hostRequired: false, defaultHost: fixed('storage.googleapis.com'), defaultEndpoint: 'storage.googleapis.com (HMAC keys, XML API)',
-    defaultPort: 443, options: {},
+    defaultPort: 443, options: { secure: s3Secure },
   },
   blob: {
     credentialFields: azureKeys, credentialsRequired: azureRequired, credentialConflicts: azureConflicts,

@@ -1,0 +1,118 @@
+import type { Readable } from 'node:stream';
+import type { ConnectionSettings, ConnectionType } from '@xfer/shared';
+
+/**
+ * The one contract every storage connector implements (ARCHITECTURE.md "Connectors"), one folder
+ * per type under `connectors/<type>/`. The copy engine talks only to this interface.
+ *
+ * Paths: every `path` argument is relative to the connection's base path (`settings.path`), uses
+ * `/` separators, and is normalized by the connector through `resolvePath` (connectors/paths.ts):
+ * `..` that would leave the base path, NUL bytes and backslashes are refused with
+ * `ConnectorError('PERMISSION')` before any request is made. `''` or `/` names the base itself.
+ *
+ * Errors: every method rejects only with `ConnectorError`, whose `code` is one of
+ * `ConnectorErrorCode` and whose `cause` is the original error.
+ */
+export interface Connector {
+  readonly type: ConnectionType;
+
+  /**
+   * Entries below `path` (a directory, or the bucket prefix `path/`), without `path` itself.
+   * With `recursive`, the whole tree, depth-first, directories before their contents; never the
+   * whole tree in memory (pages or one directory at a time). Object stores report the
+   * "directories" implied by keys only where a zero-byte `dir/` marker exists, and report every
+   * object. Entry paths are relative to the connection's base path.
+   * Throws NOT_FOUND when `path` does not exist (an empty prefix of an object store is an empty
+   * directory: it yields nothing).
+   */
+  list(path: string, options: { recursive: boolean; signal?: AbortSignal }): AsyncIterable<Entry>;
+
+  /** The entry at `path`, or null when nothing is there (never throws NOT_FOUND). */
+  stat(path: string, options?: { signal?: AbortSignal }): Promise<Entry | null>;
+
+  /**
+   * The bytes of the file at `path`, from `start` (inclusive, default 0) to `end` (inclusive,
+   * default the last byte). The stream errors with a ConnectorError. Throws NOT_FOUND for a
+   * missing file.
+   */
+  read(path: string, options?: { start?: number; end?: number; signal?: AbortSignal }): Promise<Readable>;
+
+  /**
+   * Writes `body` to `path`, creating missing parent directories, replacing what is there.
+   * `size` is a hint (unknown when absent: the body is streamed anyway, never buffered whole).
+   * The file becomes visible at `path` only complete: a failed or aborted write leaves nothing at
+   * `path` and no temporary object behind (temp name + rename, or an uncommitted multipart
+   * upload that is aborted). Resolves with the size written and the store's own checksum when it
+   * computes one the engine can compare (`checksum`).
+   */
+  write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal }): Promise<WriteResult>;
+
+  /** Creates the directory and its parents; succeeds when it exists. Object stores may write a `dir/` marker. */
+  mkdir(path: string, options?: { signal?: AbortSignal }): Promise<void>;
+
+  /** Removes a file, or a directory with everything below it. Idempotent: a missing path succeeds. */
+  remove(path: string, options?: { signal?: AbortSignal }): Promise<void>;
+
+  /**
+   * Renames a file, replacing `to` when it exists. Throws UNSUPPORTED where the store has no
+   * rename (copy + delete is the caller's choice, not the connector's).
+   */
+  rename(from: string, to: string, options?: { signal?: AbortSignal }): Promise<void>;
+
+  /**
+   * Checks that the endpoint answers, the credentials work and the base path exists; resolves
+   * with a message for the user, rejects with a ConnectorError whose message says what is wrong
+   * (wrong host, port, credentials or missing path).
+   */
+  test(options?: { signal?: AbortSignal }): Promise<string>;
+
+  /** Releases sessions and sockets. The connector is not used afterwards. */
+  close(): Promise<void>;
+}
+
+export interface Entry {
+  /** Relative to the connection's base path, no leading slash ('' for the base itself). */
+  path: string;
+  kind: 'file' | 'directory';
+  /** Bytes (0 for directories). */
+  size: number;
+  /** Last modification, when the store knows it. */
+  modifiedAt?: Date;
+  /** The store's own checksum of the content, when it has one the engine can compare. */
+  checksum?: Checksum;
+}
+
+/** A checksum a store computes itself. `etag` is the plain MD5 ETag of a single-part S3 object. */
+export interface Checksum {
+  algorithm: 'sha256' | 'md5' | 'crc32c' | 'etag';
+  /** Lower-case hex. */
+  value: string;
+}
+
+export interface WriteResult {
+  size: number;
+  checksum?: Checksum;
+}
+
+export const CONNECTOR_ERROR_CODES = ['NOT_FOUND', 'AUTH', 'PERMISSION', 'TRANSIENT', 'CONFLICT', 'UNSUPPORTED'] as const;
+export type ConnectorErrorCode = (typeof CONNECTOR_ERROR_CODES)[number];
+
+/** The only error a connector throws: a code the engine decides on, the original as `cause`. */
+export class ConnectorError extends Error {
+  constructor(
+    readonly code: ConnectorErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'ConnectorError';
+  }
+
+  /** Worth retrying (network faults, throttling, 5xx). */
+  get transient(): boolean {
+    return this.code === 'TRANSIENT';
+  }
+}
+
+/** Builds a connector for one connection; the registry (connectors/index.ts) maps types to factories. */
+export type ConnectorFactory = (settings: ConnectionSettings) => Connector;

@@ -1,0 +1,208 @@
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+import { ConnectionSettings, ConnectionTypeName } from '../schemas/connections.js';
+import { StringEnum } from '../schemas/common.js';
+
+/**
+ * The agent protocol (ARCHITECTURE.md "Agent protocol"): JSON text frames over the WebSocket the
+ * agent dials to `/api/v1/agents/connect` with `Authorization: Bearer agt_…`. Every frame is
+ * `{v: 1, type, id, payload}` and is validated on arrival by both sides with `parseMessage`;
+ * a frame that fails validation closes the socket with `CloseCodes.protocolError` and changes
+ * nothing. `id` is unique per sender; a reply carries the id of the request in `payload.request_id`.
+ *
+ * Liveness uses WebSocket ping/pong control frames (the control plane pings every
+ * `heartbeat_ms`; each side drops a peer silent for `3 × heartbeat_ms`); the `ping`/`pong`
+ * messages below are the application-level round trip of `POST /agents/:id/test`.
+ */
+export const PROTOCOL_VERSION = 1 as const;
+
+/** Close codes (4000–4999 are for applications, RFC 6455 §7.4.2). */
+export const CloseCodes = {
+  /** Normal end (agent shutting down after draining, server shutting down). */
+  normal: 1000,
+  /** The server is going away; reconnect (possibly to another instance). */
+  goingAway: 1001,
+  /** A frame failed validation or broke the session order; the sender has a bug. Reconnect after backoff. */
+  protocolError: 4400,
+  /** Token unknown, or the agent was revoked: never reconnect with this token. */
+  revoked: 4401,
+  /** Another session of the same agent connected; this one is stale. Do not reconnect. */
+  replaced: 4409,
+  /** The agent's protocol version is not supported by this control plane. */
+  unsupportedVersion: 4426,
+} as const;
+export type CloseCode = (typeof CloseCodes)[keyof typeof CloseCodes];
+
+/** Codes after which the agent must not reconnect by itself. */
+export const TERMINAL_CLOSE_CODES: readonly number[] = [CloseCodes.revoked, CloseCodes.replaced, CloseCodes.unsupportedVersion];
+
+/** Overwrite policy of a transfer (decisions.md "Transfers"). */
+export const OVERWRITE_POLICIES = ['always', 'if_changed', 'never'] as const;
+export type OverwritePolicy = (typeof OVERWRITE_POLICIES)[number];
+/** How the destination is verified. */
+export const VERIFY_MODES = ['checksum', 'size'] as const;
+export type VerifyMode = (typeof VERIFY_MODES)[number];
+
+/** Options of a transfer job with every default filled in (the control plane fills them). */
+export const JobOptions = Type.Object({
+  overwrite: StringEnum(OVERWRITE_POLICIES),
+  verify: StringEnum(VERIFY_MODES),
+  /** Files copied at once (1–64). */
+  concurrency: Type.Integer({ minimum: 1, maximum: 64 }),
+});
+export type JobOptions = Static<typeof JobOptions>;
+
+/** Outcome of one file, reported in `job.progress` and persisted per job. */
+export const FileResult = Type.Object({
+  /** Path relative to the job's source path ('' when the source is a single file: its name is used). */
+  path: Type.String(),
+  status: StringEnum(['copied', 'skipped', 'failed'] as const),
+  size: Type.Integer({ minimum: 0 }),
+  /** Hex SHA-256 of the bytes read from the source (absent for skipped files). */
+  sha256: Type.Optional(Type.String({ pattern: '^[0-9a-f]{64}$' })),
+  /** What the destination was verified with: `sha256`, `md5`, `etag`, `crc32c`, `size`, `reread`. */
+  verified_by: Type.Optional(Type.String({ maxLength: 32 })),
+  error: Type.Optional(Type.String({ maxLength: 2000 })),
+});
+export type FileResult = Static<typeof FileResult>;
+
+/** Progress counters, always cumulative for the current run. */
+const Counters = {
+  /** Files found so far in the source; final once listing ended (`listing_done`). */
+  files_total: Type.Integer({ minimum: 0 }),
+  files_transferred: Type.Integer({ minimum: 0 }),
+  files_skipped: Type.Integer({ minimum: 0 }),
+  files_failed: Type.Integer({ minimum: 0 }),
+  bytes_transferred: Type.Integer({ minimum: 0 }),
+};
+
+const JobRef = { job_id: Type.String({ minLength: 1, maxLength: 64 }) };
+
+/** Every message type and its payload schema, per direction. */
+export const AgentToServer = {
+  /** First frame of a session. `running_jobs`: jobs still running from before a reconnect. */
+  hello: Type.Object({
+    version: Type.String({ maxLength: 64 }),
+    hostname: Type.String({ maxLength: 255 }),
+    connector_types: Type.Array(ConnectionTypeName, { maxItems: 32 }),
+    running_jobs: Type.Array(Type.String({ maxLength: 64 }), { maxItems: 10_000 }),
+    max_jobs: Type.Integer({ minimum: 1, maximum: 1000 }),
+  }),
+  /** The job was received and started. */
+  'job.accepted': Type.Object({ ...JobRef }),
+  /** Sent at least every 5 finished files and every few seconds while bytes move. */
+  'job.progress': Type.Object({
+    ...JobRef,
+    ...Counters,
+    listing_done: Type.Boolean(),
+    /** Files finished since the previous progress message. */
+    files: Type.Array(FileResult, { maxItems: 1000 }),
+  }),
+  'job.completed': Type.Object({ ...JobRef, ...Counters }),
+  /** `error` names the failing files (first few) or the job-level cause. */
+  'job.failed': Type.Object({ ...JobRef, ...Counters, error: Type.String({ maxLength: 4000 }) }),
+  /** Acknowledges `job.cancel` once every stream is aborted and partial files are removed. */
+  'job.cancelled': Type.Object({ ...JobRef, ...Counters }),
+  /** Reply to `connection.test`. */
+  'connection.test.result': Type.Object({
+    request_id: Type.String({ maxLength: 64 }),
+    success: Type.Boolean(),
+    message: Type.String({ maxLength: 2000 }),
+    latency_ms: Type.Number({ minimum: 0 }),
+  }),
+  /** Reply to `ping`. */
+  pong: Type.Object({ request_id: Type.String({ maxLength: 64 }) }),
+} as const;
+
+export const ServerToAgent = {
+  /** Answer to `hello`: the session is open. */
+  welcome: Type.Object({
+    agent_id: Type.String(),
+    heartbeat_ms: Type.Integer({ minimum: 100 }),
+    /** A job whose agent is silent this long is failed by the control plane. */
+    lease_ms: Type.Integer({ minimum: 100 }),
+    /** Of `hello.running_jobs`, the ones the control plane no longer wants (cancelled, failed, deleted): abort them. */
+    abort_jobs: Type.Array(Type.String({ maxLength: 64 })),
+  }),
+  'job.assign': Type.Object({
+    ...JobRef,
+    /** Run number of this job (1 on first execute, +1 per retry). */
+    attempt: Type.Integer({ minimum: 1 }),
+    source: ConnectionSettings,
+    source_path: Type.String({ minLength: 1, maxLength: 4096 }),
+    destination: ConnectionSettings,
+    destination_path: Type.String({ minLength: 1, maxLength: 4096 }),
+    options: JobOptions,
+    /**
+     * Set on a retry: files already present at the destination under their final name with the
+     * source's size were verified by an earlier run (writes are only ever visible complete), so
+     * they are skipped whatever the overwrite policy.
+     */
+    resume: Type.Boolean(),
+  }),
+  'job.cancel': Type.Object({ ...JobRef }),
+  'connection.test': Type.Object({ request_id: Type.String({ maxLength: 64 }), connection: ConnectionSettings }),
+  ping: Type.Object({ request_id: Type.String({ maxLength: 64 }) }),
+} as const;
+
+export type AgentToServerType = keyof typeof AgentToServer;
+export type ServerToAgentType = keyof typeof ServerToAgent;
+export type PayloadOf<M extends Record<string, TSchema>, T extends keyof M> = Static<M[T]>;
+
+/** A frame as it travels. */
+export interface Frame<T extends string = string, P = unknown> {
+  v: typeof PROTOCOL_VERSION;
+  type: T;
+  id: string;
+  payload: P;
+}
+
+/** Discriminated union of every frame one side sends. */
+export type MessageOf<M extends Record<string, TSchema>> = {
+  [T in keyof M & string]: Frame<T, Static<M[T]>>;
+}[keyof M & string];
+
+export type AgentMessage = MessageOf<typeof AgentToServer>;
+export type ServerMessage = MessageOf<typeof ServerToAgent>;
+
+/** Largest text frame either side accepts (a progress batch of 1000 long paths fits). */
+export const MAX_FRAME_BYTES = 4 * 1024 * 1024;
+
+const FrameShape = Type.Object({
+  v: Type.Literal(PROTOCOL_VERSION),
+  type: Type.String({ maxLength: 64 }),
+  id: Type.String({ minLength: 1, maxLength: 64 }),
+  payload: Type.Unknown(),
+});
+
+export class ProtocolError extends Error {}
+
+/**
+ * Parses and validates one text frame against the schemas of one direction. Throws
+ * ProtocolError saying what is wrong (never echoing payload values, which may hold secrets).
+ */
+export function parseMessage<M extends Record<string, TSchema>>(schemas: M, raw: string | Buffer): MessageOf<M> {
+  const text = typeof raw === 'string' ? raw : raw.toString('utf8');
+  if (Buffer.byteLength(text) > MAX_FRAME_BYTES) throw new ProtocolError(`frame larger than ${MAX_FRAME_BYTES} bytes`);
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new ProtocolError('frame is not JSON');
+  }
+  if (!Value.Check(FrameShape, value)) throw new ProtocolError('frame is not {v: 1, type, id, payload}');
+  const schema = (schemas as Record<string, TSchema>)[value.type];
+  if (!schema) throw new ProtocolError(`unknown message type "${value.type}"`);
+  if (!Value.Check(schema, value.payload)) {
+    const first = Value.Errors(schema, value.payload).First();
+    throw new ProtocolError(`invalid ${value.type} payload${first ? ` at ${first.path || '/'}: ${first.message}` : ''}`);
+  }
+  return value as MessageOf<M>;
+}
+
+let counter = 0;
+/** Builds a frame with a fresh id. */
+export function frame<M extends Record<string, TSchema>, T extends keyof M & string>(_schemas: M, type: T, payload: Static<M[T]>): Frame<T, Static<M[T]>> {
+  counter = (counter + 1) % Number.MAX_SAFE_INTEGER;
+  return { v: PROTOCOL_VERSION, type, id: `${Date.now().toString(36)}-${counter.toString(36)}`, payload };
+}
