@@ -15,6 +15,7 @@ import type { ConnectionSettings, ConnectionType } from '@xfer/shared';
  */
 export interface Connector {
   readonly type: ConnectionType;
+  readonly capabilities: ConnectorCapabilities;
 
   /**
    * Entries below `path` (a directory, or the bucket prefix `path/`), without `path` itself.
@@ -40,10 +41,15 @@ export interface Connector {
   /**
    * Writes `body` to `path`, creating missing parent directories, replacing what is there.
    * `size` is a hint (unknown when absent: the body is streamed anyway, never buffered whole).
-   * The file becomes visible at `path` only complete: a failed or aborted write leaves nothing at
-   * `path` and no temporary object behind (temp name + rename, or an uncommitted multipart
-   * upload that is aborted). Resolves with the size written and the store's own checksum when it
-   * computes one the engine can compare (`checksum`).
+   * Resolves with the size written and the store's own checksum when it computes one the engine
+   * can compare (`checksum`).
+   *
+   * Visibility: where `capabilities.rename` is false (object stores), the write is atomic: the
+   * object appears only complete, checked by the store against the checksums the connector sent
+   * (single PUT or multipart commit), and a failed or aborted write leaves nothing behind (the
+   * multipart upload is aborted). Where it is true, bytes land at `path` as they arrive: the
+   * engine writes to a temporary name, verifies, then `rename`s; on failure or abort the
+   * connector removes what it wrote before rejecting.
    */
   write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal }): Promise<WriteResult>;
 
@@ -68,6 +74,13 @@ export interface Connector {
 
   /** Releases sessions and sockets. The connector is not used afterwards. */
   close(): Promise<void>;
+}
+
+export interface ConnectorCapabilities {
+  /** `rename` works (and replaces the target): the engine writes to a temporary name, then renames. */
+  rename: boolean;
+  /** Real directories exist (not only key prefixes): empty directories are created with `mkdir`. */
+  directories: boolean;
 }
 
 export interface Entry {

@@ -1,0 +1,24 @@
+import type { ConnectionType } from '@xfer/shared';
+import { ConnectorError, type Connector, type ConnectorFactory } from './types.js';
+
+export * from './types.js';
+export * from './paths.js';
+
+/**
+ * The connector of each connection type this agent has; `hello.connector_types` is its keys.
+ * A new type: one folder under connectors/, one line here.
+ */
+const FACTORIES: Partial<Record<ConnectionType, ConnectorFactory>> = {
+};
+
+/** Connection types this agent can serve. */
+export function connectorTypes(): ConnectionType[] {
+  return Object.keys(FACTORIES) as ConnectionType[];
+}
+
+/** A connector for `settings`; UNSUPPORTED when this agent has none for its type. */
+export function createConnector(settings: Parameters<ConnectorFactory>[0]): Connector {
+  const factory = FACTORIES[settings.type];
+  if (!factory) throw new ConnectorError('UNSUPPORTED', `this agent has no connector for ${settings.type} connections`);
+  return factory(settings);
+}
