@@ -12,6 +12,12 @@ import errorHandler from './plugins/app/error-handler.js';
 import auditPlugin from './plugins/app/audit.js';
 import rateLimitPlugin from './plugins/app/rate-limit.js';
 import authPlugin from './plugins/app/auth.js';
+import websocketPlugin from './plugins/external/websocket.js';
+import outboxPlugin from './plugins/app/outbox.js';
+import jobsPlugin from './plugins/app/jobs/index.js';
+import agentHubPlugin from './plugins/app/agent-hub.js';
+import agentRequestsPlugin from './plugins/app/agent-requests.js';
+import dispatcherPlugin from './plugins/app/dispatcher.js';
 import routes from './routes/index.js';
 
 // ajv-formats is CommonJS with a default export.
@@ -73,6 +79,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     },
     routerOptions: { ignoreTrailingSlash: true },
+    // These bound how long receiving a request may take, never how long the answer may take: a
+    // blocking POST /transfers/:id/execute waits for the whole transfer (no socket idle timeout).
+    requestTimeout: 120_000,
+    connectionTimeout: 0,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   // JSON only (multipart is added by the file routes): anything else is 415, not a string body.
@@ -98,6 +108,12 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(auditPlugin);
   await app.register(rateLimitPlugin, { perMinute: config.rateLimitPerMinute });
   await app.register(authPlugin);
+  await app.register(websocketPlugin);
+  await app.register(outboxPlugin);
+  await app.register(jobsPlugin);
+  await app.register(agentHubPlugin);
+  await app.register(agentRequestsPlugin);
+  await app.register(dispatcherPlugin);
   await app.register(routes, { prefix: '/api/v1' });
   return app;
 }

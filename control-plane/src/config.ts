@@ -21,6 +21,16 @@ export interface Config {
   trustProxy: boolean;
   /** How long a database operation may wait for a reachable server before the API answers 503. */
   dbTimeoutMs: number;
+  /** WebSocket ping interval to agents; a socket silent for 3 × this is dropped. */
+  agentHeartbeatMs: number;
+  /** How long an agent has to send `hello` after connecting. */
+  agentHelloTimeoutMs: number;
+  /** A running job whose agent is out of contact this long is failed (sent to agents as `lease_ms`). */
+  jobLeaseMs: number;
+  /** Interval of the coordination loop: dispatch, cancels, agent requests, session refresh, revocations. */
+  dispatchPollMs: number;
+  /** How long `POST /connections/:id/test` and `POST /agents/:id/test` wait for the agent. */
+  agentRequestTimeoutMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -57,6 +67,10 @@ export function parseConfig(env: Env): Config {
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     throw new ConfigError(`XFER_LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent`);
   }
+  const agentHeartbeatMs = int(env, 'XFER_AGENT_HEARTBEAT_MS', 10_000, 100, 300_000);
+  const jobLeaseMs = int(env, 'XFER_JOB_LEASE_MS', 30_000, 200, 24 * 3600_000);
+  // A live agent is heard from every heartbeat; a shorter lease would fail the jobs of live agents.
+  if (jobLeaseMs < 2 * agentHeartbeatMs) throw new ConfigError('XFER_JOB_LEASE_MS must be at least twice XFER_AGENT_HEARTBEAT_MS');
   return {
     host: env.XFER_HOST || '127.0.0.1',
     port: int(env, 'XFER_PORT', 8080, 0, 65535),
@@ -71,5 +85,10 @@ export function parseConfig(env: Env): Config {
     logLevel,
     trustProxy: env.XFER_TRUST_PROXY === 'true',
     dbTimeoutMs: int(env, 'XFER_DB_TIMEOUT_MS', 3000, 100, 60_000),
+    agentHeartbeatMs,
+    agentHelloTimeoutMs: int(env, 'XFER_AGENT_HELLO_TIMEOUT_MS', 5_000, 100, 120_000),
+    jobLeaseMs,
+    dispatchPollMs: int(env, 'XFER_DISPATCH_POLL_MS', 500, 10, 10_000),
+    agentRequestTimeoutMs: int(env, 'XFER_AGENT_REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
   };
 }

@@ -76,7 +76,8 @@ describe('POST /connections', () => {
   });
 
   test('stores host, port, path (normalized), options and agent_id as given; name is trimmed', async () => {
-    const agentId = String(new Types.ObjectId());
+    const agent = await app.inject({ method: 'POST', url: '/api/v1/agents', headers: auth(owner.apiKey), payload: { name: uniqueName('agent') } });
+    const agentId = agent.json().data.id as string;
     const name = uniqueName('full');
     const res = await post({
       name: `  ${name} `, type: 'sftp', host: '10.0.0.5', port: 2222, path: '/data//in/./x/', agent_id: agentId,
@@ -154,6 +155,10 @@ describe('POST /connections', () => {
     expectError(await post({ name: '   ', type: 'sftp', ...VALID.sftp }), 400, /^body\.name/);
     expectError(await post({ name: uniqueName(), ...VALID.sftp }), 400, 'body.type is required');
     expectError(await post({ name: uniqueName(), type: 'sftp', ...VALID.sftp, agent_id: 'agent-1' }), 400, /^body\.agent_id/);
+    const theirs = await app.inject({ method: 'POST', url: '/api/v1/agents', headers: auth(stranger.apiKey), payload: { name: uniqueName('agent') } });
+    for (const agentId of [theirs.json().data.id as string, String(new Types.ObjectId())]) {
+      expectError(await post({ name: uniqueName(), type: 'sftp', ...VALID.sftp, agent_id: agentId }), 400, `body.agent_id ${agentId} is not an agent of this account`);
+    }
   });
 
   test('bad paths are 400 naming the path', async () => {
@@ -178,7 +183,7 @@ describe('POST /connections', () => {
     expectError(await post({ name: uniqueName(), type: 'ftp', ...VALID.ftp, options: { secure: 'tls' } }), 400, 'options.secure must be one of: none, explicit, implicit');
     expectError(await post({ name: uniqueName(), type: 'webdav', ...VALID.webdav, options: { secure: 'yes' } }), 400, 'options.secure must be boolean');
     expectError(await post({ name: uniqueName(), type: 'sftp', ...VALID.sftp, options: { force_path_style: true } }), 400, /options has unknown field 'force_path_style' for sftp connections/);
-    expectError(await post({ name: uniqueName(), type: 'gcs', ...VALID.gcs, options: { x: 1 } }), 400, /options has unknown field 'x' for gcs connections \(none are accepted\)/);
+    expectError(await post({ name: uniqueName(), type: 'smb', ...VALID.smb, options: { x: 1 } }), 400, /options has unknown field 'x' for smb connections \(none are accepted\)/);
     expectError(await post({ name: uniqueName(), type: 'sftp', ...VALID.sftp, options: { host_key_sha256: 'md5:aa' } }), 400, 'options.host_key_sha256 has an invalid format');
   });
 

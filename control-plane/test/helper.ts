@@ -10,9 +10,10 @@ import type { Plan } from '@xfer/shared';
 
 /**
  * Integration-test harness: a real app on the real database named by MONGODB_URI (started by
- * jest's global setup through `npm run services`), in a database of its own that is dropped on close.
+ * jest's global setup through `npm run services`), in a database of its own that is dropped on close
+ * (unless `overrides.databaseName` shares another app's database).
  */
-export async function buildTestApp(overrides: Partial<Config> = {}): Promise<App> {
+export async function buildTestApp(overrides: Partial<Config> = {}, options: { dropDatabase?: boolean } = {}): Promise<App> {
   const uri = process.env.MONGODB_URI;
   if (!uri) throw new Error('MONGODB_URI is not set: run tests through `npm test` (it starts the database)');
   const dataDir = mkdtempSync(join(tmpdir(), 'xfer-test-'));
@@ -25,7 +26,8 @@ export async function buildTestApp(overrides: Partial<Config> = {}): Promise<App
   });
   const app = await buildApp({ ...config, ...overrides }, { logger: false });
   app.addHook('onClose', async () => {
-    await app.dbConnection.dropDatabase().catch(() => {});
+    // A second instance on the database of another (overrides.databaseName) leaves it to that one.
+    if (options.dropDatabase ?? !overrides.databaseName) await app.dbConnection.dropDatabase().catch(() => {});
     rmSync(dataDir, { recursive: true, force: true });
   });
   await app.ready();

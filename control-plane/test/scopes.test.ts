@@ -18,7 +18,8 @@ beforeAll(async () => {
 });
 afterAll(() => app.close());
 
-const PUBLIC_ROUTES = ['GET /api/v1/health', 'POST /api/v1/auth/login'];
+// The agents' WebSocket authenticates the agent token itself (routes/agents/connect.ts).
+const PUBLIC_ROUTES = ['GET /api/v1/health', 'POST /api/v1/auth/login', 'GET /api/v1/agents/connect'];
 
 const fill = (url: string, id: string) => url.replace(/:[A-Za-z_]+/g, id);
 
@@ -39,6 +40,26 @@ const FIXTURES: Record<string, { create: () => Promise<string>; body?: Record<st
       return res.json().data.id;
     },
     body: { name: 'renamed' },
+  },
+  '/api/v1/agents/': {
+    create: async () => {
+      const res = await app.inject({ method: 'POST', url: '/api/v1/agents', headers: auth(owner.apiKey), payload: { name: `a-${new Types.ObjectId()}` } });
+      return res.json().data.id;
+    },
+  },
+  '/api/v1/transfers/': {
+    create: async () => {
+      const connection = async (type: string, extra: Record<string, unknown>) => (await app.inject({
+        method: 'POST', url: '/api/v1/connections', headers: auth(owner.apiKey), payload: { name: `c-${new Types.ObjectId()}`, type, ...extra },
+      })).json().data.id;
+      const src = await connection('sftp', { host: 'example.test', credentials: { username: 'u', password: 'p' } });
+      const dst = await connection('nfs', { host: 'example.test' });
+      const res = await app.inject({
+        method: 'POST', url: '/api/v1/transfers', headers: auth(owner.apiKey),
+        payload: { name: 'j', sourceConnectionId: src, sourcePath: '/a', destinationConnectionId: dst, destinationPath: '/b' },
+      });
+      return res.json().data.id;
+    },
   },
   '/api/v1/users/': {
     create: async () => {

@@ -7,4 +7,6 @@ export * from './schemas/connections.js';
 export * from './schemas/users.js';
 export * from './schemas/activity.js';
 export * from './schemas/settings.js';
+export * from './schemas/agents.js';
+export * from './schemas/transfers.js';
 export * from './protocol/agent-protocol.js';

@@ -1,19 +1,85 @@
 #!/usr/bin/env node
 /**
- * xfer-agent: the daemon near the data. Its session with the control plane, job runner and
- * connectors land with the agents issue; until then the binary only answers --help and --version.
+ * xfer-agent: the daemon near the data. The composition root: the only place that reads argv,
+ * the environment and the config file, builds the logger and the agent, and maps the outcome to
+ * an exit code (0 clean stop, 1 failure, 2 usage, 3 token refused or revoked).
  */
-const HELP = `xfer-agent — runs transfer jobs near the data (dials out to the control plane)
+import { readFileSync, statSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { Agent } from '../agent.js';
+import { isPlaintextRemote, parseAgentConfig, UsageError } from '../config.js';
+import { createLogger } from '../logger.js';
+import { AGENT_VERSION } from '../version.js';
+
+const HELP = `xfer-agent — runs transfer jobs near the data; dials out to the control plane, never listens
 
 Usage:
+  xfer-agent start --url URL --token agt_… [--config FILE] [--max-jobs N] [--log-level L] [--drain-timeout-ms MS]
   xfer-agent --help | --version
 
-The agent daemon (xfer-agent start --url URL --token agt_…) lands with the agents issue.`;
+Run "xfer-agent start --help" for the settings.`;
 
-const [command] = process.argv.slice(2);
-if (!command || command === '--help' || command === '-h') process.stdout.write(HELP + '\n');
-else if (command === '--version') process.stdout.write('0.1.0\n');
-else {
-  process.stderr.write(`xfer-agent: unknown command "${command}" (try --help)\n`);
-  process.exit(2);
+const START_HELP = `xfer-agent start — connect to the control plane and run the jobs it assigns
+
+Settings (flag > environment > config file):
+  --url URL               XFER_AGENT_URL               url               control plane base, e.g. https://xfer.example.com/api/v1
+  --token agt_…           XFER_AGENT_TOKEN             token             agent token from POST /agents (prefer env or file: flags show in ps)
+  --max-jobs N            XFER_AGENT_MAX_JOBS          max_jobs          jobs run at once (default 4)
+  --log-level L           XFER_LOG_LEVEL               log_level         fatal|error|warn|info|debug|trace|silent (default info)
+  --drain-timeout-ms MS   XFER_AGENT_DRAIN_TIMEOUT_MS  drain_timeout_ms  on SIGTERM, how long running jobs may finish (default 30000)
+  --config FILE           XFER_AGENT_CONFIG                              JSON file with the keys above (keep it mode 0600)
+
+Logs are JSON lines on stderr. SIGTERM/SIGINT: take no new jobs, let running ones finish up to the
+drain timeout, then stop; a second signal stops at once.
+Exit codes: 0 stopped cleanly, 1 failure, 2 usage error, 3 token refused or revoked.`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (!command || command === '--help' || command === '-h' || command === 'help') {
+    process.stdout.write(HELP + '\n');
+    return 0;
+  }
+  if (command === '--version' || command === '-v') {
+    process.stdout.write(AGENT_VERSION + '\n');
+    return 0;
+  }
+  if (command !== 'start') throw new UsageError(`unknown command "${command}" (try --help)`);
+  if (rest.includes('--help') || rest.includes('-h')) {
+    process.stdout.write(START_HELP + '\n');
+    return 0;
+  }
+
+  const config = parseAgentConfig({ args: rest, env: process.env, readFile: (path) => readFileSync(path, 'utf8') });
+  const log = createLogger(config.logLevel);
+  if (config.configFile && (statSync(config.configFile).mode & 0o077) !== 0) {
+    log.warn({ config_file: config.configFile }, 'the config file is readable by other users; it holds the agent token (chmod 600 it)');
+  }
+  if (isPlaintextRemote(config.connectUrl)) log.warn({ url: config.connectUrl }, 'unencrypted ws:// to a remote host: the token and credentials travel in clear; use https:// or wss://');
+
+  const agent = new Agent({
+    url: config.connectUrl, token: config.token, version: AGENT_VERSION, hostname: hostname(),
+    maxJobs: config.maxJobs, drainTimeoutMs: config.drainTimeoutMs, log,
+  });
+  let signals = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    signals++;
+    void agent.shutdown(signal, signals > 1);
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  log.info({ version: AGENT_VERSION, url: config.connectUrl, max_jobs: config.maxJobs }, 'xfer-agent starting');
+
+  const exit = await agent.run();
+  if (exit.code === 3) log.fatal({ reason: exit.reason }, 'stopping: the control plane refused this agent token; create a new token (POST /agents) and restart');
+  else log.info('stopped');
+  return exit.code;
 }
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    const message = err instanceof Error ? err.message : String(err);
+    process.stderr.write(`xfer-agent: ${message}\n`);
+    process.exit(err instanceof UsageError ? 2 : 1);
+  },
+);

@@ -1,5 +1,7 @@
 import type { ConnectionType } from '@xfer/shared';
 import { ConnectorError, type Connector, type ConnectorFactory } from './types.js';
+import { createS3Connector } from './s3/s3.connector.js';
+import { createSftpConnector } from './sftp/sftp.connector.js';
 
 export * from './types.js';
 export * from './paths.js';
@@ -9,6 +11,10 @@ export * from './paths.js';
  * A new type: one folder under connectors/, one line here.
  */
 const FACTORIES: Partial<Record<ConnectionType, ConnectorFactory>> = {
+  sftp: createSftpConnector,
+  s3: createS3Connector,
+  r2: createS3Connector,
+  gcs: createS3Connector,
 };
 
 /** Connection types this agent can serve. */

@@ -6,6 +6,11 @@ import { connectionModel } from './connection.model.js';
 import { rateLimitWindowModel } from './rate-limit-window.model.js';
 import { settingModel } from './setting.model.js';
 import { userModel } from './user.model.js';
+import { agentModel } from './agent.model.js';
+import { agentRequestModel } from './agent-request.model.js';
+import { transferModel } from './transfer.model.js';
+import { transferFileModel } from './transfer-file.model.js';
+import { outboxEventModel } from './outbox-event.model.js';
 
 /** Every model, bound to one connection (one app instance, one database). */
 export function registerModels(conn: Connection) {
@@ -17,6 +22,11 @@ export function registerModels(conn: Connection) {
     connections: connectionModel(conn),
     rateLimitWindows: rateLimitWindowModel(conn),
     settings: settingModel(conn),
+    agents: agentModel(conn),
+    agentRequests: agentRequestModel(conn),
+    transfers: transferModel(conn),
+    transferFiles: transferFileModel(conn),
+    outboxEvents: outboxEventModel(conn),
   };
 }
 

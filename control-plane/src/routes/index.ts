@@ -6,6 +6,8 @@ import users from './users/index.js';
 import settings from './settings/index.js';
 import activity from './activity/index.js';
 import connections from './connections/index.js';
+import agents from './agents/index.js';
+import transfers from './transfers/index.js';
 
 /** Every resource, one folder each, mounted under /api/v1. */
 const routes: FastifyPluginAsync = async (app) => {
@@ -16,6 +18,8 @@ const routes: FastifyPluginAsync = async (app) => {
   await app.register(settings);
   await app.register(activity);
   await app.register(connections);
+  await app.register(agents);
+  await app.register(transfers);
 };
 
 export default routes;

@@ -1,4 +1,4 @@
-import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { Kind, Type, TypeRegistry, type Static, type TSchema } from '@sinclair/typebox';
 
 /** Identifier of any stored resource (24 hex characters). */
 export const Id = Type.String({ description: 'Resource identifier' });
@@ -35,6 +35,9 @@ export type Deleted = Static<typeof Deleted>;
 /** A non-empty, trimmed display name. */
 export const Name = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' });
 
+// TypeBox's own checker (Value.Check, used by parseMessage) knows only registered kinds.
+TypeRegistry.Set<{ enum: readonly string[] }>('StringEnum', (schema, value) => typeof value === 'string' && schema.enum.includes(value));
+
 /** A string enum as a plain JSON-schema `enum`, so a wrong value gets one clear validation error. */
 export const StringEnum = <T extends string>(values: readonly T[], options: { description?: string } = {}) =>
-  Type.Unsafe<T>({ type: 'string', enum: [...values], ...options });
+  Type.Unsafe<T>({ [Kind]: 'StringEnum', type: 'string', enum: [...values], ...options });

@@ -58,6 +58,14 @@ function openCredentials(vault: Vault, doc: StoredConnection): Credentials {
   return doc.credentials ? vault.open<Credentials>(doc.credentials as Sealed) : {};
 }
 
+/** `agent_id` must name an agent of the account (unknown and other accounts' agents alike). */
+async function assertAgentOfAccount(db: Models, accountId: AccountId, agentId: string | null | undefined): Promise<void> {
+  if (!agentId) return;
+  if (!(await db.agents.exists({ _id: new Types.ObjectId(agentId), account_id: accountId }))) {
+    throw new BadRequestError(`body.agent_id ${agentId} is not an agent of this account`);
+  }
+}
+
 const duplicateName = (name: string) => new ConflictError(`A connection named '${name}' already exists`);
 
 function isDuplicateKey(err: unknown): boolean {
@@ -80,6 +88,7 @@ export async function createConnection(db: Models, vault: Vault, accountId: Acco
     options: input.options ?? {},
   };
   check(fields);
+  await assertAgentOfAccount(db, accountId, input.agent_id);
   await assertNameFree(db, accountId, name);
   try {
     const doc = await db.connections.create({
@@ -91,7 +100,6 @@ export async function createConnection(db: Models, vault: Vault, accountId: Acco
       path: normalizeBasePath(fields.path),
       options: fields.options,
       credentials: sealCredentials(vault, input.credentials),
-      // The agents issue checks that the agent belongs to the account; until then it is only stored.
       agent_id: input.agent_id ? new Types.ObjectId(input.agent_id) : null,
     });
     return presentConnection(doc.toObject() as StoredConnection);
@@ -124,6 +132,7 @@ export async function updateConnection(
     options: input.options ?? (doc.options as Record<string, unknown> | undefined) ?? {},
   });
 
+  await assertAgentOfAccount(db, accountId, input.agent_id);
   const set: Record<string, unknown> = { updated_at: new Date() };
   const name = input.name?.trim();
   if (name !== undefined) {

@@ -1,10 +1,11 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
-  Connection, CreateConnectionRequest, Deleted, Envelope, IdParams, ListConnectionsQuery, Page, UpdateConnectionRequest,
+  Connection, CreateConnectionRequest, Deleted, Envelope, IdParams, ListConnectionsQuery, Page, TestResult, UpdateConnectionRequest,
 } from '@xfer/shared';
 import { paginate } from '../../lib/pagination.js';
 import { principalOf } from '../../plugins/app/auth.js';
+import { chooseAgent } from '../agents/agents.service.js';
 import {
   createConnection, deleteConnection, getConnection, presentConnection, updateConnection,
 } from './connections.service.js';
@@ -70,6 +71,29 @@ const connections: FastifyPluginAsync = async (fastify) => {
       resource: { type: 'connection', id: deleted.id }, details: { name: deleted.name, type: deleted.type },
     });
     return { data: { id: deleted.id, deleted: true as const } };
+  });
+
+  /**
+   * Runs the connection's check on the agent that serves it (the agent it is pinned to, else a
+   * suitable online agent). 200 whatever the outcome; 503 when no agent can run it.
+   */
+  app.post('/connections/:id/test', {
+    schema: { params: IdParams, response: { 200: Envelope(TestResult) } },
+    config: { access: { scope: 'connections:write' } },
+  }, async (request) => {
+    const { accountId } = principalOf(request);
+    const connection = await getConnection(app.db, accountId, request.params.id);
+    const agent = await chooseAgent(app.db, accountId, [connection], app.config.dispatchPollMs);
+    const result = await app.agentRequests.call(
+      { accountId, agentId: String(agent._id), kind: 'connection.test', connectionId: connection.id },
+      app.dispatcher.stopping,
+    );
+    await app.audit.recordRequest(request, {
+      action: 'connection.test', outcome: result.success ? 'success' : 'failure',
+      resource: { type: 'connection', id: connection.id },
+      details: { name: connection.name, type: connection.type, agent_id: String(agent._id), latency_ms: result.latency_ms },
+    });
+    return { data: result };
   });
 };
 

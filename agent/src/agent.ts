@@ -1,0 +1,126 @@
+import { AgentToServer, frame, type AgentMessage, type PayloadOf } from '@xfer/shared';
+import type { Logger } from 'pino';
+import type { CopyTuning } from './copy/types.js';
+import { JobRunner } from './jobs/job-runner.js';
+import { ZERO_COUNTERS } from './jobs/payloads.js';
+import type { ProgressReporterOptions } from './jobs/progress-reporter.js';
+import { registryConnectors, type ConnectorSource } from './lib/connector-source.js';
+import { testConnection } from './session/connection-test.js';
+import { AgentSession, type SessionMessage, type SessionOptions, type Welcome } from './session/session.js';
+
+export interface AgentOptions {
+  /** `ws(s)://…/api/v1/agents/connect` (see `connectUrl`). */
+  url: string;
+  token: string;
+  version: string;
+  hostname: string;
+  maxJobs: number;
+  /** How long a SIGTERM lets running jobs finish before aborting them. */
+  drainTimeoutMs: number;
+  log: Logger;
+  connectors?: ConnectorSource;
+  /** Bound on `connector.test()` for `connection.test` (default 20 s). */
+  connectionTestTimeoutMs?: number;
+  /** Session knobs (backoff, stable time, handshake timeout); tests shorten them. */
+  session?: Pick<SessionOptions, 'reconnectBaseMs' | 'reconnectMaxMs' | 'stableAfterMs' | 'handshakeTimeoutMs' | 'random'>;
+  progress?: ProgressReporterOptions;
+  tuning?: Partial<CopyTuning>;
+}
+
+/** How the agent ended: 0 after a clean stop, 3 when the control plane refused it for good. */
+export type AgentExit = { code: 0 } | { code: 3; reason: string };
+
+/** How long, after the jobs drained, the last reports may take to reach the control plane. */
+const FINAL_FLUSH_MS = 5000;
+
+/**
+ * The agent daemon: one session with the control plane, one job runner, and the replies to the
+ * control plane's requests. `run` resolves when `shutdown` finished or the token was refused.
+ */
+export class Agent {
+  private readonly session: AgentSession;
+  private readonly runner: JobRunner;
+  private readonly connectors: ConnectorSource;
+  private shuttingDown: Promise<void> | null = null;
+
+  constructor(private readonly o: AgentOptions) {
+    this.connectors = o.connectors ?? registryConnectors;
+    this.session = new AgentSession({
+      ...o.session,
+      url: o.url,
+      token: o.token,
+      log: o.log,
+      hello: () => ({
+        version: o.version, hostname: o.hostname, connector_types: this.connectors.types(),
+        running_jobs: this.runner.runningJobIds(), max_jobs: o.maxJobs,
+      }),
+      onWelcome: (welcome) => this.welcome(welcome),
+      onMessage: (message) => this.handle(message),
+    });
+    this.runner = new JobRunner({
+      maxJobs: o.maxJobs, send: (m) => this.session.send(m), connectors: this.connectors, log: o.log,
+      progress: o.progress, tuning: o.tuning,
+    });
+  }
+
+  async run(): Promise<AgentExit> {
+    const end = await this.session.run();
+    if (end.kind === 'terminal') {
+      // Nobody will take these jobs' reports any more; stop them so nothing partial is left behind.
+      await this.runner.stopAll('shutdown');
+      return { code: 3, reason: end.reason };
+    }
+    await this.shuttingDown;
+    return { code: 0 };
+  }
+
+  /**
+   * Graceful stop: take no new jobs, let running ones finish for `drainTimeoutMs` (then abort
+   * them: they report job.failed "agent shutting down"), give the last reports a moment to get
+   * out, close the socket with 1000. Idempotent; `immediately` skips the wait for running jobs.
+   */
+  shutdown(reason: string, immediately = false): Promise<void> {
+    if (this.shuttingDown && !immediately) return this.shuttingDown;
+    this.o.log.info({ reason, running_jobs: this.runner.runningJobIds().length }, 'shutting down');
+    const drain = immediately ? this.runner.drain(0) : this.runner.drain(this.o.drainTimeoutMs);
+    this.shuttingDown = (async () => {
+      await drain;
+      if (!(await this.session.flushed(FINAL_FLUSH_MS))) this.o.log.warn('some job reports could not be delivered before exit');
+      await this.session.stop();
+    })();
+    return this.shuttingDown;
+  }
+
+  private welcome(welcome: Welcome): void {
+    for (const id of welcome.abort_jobs) {
+      if (this.runner.stop(id, 'cancel')) this.o.log.info({ job_id: id }, 'aborting a job the control plane no longer wants');
+    }
+  }
+
+  private handle(message: SessionMessage): void {
+    switch (message.type) {
+      case 'ping':
+        this.send('pong', { request_id: message.payload.request_id });
+        return;
+      case 'job.assign':
+        this.runner.assign(message.payload);
+        return;
+      case 'job.cancel':
+        // Unknown here (finished already, or never arrived): nothing runs, so the cancel is done.
+        if (!this.runner.stop(message.payload.job_id, 'cancel')) this.send('job.cancelled', { job_id: message.payload.job_id, ...ZERO_COUNTERS });
+        return;
+      case 'connection.test': {
+        const { request_id, connection } = message.payload;
+        void testConnection(this.connectors, connection, this.o.connectionTestTimeoutMs ?? 20_000).then((result) => {
+          this.o.log.info({ connection_id: connection.id, type: connection.type, success: result.success, latency_ms: result.latency_ms }, 'connection tested');
+          this.send('connection.test.result', { request_id, ...result });
+        });
+        return;
+      }
+    }
+  }
+
+  private send<T extends keyof typeof AgentToServer & string>(type: T, payload: PayloadOf<typeof AgentToServer, T>): void {
+    this.session.send(frame(AgentToServer, type, payload) as AgentMessage);
+  }
+}

@@ -1,0 +1,61 @@
+import { connectUrl, DEFAULT_DRAIN_TIMEOUT_MS, DEFAULT_MAX_JOBS, parseAgentConfig, UsageError } from './config.js';
+
+const TOKEN = 'agt_abcdefghijklmnopqrstuvwxyz012345';
+const files: Record<string, string> = {};
+const readFile = (path: string) => {
+  if (!(path in files)) throw Object.assign(new Error('nope'), { code: 'ENOENT' });
+  return files[path]!;
+};
+const parse = (args: string[], env: Record<string, string> = {}) => parseAgentConfig({ args, env, readFile });
+
+describe('agent config', () => {
+  test('flags, with defaults for the rest', () => {
+    expect(parse(['--url', 'http://127.0.0.1:8080/api/v1', '--token', TOKEN])).toEqual({
+      url: 'http://127.0.0.1:8080/api/v1', connectUrl: 'ws://127.0.0.1:8080/api/v1/agents/connect', token: TOKEN,
+      maxJobs: DEFAULT_MAX_JOBS, logLevel: 'info', drainTimeoutMs: DEFAULT_DRAIN_TIMEOUT_MS, configFile: null,
+    });
+  });
+
+  test('flags beat the environment, which beats the config file', () => {
+    files['/etc/xfer/agent.json'] = JSON.stringify({ url: 'https://file.example/api/v1', token: TOKEN, max_jobs: 2, log_level: 'warn', drain_timeout_ms: 5000 });
+    const env = { XFER_AGENT_CONFIG: '/etc/xfer/agent.json', XFER_AGENT_MAX_JOBS: '7', XFER_LOG_LEVEL: 'debug' };
+    const config = parse(['--log-level', 'error'], env);
+    expect(config).toMatchObject({
+      url: 'https://file.example/api/v1', connectUrl: 'wss://file.example/api/v1/agents/connect',
+      maxJobs: 7, logLevel: 'error', drainTimeoutMs: 5000, configFile: '/etc/xfer/agent.json',
+    });
+    expect(parse(['--config', '/etc/xfer/agent.json', '--max-jobs', '9']).maxJobs).toBe(9);
+  });
+
+  test('every problem is a usage error naming the setting', () => {
+    const bad: [string[], Record<string, string>, RegExp][] = [
+      [[], {}, /URL is required/],
+      [['--url', 'http://h'], {}, /token is required/],
+      [['--url', 'http://h', '--token', 'svc_nope'], {}, /agt_/],
+      [['--url', 'http://h', '--token', TOKEN, '--max-jobs', '0'], {}, /--max-jobs must be an integer from 1 to 1000/],
+      [['--url', 'http://h', '--token', TOKEN], { XFER_AGENT_MAX_JOBS: 'lots' }, /XFER_AGENT_MAX_JOBS must be an integer/],
+      [['--url', 'http://h', '--token', TOKEN, '--log-level', 'loud'], {}, /log level must be one of/],
+      [['--url', 'ftp://h', '--token', TOKEN], {}, /http\(s\):\/\/ or ws\(s\):\/\//],
+      [['--url', 'http://h', '--token', TOKEN, '--bogus'], {}, /Unknown option '--bogus'/],
+      [['--config', '/missing.json'], {}, /cannot read the config file \/missing.json: ENOENT/],
+    ];
+    for (const [args, env, message] of bad) {
+      expect(() => parse(args, env)).toThrow(UsageError);
+      expect(() => parse(args, env)).toThrow(message);
+    }
+    files['/bad.json'] = '{"url": "http://h", "tokn": "x"}';
+    expect(() => parse(['--config', '/bad.json'])).toThrow(/unknown key "tokn"/);
+    files['/notjson.json'] = 'url=http://h';
+    expect(() => parse(['--config', '/notjson.json'])).toThrow(/not valid JSON/);
+  });
+
+  test('the connect URL is derived from the base URL however it is written', () => {
+    expect(connectUrl('http://h:8080/api/v1')).toBe('ws://h:8080/api/v1/agents/connect');
+    expect(connectUrl('https://h/api/v1/')).toBe('wss://h/api/v1/agents/connect');
+    expect(connectUrl('https://h')).toBe('wss://h/api/v1/agents/connect');
+    expect(connectUrl('https://h/prefix')).toBe('wss://h/prefix/api/v1/agents/connect');
+    expect(connectUrl('wss://h/api/v1/agents/connect')).toBe('wss://h/api/v1/agents/connect');
+    expect(() => connectUrl('https://user:pw@h/api/v1')).toThrow(/credentials/);
+    expect(() => connectUrl('not a url')).toThrow(/not a URL/);
+  });
+});

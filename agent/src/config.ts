@@ -1,0 +1,161 @@
+import { parseArgs } from 'node:util';
+
+/** Typed configuration of `xfer-agent start`, parsed once by the binary (docs/agent.md). */
+export interface AgentConfig {
+  /** The control plane's base URL as given. */
+  url: string;
+  /** Derived: `ws(s)://…/api/v1/agents/connect`. */
+  connectUrl: string;
+  token: string;
+  maxJobs: number;
+  logLevel: LogLevel;
+  drainTimeoutMs: number;
+  /** The config file read, if any. */
+  configFile: string | null;
+}
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** A bad flag, variable or config file: the binary exits with code 2. */
+export class UsageError extends Error {}
+
+type Env = Record<string, string | undefined>;
+
+/** One setting: its flag, environment variable and config-file key. */
+interface Setting {
+  flag: string;
+  env: string;
+  key: string;
+}
+
+const SETTINGS = {
+  url: { flag: 'url', env: 'XFER_AGENT_URL', key: 'url' },
+  token: { flag: 'token', env: 'XFER_AGENT_TOKEN', key: 'token' },
+  maxJobs: { flag: 'max-jobs', env: 'XFER_AGENT_MAX_JOBS', key: 'max_jobs' },
+  logLevel: { flag: 'log-level', env: 'XFER_LOG_LEVEL', key: 'log_level' },
+  drainTimeoutMs: { flag: 'drain-timeout-ms', env: 'XFER_AGENT_DRAIN_TIMEOUT_MS', key: 'drain_timeout_ms' },
+} satisfies Record<string, Setting>;
+
+const FILE_KEYS = new Set(Object.values(SETTINGS).map((s) => s.key));
+
+export const DEFAULT_MAX_JOBS = 4;
+export const DEFAULT_DRAIN_TIMEOUT_MS = 30_000;
+
+export interface ParseInput {
+  /** Arguments after `start`. */
+  args: string[];
+  env: Env;
+  /** Reads the config file (injected: tests, and the binary's fs). */
+  readFile: (path: string) => string;
+}
+
+/**
+ * Flags > environment > config file (`--config FILE` or `XFER_AGENT_CONFIG`, JSON with the keys
+ * `url`, `token`, `max_jobs`, `log_level`, `drain_timeout_ms`). Every problem is a UsageError
+ * naming the flag, variable or key.
+ */
+export function parseAgentConfig(input: ParseInput): AgentConfig {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: input.args,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        url: { type: 'string' }, token: { type: 'string' }, config: { type: 'string' },
+        'max-jobs': { type: 'string' }, 'log-level': { type: 'string' }, 'drain-timeout-ms': { type: 'string' },
+      },
+    });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const flags = parsed.values as Record<string, string | undefined>;
+  const configFile = flags.config ?? (input.env.XFER_AGENT_CONFIG || null);
+  const file = configFile ? readConfigFile(configFile, input.readFile) : {};
+
+  /** The raw value and where it came from (for messages). */
+  const pick = (s: Setting): { value: unknown; from: string } | null => {
+    if (flags[s.flag] !== undefined) return { value: flags[s.flag], from: `--${s.flag}` };
+    if (input.env[s.env]) return { value: input.env[s.env], from: s.env };
+    if (file[s.key] !== undefined) return { value: file[s.key], from: `${s.key} in ${configFile}` };
+    return null;
+  };
+  const str = (s: Setting): string | null => {
+    const got = pick(s);
+    if (!got) return null;
+    if (typeof got.value !== 'string' || got.value.trim() === '') throw new UsageError(`${got.from} must be a non-empty string`);
+    return got.value.trim();
+  };
+  const int = (s: Setting, fallback: number, min: number, max: number): number => {
+    const got = pick(s);
+    if (!got) return fallback;
+    const value = typeof got.value === 'number' ? got.value : typeof got.value === 'string' && /^\d+$/.test(got.value.trim()) ? Number(got.value) : NaN;
+    if (!Number.isInteger(value) || value < min || value > max) throw new UsageError(`${got.from} must be an integer from ${min} to ${max}`);
+    return value;
+  };
+
+  const url = str(SETTINGS.url);
+  if (!url) throw new UsageError('the control plane URL is required: --url, XFER_AGENT_URL or "url" in the config file');
+  const token = str(SETTINGS.token);
+  if (!token) throw new UsageError('the agent token is required: --token, XFER_AGENT_TOKEN or "token" in the config file');
+  if (!/^agt_[\x21-\x7e]{8,}$/.test(token)) throw new UsageError('the agent token must look like agt_… (as printed by POST /agents)');
+  const logLevel = str(SETTINGS.logLevel) ?? 'info';
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) throw new UsageError(`log level must be one of ${LOG_LEVELS.join(', ')}`);
+  return {
+    url,
+    connectUrl: connectUrl(url),
+    token,
+    maxJobs: int(SETTINGS.maxJobs, DEFAULT_MAX_JOBS, 1, 1000),
+    logLevel: logLevel as LogLevel,
+    drainTimeoutMs: int(SETTINGS.drainTimeoutMs, DEFAULT_DRAIN_TIMEOUT_MS, 0, 24 * 3600 * 1000),
+    configFile,
+  };
+}
+
+function readConfigFile(path: string, readFile: (path: string) => string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFile(path);
+  } catch (err) {
+    throw new UsageError(`cannot read the config file ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new UsageError(`the config file ${path} is not valid JSON`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new UsageError(`the config file ${path} must hold a JSON object`);
+  const unknown = Object.keys(value).filter((k) => !FILE_KEYS.has(k));
+  if (unknown.length > 0) throw new UsageError(`the config file ${path} has unknown key ${unknown.map((k) => `"${k}"`).join(', ')} (allowed: ${[...FILE_KEYS].join(', ')})`);
+  return value as Record<string, unknown>;
+}
+
+/**
+ * The WebSocket URL of the agent endpoint from the control plane's base URL: `http(s)` becomes
+ * `ws(s)`; a path ending in `/api/v1` gets `/agents/connect`; a bare host gets
+ * `/api/v1/agents/connect`; a URL already naming `/agents/connect` is kept.
+ */
+export function connectUrl(base: string): string {
+  let url: URL;
+  try {
+    url = new URL(base);
+  } catch {
+    throw new UsageError(`the control plane URL is not a URL: ${JSON.stringify(base)}`);
+  }
+  const schemes: Record<string, string> = { 'http:': 'ws:', 'https:': 'wss:', 'ws:': 'ws:', 'wss:': 'wss:' };
+  const scheme = schemes[url.protocol];
+  if (!scheme) throw new UsageError(`the control plane URL must be http(s):// or ws(s)://, not ${url.protocol}//`);
+  if (url.username || url.password) throw new UsageError('the control plane URL must not carry credentials (use the token)');
+  if (url.search || url.hash) throw new UsageError('the control plane URL must not have a query or fragment');
+  let path = url.pathname.replace(/\/+$/, '');
+  if (!path.endsWith('/agents/connect')) path = path.endsWith('/api/v1') ? `${path}/agents/connect` : `${path}/api/v1/agents/connect`;
+  return `${scheme}//${url.host}${path}`;
+}
+
+/** True when the URL would send the token unencrypted to another machine. */
+export function isPlaintextRemote(connect: string): boolean {
+  const url = new URL(connect);
+  return url.protocol === 'ws:' && !['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname);
+}

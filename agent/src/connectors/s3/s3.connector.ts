@@ -1,0 +1,306 @@
+import { createHash } from 'node:crypto';
+import { PassThrough, Readable } from 'node:stream';
+import {
+  DeleteObjectCommand,
+  DeleteObjectsCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+  type ListObjectsV2CommandOutput,
+} from '@aws-sdk/client-s3';
+import type { ConnectionSettings } from '@xfer/shared';
+import { relativePath } from '../paths.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type Entry, type WriteResult } from '../types.js';
+import { DEFAULT_S3_TUNING, s3Target, type S3Target, type S3Tuning } from './s3.config.js';
+import { s3Error } from './s3.errors.js';
+import { storeChecksum, uploadObject } from './s3.upload.js';
+
+/** Listing passes of one remove before a marker that stays "not empty" fails it. */
+const MAX_REMOVE_PASSES = 16;
+const EMPTY_MD5 = createHash('md5').update(Buffer.alloc(0)).digest('base64');
+
+/**
+ * S3 and the stores that speak its API (types s3, r2, gcs; per-type endpoints and quirks in
+ * s3.config.ts). Keys are `<prefix>/<path>` in the bucket of the connection's path. There is no
+ * rename and there are no real directories: a write is atomic instead (one PUT, or a multipart
+ * upload committed at the end), and `mkdir` leaves a zero-byte `dir/` marker.
+ */
+export class S3Connector implements Connector {
+  readonly capabilities: ConnectorCapabilities = { rename: false, directories: false };
+  readonly type: S3Target['type'];
+  private readonly target: S3Target;
+  private readonly client: S3Client;
+  private readonly tuning: S3Tuning;
+
+  constructor(settings: ConnectionSettings, tuning: Partial<S3Tuning> = {}) {
+    this.tuning = { ...DEFAULT_S3_TUNING, ...tuning };
+    this.target = s3Target(settings, this.tuning);
+    this.type = this.target.type;
+    this.client = new S3Client(this.target.clientConfig);
+    // Typed structurally below: the SDK's middleware types live in a package the agent does not depend on.
+    this.client.middlewareStack.add(payloadHashMiddleware as never, { step: 'build', name: 'xferPayloadHash' });
+  }
+
+  /**
+   * ListObjectsV2, one page of at most 1,000 keys in memory at a time. Recursive: every object
+   * under the prefix, plus `dir/` markers as directories (key order, which is depth-first with a
+   * directory's marker before its contents). Flat: the objects and the common prefixes (as
+   * directories, marker or not) of one level. Keys that do not make a valid path (empty segments
+   * as in `a//b`, `.` or `..` segments, backslashes) are skipped: no connector path names them.
+   */
+  async *list(path: string, options: { recursive: boolean; signal?: AbortSignal }): AsyncIterable<Entry> {
+    const rel = relativePath(path);
+    const prefix = this.dirPrefix(rel);
+    let token: string | undefined;
+    do {
+      const page: ListObjectsV2CommandOutput = await this.call('list', rel, () => this.client.send(new ListObjectsV2Command({
+        Bucket: this.target.bucket, Prefix: prefix, Delimiter: options.recursive ? undefined : '/', ContinuationToken: token, MaxKeys: 1000,
+      }), { abortSignal: options.signal }));
+      const entries: { key: string; entry: Entry }[] = [];
+      for (const object of page.Contents ?? []) {
+        const key = object.Key;
+        if (!key || key === prefix) continue;
+        const isMarker = key.endsWith('/');
+        if (isMarker && (object.Size ?? 0) > 0) continue;
+        const entryPath = this.relOf(isMarker ? key.slice(0, -1) : key);
+        if (entryPath === null) continue;
+        entries.push({
+          key,
+          entry: isMarker
+            ? { path: entryPath, kind: 'directory', size: 0, modifiedAt: object.LastModified }
+            : { path: entryPath, kind: 'file', size: object.Size ?? 0, modifiedAt: object.LastModified, checksum: storeChecksum(undefined, object.ETag) },
+        });
+      }
+      for (const common of page.CommonPrefixes ?? []) {
+        const entryPath = common.Prefix ? this.relOf(common.Prefix.slice(0, -1)) : null;
+        if (entryPath !== null) entries.push({ key: common.Prefix!, entry: { path: entryPath, kind: 'directory', size: 0 } });
+      }
+      entries.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+      for (const { entry } of entries) yield entry;
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
+  }
+
+  async stat(path: string, options: { signal?: AbortSignal } = {}): Promise<Entry | null> {
+    const rel = relativePath(path);
+    if (rel !== '') {
+      try {
+        const head = await this.call('stat', rel, () => this.client.send(new HeadObjectCommand({
+          Bucket: this.target.bucket, Key: this.key(rel), ChecksumMode: this.target.quirks.sha256 ? 'ENABLED' : undefined,
+        }), { abortSignal: options.signal }));
+        return { path: rel, kind: 'file', size: head.ContentLength ?? 0, modifiedAt: head.LastModified, checksum: storeChecksum(head.ChecksumSHA256, head.ETag) };
+      } catch (err) {
+        if (!(err instanceof ConnectorError && err.code === 'NOT_FOUND')) throw err;
+      }
+    }
+    // A "directory" is a prefix with something under it (its marker counts); the base always is one.
+    try {
+      const page = await this.call('stat', rel, () => this.client.send(new ListObjectsV2Command({ Bucket: this.target.bucket, Prefix: this.dirPrefix(rel), MaxKeys: 1 }), { abortSignal: options.signal }));
+      return rel === '' || (page.KeyCount ?? page.Contents?.length ?? 0) > 0 ? { path: rel, kind: 'directory', size: 0 } : null;
+    } catch (err) {
+      if (err instanceof ConnectorError && err.code === 'NOT_FOUND') return null;
+      throw err;
+    }
+  }
+
+  async read(path: string, options: { start?: number; end?: number; signal?: AbortSignal } = {}): Promise<Readable> {
+    const rel = relativePath(path);
+    if (rel === '') throw new ConnectorError('CONFLICT', 'read /: the base path is a directory');
+    const { start = 0, end, signal } = options;
+    const range = start > 0 || end !== undefined ? `bytes=${start}-${end ?? ''}` : undefined;
+    let res;
+    try {
+      res = await this.client.send(new GetObjectCommand({ Bucket: this.target.bucket, Key: this.key(rel), Range: range }), { abortSignal: signal });
+    } catch (err) {
+      // A range that starts past the end (an empty object, or start beyond the size): no bytes.
+      if ((err as { name?: string }).name === 'InvalidRange') return Readable.from([]);
+      throw s3Error(err, this.context('read', rel));
+    }
+    const body = res.Body as Readable | undefined;
+    if (!body) return Readable.from([]);
+    // A stream of our own, so that every error the reader sees is a ConnectorError.
+    const out = new PassThrough({ highWaterMark: 1024 * 1024 });
+    body.once('error', (err) => out.destroy(s3Error(err, this.context('read', rel))));
+    out.once('close', () => body.destroy());
+    if (signal) {
+      // The SDK aborts the request too, but its error would read as a reset connection.
+      const onAbort = () => out.destroy(new ConnectorError('TRANSIENT', `read ${rel}: aborted`, { cause: signal.reason }));
+      signal.addEventListener('abort', onAbort, { once: true });
+      out.once('close', () => signal.removeEventListener('abort', onAbort));
+    }
+    body.pipe(out);
+    return out;
+  }
+
+  async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal } = {}): Promise<WriteResult> {
+    const rel = relativePath(path);
+    const { signal } = options;
+    if (rel === '') throw new ConnectorError('CONFLICT', 'write /: the base path is a directory, not an object');
+    const aborted = () => new ConnectorError('TRANSIENT', `write ${rel}: aborted`, { cause: signal?.reason });
+    if (signal?.aborted) {
+      body.destroy();
+      throw aborted();
+    }
+    // Until the part reader iterates it, an error of the body would be an unhandled 'error' event.
+    const ignore = () => undefined;
+    body.on('error', ignore);
+    // A body that stalls must not keep an aborted write waiting for its next chunk.
+    const onAbort = () => body.destroy(aborted());
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      return await uploadObject({ client: this.client, bucket: this.target.bucket, key: this.key(rel), quirks: this.target.quirks, tuning: this.tuning }, body, options);
+    } catch (err) {
+      body.destroy();
+      if (signal?.aborted) throw aborted();
+      throw s3Error(err, this.context('write', rel));
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      body.off('error', ignore);
+    }
+  }
+
+  async mkdir(path: string, options: { signal?: AbortSignal } = {}): Promise<void> {
+    const rel = relativePath(path);
+    if (rel === '') return;
+    await this.call('mkdir', rel, () => this.client.send(new PutObjectCommand({
+      Bucket: this.target.bucket, Key: `${this.key(rel)}/`, Body: Buffer.alloc(0), ContentLength: 0, ContentMD5: EMPTY_MD5,
+    }), { abortSignal: options.signal }));
+  }
+
+  /**
+   * The object at `path` and every key under `path/` (markers included), in batches of 1,000.
+   * A store over a file system (versitygw) refuses a `dir/` marker while keys below it remain,
+   * which happens when they fall on a later page or a parallel batch: such keys are left for
+   * another pass over what remains (one pass per level of nesting at most).
+   */
+  async remove(path: string, options: { signal?: AbortSignal } = {}): Promise<void> {
+    const rel = relativePath(path);
+    if (rel === '') throw new ConnectorError('PERMISSION', "remove /: refusing to remove the connection's base path");
+    const { signal } = options;
+    const prefix = this.dirPrefix(rel);
+    for (let pass = 1; ; pass++) {
+      let notYet: ConnectorError | undefined;
+      let token: string | undefined;
+      do {
+        const page: ListObjectsV2CommandOutput = await this.call('remove', rel, () => this.client.send(new ListObjectsV2Command({ Bucket: this.target.bucket, Prefix: prefix, ContinuationToken: token, MaxKeys: 1000 }), { abortSignal: signal }));
+        const keys = (page.Contents ?? []).flatMap((o) => (o.Key ? [o.Key] : []));
+        // Deepest first within a page: a directory's contents before its marker.
+        keys.sort((a, b) => (a < b ? 1 : a > b ? -1 : 0));
+        notYet = (await this.deleteKeys(rel, keys, signal)) ?? notYet;
+        token = page.IsTruncated ? page.NextContinuationToken : undefined;
+      } while (token);
+      if (!notYet) break;
+      if (pass >= MAX_REMOVE_PASSES) throw notYet;
+    }
+    await this.call('remove', rel, () => this.client.send(new DeleteObjectCommand({ Bucket: this.target.bucket, Key: this.key(rel) }), { abortSignal: signal })).catch((err: unknown) => {
+      if (!(err instanceof ConnectorError && err.code === 'NOT_FOUND')) throw err;
+    });
+  }
+
+  async rename(from: string, to: string): Promise<void> {
+    relativePath(from);
+    relativePath(to);
+    throw new ConnectorError('UNSUPPORTED', `rename: ${this.type} has no rename (writes are atomic instead)`);
+  }
+
+  async test(options: { signal?: AbortSignal } = {}): Promise<string> {
+    const { bucket, prefix, where } = this.target;
+    const page = await this.call('test', '', () => this.client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: this.dirPrefix(''), MaxKeys: 1 }), { abortSignal: options.signal }));
+    const contents = (page.KeyCount ?? page.Contents?.length ?? 0) > 0;
+    const base = prefix === '' ? `bucket ${bucket}` : `bucket ${bucket}, prefix ${prefix}/`;
+    const note = prefix === '' || contents ? 'is readable' : 'is empty so far (the first write creates the prefix)';
+    return `Connected to ${where}; ${base} ${note}`;
+  }
+
+  async close(): Promise<void> {
+    this.client.destroy();
+  }
+
+  private key(rel: string): string {
+    const { prefix } = this.target;
+    return prefix === '' ? rel : rel === '' ? prefix : `${prefix}/${rel}`;
+  }
+
+  /** The key prefix of everything below `rel` ('' for the root of a bucket). */
+  private dirPrefix(rel: string): string {
+    const key = this.key(rel);
+    return key === '' ? '' : `${key}/`;
+  }
+
+  /** The connector path of a key under the base prefix, or null when it is not a valid path. */
+  private relOf(key: string): string | null {
+    const root = this.dirPrefix('');
+    if (!key.startsWith(root)) return null;
+    const rel = key.slice(root.length);
+    try {
+      return relativePath(rel) === rel && rel !== '' ? rel : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /** Deletes `keys`; resolves with the error of a marker refused as not empty yet (see remove), if any. */
+  private async deleteKeys(rel: string, keys: string[], signal: AbortSignal | undefined): Promise<ConnectorError | undefined> {
+    if (keys.length === 0) return undefined;
+    const { bucket } = this.target;
+    let notYet: ConnectorError | undefined;
+    const refused = (code: string | undefined, message: string | undefined) => {
+      const err = s3Error({ name: code, message }, this.context('remove', rel));
+      if (code === 'ErrDirectoryNotEmpty') notYet = err;
+      else if (code !== 'NoSuchKey') throw err;
+    };
+    if (this.target.quirks.batchDelete) {
+      const res = await this.call('remove', rel, () => this.client.send(new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: keys.map((Key) => ({ Key })), Quiet: true } }), { abortSignal: signal }));
+      for (const e of res.Errors ?? []) refused(e.Code, e.Message);
+      return notYet;
+    }
+    for (let i = 0; i < keys.length; i += this.tuning.deleteParallel) {
+      await Promise.all(keys.slice(i, i + this.tuning.deleteParallel).map(async (Key) => {
+        try {
+          await this.client.send(new DeleteObjectCommand({ Bucket: bucket, Key }), { abortSignal: signal });
+        } catch (err) {
+          const e = err as { name?: string; message?: string; $metadata?: unknown };
+          if (!e.$metadata) throw s3Error(err, this.context('remove', rel));
+          refused(e.name, e.message);
+        }
+      }));
+    }
+    return notYet;
+  }
+
+  private context(op: string, path: string) {
+    return { op, path, bucket: this.target.bucket, where: this.target.where };
+  }
+
+  /** Runs one SDK call, mapping any error it throws for `op` on `rel`. */
+  private async call<T>(op: string, rel: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw s3Error(err, this.context(op, rel));
+    }
+  }
+}
+
+const UPLOADS = new Set(['PutObjectCommand', 'UploadPartCommand']);
+
+/**
+ * SigV4 signs a payload by its SHA-256, which the SDK would compute over every buffered part and
+ * the store compute again, on top of the digests the connector sends anyway. Uploads are signed
+ * as UNSIGNED-PAYLOAD instead: the signed Content-MD5 (and x-amz-checksum-sha256 for s3) headers
+ * already have the store check every byte. Measured against versitygw: a third less client CPU,
+ * 95 → 150 MiB/s for one large object.
+ */
+type BuildArgs = { request: { headers?: Record<string, string> } };
+const payloadHashMiddleware = (next: (args: BuildArgs) => Promise<unknown>, context: { commandName?: string }) => async (args: BuildArgs) => {
+  const headers = args.request?.headers;
+  if (headers && context.commandName && UPLOADS.has(context.commandName)) headers['x-amz-content-sha256'] = 'UNSIGNED-PAYLOAD';
+  return next(args);
+};
+
+/** The registry's factory for `s3`, `r2` and `gcs` connections. */
+export function createS3Connector(settings: ConnectionSettings): Connector {
+  return new S3Connector(settings);
+}

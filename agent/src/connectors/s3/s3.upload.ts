@@ -1,0 +1,209 @@
+import { createHash } from 'node:crypto';
+import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  PutObjectCommand,
+  UploadPartCommand,
+  type CompletedPart,
+  type S3Client,
+} from '@aws-sdk/client-s3';
+import { ConnectorError, type Checksum, type WriteResult } from '../types.js';
+import type { S3Quirks, S3Tuning } from './s3.config.js';
+
+const MiB = 1024 * 1024;
+/** S3's limits: at most 10,000 parts, each (but the last) at least 5 MiB and at most 5 GiB. */
+const MAX_PARTS = 10_000;
+const MAX_GROWN_PART_BYTES = 512 * MiB;
+
+export interface UploadTarget {
+  client: S3Client;
+  bucket: string;
+  key: string;
+  quirks: S3Quirks;
+  tuning: S3Tuning;
+}
+
+/**
+ * Uploads `body` to one object, atomically: a body that ends within the first part goes in one
+ * PUT; a longer one in a multipart upload with up to `queueParts` parts in flight, committed only
+ * when every part is in, and aborted (nothing left on the store) on any failure or abort. Every
+ * request carries Content-MD5, and a single PUT also x-amz-checksum-sha256 where the store takes
+ * it, so the store checks every byte it keeps. Memory: about (queueParts + 1) × part size,
+ * whatever the object size.
+ *
+ * Resolves with the store's checksum of a single-PUT object (SHA-256 where the store returns one,
+ * else the plain MD5 ETag); a multipart object has only a checksum of checksums, so none.
+ */
+export async function uploadObject(t: UploadTarget, body: AsyncIterable<unknown>, options: { size?: number; signal?: AbortSignal }): Promise<WriteResult> {
+  const partSize = (n: number) => partBytes(n, options.size, t.tuning.partBytes);
+  const reader = new PartReader(body);
+  try {
+    const first = (await reader.next(partSize(1))) ?? Buffer.alloc(0);
+    const second = first.length < partSize(1) ? null : await reader.next(partSize(2));
+    if (!second) return await putSingle(t, first, options.signal);
+    return await putMultipart(t, reader, [first, second], partSize, options.signal);
+  } finally {
+    await reader.close();
+  }
+}
+
+async function putSingle(t: UploadTarget, data: Buffer, signal: AbortSignal | undefined): Promise<WriteResult> {
+  const digests = partDigests(data, t.quirks);
+  const res = await t.client.send(
+    new PutObjectCommand({ Bucket: t.bucket, Key: t.key, Body: data, ContentLength: data.length, ContentMD5: digests.md5, ChecksumSHA256: digests.sha256 }),
+    { abortSignal: signal },
+  );
+  return { size: data.length, checksum: storeChecksum(res.ChecksumSHA256, res.ETag) };
+}
+
+async function putMultipart(
+  t: UploadTarget,
+  reader: PartReader,
+  firstParts: Buffer[],
+  partSize: (n: number) => number,
+  signal: AbortSignal | undefined,
+): Promise<WriteResult> {
+  const { client, bucket, key } = t;
+  const created = await client.send(
+    new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }),
+    { abortSignal: signal },
+  );
+  const uploadId = created.UploadId;
+  if (!uploadId) throw new ConnectorError('TRANSIENT', 'the store started a multipart upload without an upload id');
+  const parts: CompletedPart[] = [];
+  const inflight = new Set<Promise<void>>();
+  let failure: { err: unknown } | undefined;
+  let size = 0;
+  let count = 0;
+  const upload = (data: Buffer) => {
+    const partNumber = ++count;
+    if (partNumber > MAX_PARTS) throw new ConnectorError('CONFLICT', `the object needs more than ${MAX_PARTS} parts`);
+    size += data.length;
+    // MD5 only: a multipart object's SHA-256 would be a checksum of checksums the engine cannot
+    // compare, and asking for it cost a third of the throughput (docs/connectors.md).
+    const digests = partDigests(data, { sha256: false });
+    const done: Promise<void> = client
+      .send(
+        new UploadPartCommand({
+          Bucket: bucket, Key: key, UploadId: uploadId, PartNumber: partNumber,
+          Body: data, ContentLength: data.length, ContentMD5: digests.md5, ChecksumSHA256: digests.sha256,
+        }),
+        { abortSignal: signal },
+      )
+      .then(
+        (res) => void parts.push({ PartNumber: partNumber, ETag: res.ETag, ChecksumSHA256: digests.sha256 }),
+        (err: unknown) => void (failure ??= { err }),
+      )
+      .finally(() => inflight.delete(done));
+    inflight.add(done);
+  };
+  const check = () => {
+    if (failure) throw failure.err;
+  };
+  try {
+    for (const data of firstParts) upload(data);
+    for (;;) {
+      while (inflight.size >= t.tuning.queueParts) await Promise.race(inflight);
+      check();
+      const data = await reader.next(partSize(count + 1));
+      if (!data) break;
+      upload(data);
+    }
+    await Promise.all(inflight);
+    check();
+    parts.sort((a, b) => a.PartNumber! - b.PartNumber!);
+    await client.send(
+      new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: uploadId, MultipartUpload: { Parts: parts } }),
+      { abortSignal: signal },
+    );
+    return { size };
+  } catch (err) {
+    await Promise.allSettled(inflight);
+    // Without the caller's signal: it may be the reason we are here, and the upload must go.
+    await client.send(new AbortMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: uploadId })).catch(() => undefined);
+    throw err;
+  }
+}
+
+/**
+ * Size of part `n`: the configured size, larger when the size hint needs it to fit in 10,000
+ * parts, and doubling every 1,000 parts (up to 512 MiB) so that a stream of unknown length can
+ * reach about 2.5 TB with 8 MiB first parts.
+ */
+export function partBytes(n: number, sizeHint: number | undefined, base: number): number {
+  const fit = sizeHint === undefined ? 0 : Math.ceil(sizeHint / (MAX_PARTS - 1000) / MiB) * MiB;
+  const grown = Math.min(base * 2 ** Math.floor((n - 1) / 1000), Math.max(base, MAX_GROWN_PART_BYTES));
+  return Math.max(base, fit, grown);
+}
+
+function partDigests(data: Buffer, quirks: Pick<S3Quirks, 'sha256'>): { md5: string; sha256?: string } {
+  return {
+    md5: createHash('md5').update(data).digest('base64'),
+    sha256: quirks.sha256 ? createHash('sha256').update(data).digest('base64') : undefined,
+  };
+}
+
+/**
+ * The checksum of an object as the store reports it: its full-object SHA-256 (not a composite
+ * `...-N` of a multipart upload), else a plain MD5 ETag (32 hex digits; multipart and SSE-KMS
+ * ETags are not MD5s of the content), else none.
+ */
+export function storeChecksum(sha256Base64: string | undefined, etag: string | undefined): Checksum | undefined {
+  if (sha256Base64 && !sha256Base64.includes('-')) {
+    const value = Buffer.from(sha256Base64, 'base64');
+    if (value.length === 32) return { algorithm: 'sha256', value: value.toString('hex') };
+  }
+  const plain = etag?.replace(/"/g, '').toLowerCase();
+  return plain && /^[0-9a-f]{32}$/.test(plain) ? { algorithm: 'etag', value: plain } : undefined;
+}
+
+/** Cuts a stream of chunks of any size into parts of the requested sizes. */
+class PartReader {
+  private readonly iterator: AsyncIterator<unknown>;
+  private leftover: Buffer | null = null;
+  private ended = false;
+
+  constructor(body: AsyncIterable<unknown>) {
+    this.iterator = body[Symbol.asyncIterator]();
+  }
+
+  /** The next `size` bytes (fewer at the end), or null when the body is exhausted. */
+  async next(size: number): Promise<Buffer | null> {
+    const chunks: Buffer[] = [];
+    let have = 0;
+    const take = (chunk: Buffer) => {
+      const need = size - have;
+      if (chunk.length > need) {
+        chunks.push(chunk.subarray(0, need));
+        this.leftover = chunk.subarray(need);
+        have = size;
+      } else {
+        chunks.push(chunk);
+        have += chunk.length;
+      }
+    };
+    if (this.leftover) {
+      const rest = this.leftover;
+      this.leftover = null;
+      take(rest);
+    }
+    while (have < size && !this.ended) {
+      const step = await this.iterator.next();
+      if (step.done) this.ended = true;
+      else take(toBuffer(step.value));
+    }
+    if (have === 0) return null;
+    return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, have);
+  }
+
+  async close(): Promise<void> {
+    if (!this.ended) await this.iterator.return?.();
+  }
+}
+
+function toBuffer(value: unknown): Buffer {
+  if (Buffer.isBuffer(value)) return value;
+  if (typeof value === 'string') return Buffer.from(value);
+  return Buffer.from(value as Uint8Array);
+}

@@ -1,0 +1,332 @@
+import type { Readable } from 'node:stream';
+import type { SFTPWrapper, Stats } from 'ssh2';
+import type { ConnectionSettings } from '@xfer/shared';
+import { joinRel, parentOf, relativePath, resolvePath } from '../paths.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type Entry, type WriteResult } from '../types.js';
+import { DEFAULT_SFTP_TUNING, sftpEndpoint, type SftpEndpoint, type SftpTuning } from './sftp.config.js';
+import { SFTP_STATUS, sftpError, sftpStatus } from './sftp.errors.js';
+import * as ops from './sftp.ops.js';
+import { abortable, SftpSession } from './sftp.session.js';
+import { abortedError, pipelinedWrite, SftpReadStream } from './sftp.streams.js';
+
+/** Unlinks in flight at once while removing a directory tree. */
+const REMOVE_PARALLEL = 16;
+
+/**
+ * SFTP (SSH File Transfer Protocol v3, as OpenSSH serves it) through ssh2. Password or private
+ * key (with passphrase) login, optional host key pinning (`options.host_key_sha256`), one SSH
+ * connection with a few SFTP channels, pipelined reads and writes. Bytes land at the path as
+ * they arrive: the engine writes a temporary name and renames (`capabilities.rename`).
+ */
+export class SftpConnector implements Connector {
+  readonly type = 'sftp' as const;
+  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true };
+  private readonly base: string;
+  private readonly endpoint: SftpEndpoint;
+  private readonly session: SftpSession;
+  private readonly tuning: SftpTuning;
+
+  constructor(settings: ConnectionSettings, tuning: Partial<SftpTuning> = {}) {
+    this.tuning = { ...DEFAULT_SFTP_TUNING, ...tuning };
+    this.base = settings.path || '/';
+    this.endpoint = sftpEndpoint(settings, this.tuning);
+    this.session = new SftpSession(this.endpoint, this.tuning);
+  }
+
+  async *list(path: string, options: { recursive: boolean; signal?: AbortSignal }): AsyncIterable<Entry> {
+    const rel = relativePath(path);
+    yield* this.walk(rel, this.remote(rel), options.recursive, options.signal, true);
+  }
+
+  async stat(path: string, options: { signal?: AbortSignal } = {}): Promise<Entry | null> {
+    const rel = relativePath(path);
+    try {
+      const stats = await this.run(options.signal, 'stat', rel, (sftp) => ops.stat(sftp, this.remote(rel)));
+      return toEntry(rel, stats);
+    } catch (err) {
+      if (err instanceof ConnectorError && err.code === 'NOT_FOUND') return null;
+      throw err;
+    }
+  }
+
+  async read(path: string, options: { start?: number; end?: number; signal?: AbortSignal } = {}): Promise<Readable> {
+    const rel = relativePath(path);
+    const { signal } = options;
+    const lease = await this.session.acquire(signal);
+    let handle: Buffer | undefined;
+    try {
+      handle = await ops.openFile(lease.sftp, this.remote(rel), 'r');
+      signal?.throwIfAborted();
+      const stats = await ops.fstat(lease.sftp, handle);
+      if (stats.isDirectory()) throw new ConnectorError('CONFLICT', `read ${shown(rel)}: is a directory`);
+      const start = options.start ?? 0;
+      const end = Math.min(options.end ?? Infinity, stats.size - 1);
+      const stream = new SftpReadStream(lease.sftp, handle, rel, start, end, this.tuning, () => lease.release());
+      if (signal) {
+        const onAbort = () => stream.destroy(abortedError(rel, 'read', signal));
+        signal.addEventListener('abort', onAbort, { once: true });
+        stream.once('close', () => signal.removeEventListener('abort', onAbort));
+      }
+      return stream;
+    } catch (err) {
+      if (handle) await ops.closeFile(lease.sftp, handle).catch(() => undefined);
+      lease.release();
+      throw sftpError(err, rel, 'read');
+    }
+  }
+
+  async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal } = {}): Promise<WriteResult> {
+    const rel = relativePath(path);
+    const { signal } = options;
+    if (rel === '') throw new ConnectorError('CONFLICT', 'write: the base path is a directory, not a file');
+    // Until the pipelined writer iterates it, an error of the body would be an unhandled 'error' event.
+    const ignore = () => undefined;
+    body.on('error', ignore);
+    if (signal?.aborted) {
+      body.destroy();
+      body.off('error', ignore);
+      throw abortedError(rel, 'write', signal);
+    }
+    const remote = this.remote(rel);
+    const onAbort = () => body.destroy(abortedError(rel, 'write', signal!));
+    signal?.addEventListener('abort', onAbort, { once: true });
+    let lease: Awaited<ReturnType<SftpSession['acquire']>> | undefined;
+    let handle: Buffer | undefined;
+    let created = false;
+    try {
+      lease = await this.session.acquire(signal);
+      const sftp = lease.sftp;
+      handle = await this.openForWrite(sftp, rel, remote);
+      created = true;
+      const size = await pipelinedWrite(sftp, handle, body, this.tuning);
+      const closing = handle;
+      handle = undefined;
+      await ops.closeFile(sftp, closing);
+      return { size };
+    } catch (err) {
+      if (lease && created) {
+        // Leave nothing behind (only what this call created: a file we could not open stays as it was).
+        if (handle) await ops.closeFile(lease.sftp, handle).catch(() => undefined);
+        await ops.unlink(lease.sftp, remote).catch(() => undefined);
+      }
+      body.destroy();
+      if (signal?.aborted) throw abortedError(rel, 'write', signal);
+      throw sftpError(err, rel, 'write');
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      body.off('error', ignore);
+      lease?.release();
+    }
+  }
+
+  async mkdir(path: string, options: { signal?: AbortSignal } = {}): Promise<void> {
+    const rel = relativePath(path);
+    await this.run(options.signal, 'mkdir', rel, (sftp) => this.mkdirs(sftp, rel));
+  }
+
+  async remove(path: string, options: { signal?: AbortSignal } = {}): Promise<void> {
+    const rel = relativePath(path);
+    if (rel === '') throw new ConnectorError('PERMISSION', "remove: refusing to remove the connection's base path");
+    await this.run(options.signal, 'remove', rel, async (sftp) => {
+      const remote = this.remote(rel);
+      let stats: Stats;
+      try {
+        stats = await ops.lstat(sftp, remote);
+      } catch (err) {
+        if (sftpStatus(err) === SFTP_STATUS.NO_SUCH_FILE) return;
+        throw err;
+      }
+      if (stats.isDirectory()) await this.removeTree(sftp, remote, options.signal);
+      else await ignoreMissing(ops.unlink(sftp, remote));
+    });
+  }
+
+  async rename(from: string, to: string, options: { signal?: AbortSignal } = {}): Promise<void> {
+    const relFrom = relativePath(from);
+    const relTo = relativePath(to);
+    if (relFrom === '' || relTo === '') throw new ConnectorError('PERMISSION', "rename: the connection's base path cannot be renamed or replaced");
+    await this.run(options.signal, 'rename', relFrom, async (sftp) => {
+      const src = this.remote(relFrom);
+      const dst = this.remote(relTo);
+      try {
+        await this.replace(sftp, src, dst);
+      } catch (err) {
+        // The source exists but the target's directory does not: create it, then once more.
+        if (sftpStatus(err) !== SFTP_STATUS.NO_SUCH_FILE || !(await exists(sftp, src))) throw err;
+        await this.mkdirs(sftp, parentOf(relTo));
+        await this.replace(sftp, src, dst);
+      }
+    });
+  }
+
+  async test(options: { signal?: AbortSignal } = {}): Promise<string> {
+    await this.session.connect(options.signal);
+    const stats = await this.run(options.signal, 'test', '', (sftp) => ops.stat(sftp, this.base)).catch((err: unknown) => {
+      if (err instanceof ConnectorError && err.code === 'NOT_FOUND') {
+        throw new ConnectorError('NOT_FOUND', `connected to ${this.endpoint.where}, but the base path ${this.base} does not exist`, { cause: err });
+      }
+      throw err;
+    });
+    if (!stats.isDirectory()) throw new ConnectorError('CONFLICT', `connected to ${this.endpoint.where}, but the base path ${this.base} is not a directory`);
+    const key = this.endpoint.pinned
+      ? `host key ${this.session.hostKeyFingerprint} matches the pinned one`
+      : `host key ${this.session.hostKeyFingerprint} (not pinned: set options.host_key_sha256 to pin it)`;
+    return `Connected to ${this.endpoint.where}; ${this.base} is a directory; ${key}`;
+  }
+
+  async close(): Promise<void> {
+    await this.session.close();
+  }
+
+  private remote(rel: string): string {
+    return resolvePath(this.base, rel);
+  }
+
+  /** Runs `fn` on a lent channel, mapping its errors for `op` on `rel`. */
+  private async run<T>(signal: AbortSignal | undefined, op: string, rel: string, fn: (sftp: SFTPWrapper) => Promise<T>): Promise<T> {
+    const lease = await this.session.acquire(signal);
+    try {
+      return await abortable(fn(lease.sftp), signal, `${op} ${shown(rel)}`);
+    } catch (err) {
+      throw sftpError(err, rel, op);
+    } finally {
+      lease.release();
+    }
+  }
+
+  /**
+   * Entries of one directory, then (recursive) each subdirectory's right after it: depth-first,
+   * one directory listing in memory per level. Symlinks are followed to files only (a link to a
+   * directory could loop); other special files are skipped.
+   */
+  private async *walk(rel: string, remote: string, recursive: boolean, signal: AbortSignal | undefined, top: boolean): AsyncGenerator<Entry> {
+    const listing = await this.run(signal, 'list', rel, (sftp) => ops.readdir(sftp, remote)).catch(async (err: unknown) => {
+      // OpenSSH answers "no such file" for a file too (ENOTDIR): say which it is.
+      if (top && err instanceof ConnectorError && err.code === 'NOT_FOUND' && (await this.stat(rel, { signal }))?.kind === 'file') {
+        throw new ConnectorError('CONFLICT', `list ${shown(rel)}: is a file, not a directory`);
+      }
+      throw err;
+    });
+    listing.sort((a, b) => (a.filename < b.filename ? -1 : a.filename > b.filename ? 1 : 0));
+    for (const item of listing) {
+      if (item.filename === '.' || item.filename === '..') continue;
+      const childRel = joinRel(rel, item.filename);
+      const childRemote = remote === '/' ? `/${item.filename}` : `${remote}/${item.filename}`;
+      let stats: Stats = item.attrs;
+      if (stats.isSymbolicLink()) {
+        const target = await this.run(signal, 'list', childRel, (sftp) => ops.stat(sftp, childRemote)).catch(() => null);
+        if (!target?.isFile()) continue;
+        stats = target;
+      }
+      const entry = toEntry(childRel, stats);
+      if (!entry) continue;
+      yield entry;
+      if (recursive && entry.kind === 'directory') yield* this.walk(childRel, childRemote, true, signal, false);
+    }
+  }
+
+  /** Opens for writing (create, truncate), creating missing parent directories on the way. */
+  private async openForWrite(sftp: SFTPWrapper, rel: string, remote: string): Promise<Buffer> {
+    try {
+      return await ops.openFile(sftp, remote, 'w');
+    } catch (err) {
+      const status = sftpStatus(err);
+      if (status === SFTP_STATUS.NO_SUCH_FILE) {
+        // Optimistic: the parent usually exists, so only a miss costs the extra round trips.
+        await this.mkdirs(sftp, parentOf(rel));
+        return ops.openFile(sftp, remote, 'w');
+      }
+      if (status === SFTP_STATUS.FAILURE && (await ops.stat(sftp, remote).catch(() => null))?.isDirectory()) {
+        throw new ConnectorError('CONFLICT', `write ${rel}: a directory is in the way`, { cause: err });
+      }
+      throw err;
+    }
+  }
+
+  /** mkdir -p of `rel`: parents first only when the server says they are missing. */
+  private async mkdirs(sftp: SFTPWrapper, rel: string): Promise<void> {
+    const remote = this.remote(rel);
+    try {
+      await ops.mkdir(sftp, remote);
+      return;
+    } catch (err) {
+      const status = sftpStatus(err);
+      if (status === SFTP_STATUS.NO_SUCH_FILE && rel !== '') {
+        await this.mkdirs(sftp, parentOf(rel));
+        try {
+          await ops.mkdir(sftp, remote);
+          return;
+        } catch (again) {
+          if (sftpStatus(again) !== SFTP_STATUS.FAILURE) throw again;
+        }
+      } else if (status !== SFTP_STATUS.FAILURE && status !== SFTP_STATUS.PERMISSION_DENIED) throw err;
+      // It may exist already (mkdir of an existing directory fails, or is refused where we may not write).
+      const stats = await ops.stat(sftp, remote).catch(() => null);
+      if (stats?.isDirectory()) return;
+      if (stats) throw new ConnectorError('CONFLICT', `mkdir ${shown(rel)}: a file is in the way`, { cause: err });
+      throw err;
+    }
+  }
+
+  private async removeTree(sftp: SFTPWrapper, remote: string, signal: AbortSignal | undefined): Promise<void> {
+    const listing = await ignoreMissing(ops.readdir(sftp, remote));
+    const files: string[] = [];
+    for (const item of listing ?? []) {
+      if (item.filename === '.' || item.filename === '..') continue;
+      const child = `${remote}/${item.filename}`;
+      if (item.attrs.isDirectory()) await this.removeTree(sftp, child, signal);
+      else files.push(child);
+    }
+    for (let i = 0; i < files.length; i += REMOVE_PARALLEL) {
+      signal?.throwIfAborted();
+      await Promise.all(files.slice(i, i + REMOVE_PARALLEL).map((f) => ignoreMissing(ops.unlink(sftp, f))));
+    }
+    await ignoreMissing(ops.rmdir(sftp, remote));
+  }
+
+  /** Renames `src` over `dst`: atomically with posix-rename, else by removing a file target first. */
+  private async replace(sftp: SFTPWrapper, src: string, dst: string): Promise<void> {
+    const atomic = ops.posixRename(sftp, src, dst);
+    if (atomic) return atomic;
+    try {
+      await ops.rename(sftp, src, dst);
+    } catch (err) {
+      // SFTP v3 rename refuses an existing target (FAILURE): a file in the way is replaced.
+      if (sftpStatus(err) !== SFTP_STATUS.FAILURE) throw err;
+      const target = await ops.lstat(sftp, dst).catch(() => null);
+      if (!target || target.isDirectory()) throw err;
+      await ignoreMissing(ops.unlink(sftp, dst));
+      await ops.rename(sftp, src, dst);
+    }
+  }
+}
+
+function toEntry(rel: string, stats: Stats): Entry | null {
+  const modifiedAt = stats.mtime ? new Date(stats.mtime * 1000) : undefined;
+  if (stats.isDirectory()) return { path: rel, kind: 'directory', size: 0, modifiedAt };
+  if (stats.isFile()) return { path: rel, kind: 'file', size: stats.size, modifiedAt };
+  return null;
+}
+
+function shown(rel: string): string {
+  return rel === '' ? '/' : rel;
+}
+
+async function exists(sftp: SFTPWrapper, remote: string): Promise<boolean> {
+  return ops.lstat(sftp, remote).then(() => true, () => false);
+}
+
+/** `promise`'s value, or undefined when the server says the path does not exist (idempotent removal). */
+async function ignoreMissing<T>(promise: Promise<T>): Promise<T | undefined> {
+  try {
+    return await promise;
+  } catch (err) {
+    if (sftpStatus(err) === SFTP_STATUS.NO_SUCH_FILE) return undefined;
+    throw err;
+  }
+}
+
+/** The registry's factory for `sftp` connections. */
+export function createSftpConnector(settings: ConnectionSettings): Connector {
+  return new SftpConnector(settings);
+}

@@ -1,0 +1,58 @@
+import PQueue from 'p-queue';
+import type { Logger } from 'pino';
+import { reasonOf } from './errors.js';
+import { readSide } from './read-side.js';
+import { CopyStats, truncate } from './stats.js';
+import { DEFAULT_TUNING, type CopyOutcome, type CopyRequest } from './types.js';
+import { WriteSide } from './write-side.js';
+
+const MAX_ERROR_CHARS = 4000;
+
+/**
+ * Copies `sourcePath` (a file or a directory tree) into the directory `destinationPath`.
+ *
+ * The listing is consumed lazily: at most `concurrency` items run and at most `concurrency` more
+ * wait in the queue, so memory is flat whatever the number of files, and each file streams
+ * (memory is flat whatever its size). The job goes on past failing files and fails at the end
+ * naming them. Aborting `signal` stops the listing, aborts every stream, removes temporary
+ * files, and resolves with `cancelled` once all of that is done.
+ *
+ * Resolves (never rejects) with the outcome and the final counters.
+ */
+export async function copyTree(request: CopyRequest, log?: Logger): Promise<CopyOutcome> {
+  const { signal, options } = request;
+  const tuning = { ...DEFAULT_TUNING, ...request.tuning };
+  const stats = new CopyStats(request.observer);
+  const writer = new WriteSide({
+    destination: request.destination, destinationPath: request.destinationPath, options, resume: request.resume,
+    signal, stats, tuning, log,
+  });
+  const queue = new PQueue({ concurrency: options.concurrency });
+  let jobError: string | null = null;
+  try {
+    await writer.prepare();
+    for await (const item of readSide(request.source, request.sourcePath, signal)) {
+      if (signal.aborted) break;
+      if (item.entry.kind === 'file') stats.fileListed();
+      // Back-pressure on the listing: take the next entry only when the queue has room.
+      await queue.onSizeLessThan(options.concurrency);
+      if (signal.aborted) break;
+      void queue.add(() => writer.consume(item));
+    }
+    if (!signal.aborted) stats.listingDone();
+  } catch (err) {
+    if (!signal.aborted) {
+      jobError = reasonOf(err);
+      log?.error({ err: jobError }, 'listing or preparing failed');
+    }
+  }
+  await queue.onIdle();
+  const counters = { ...stats.counters };
+  if (signal.aborted) return { status: 'cancelled', counters };
+  if (jobError !== null) {
+    const files = stats.failureCount > 0 ? `; ${stats.failureMessage()}` : '';
+    return { status: 'failed', counters, error: truncate(`${jobError}${files}`, MAX_ERROR_CHARS) };
+  }
+  if (stats.failureCount > 0) return { status: 'failed', counters, error: stats.failureMessage() };
+  return { status: 'completed', counters };
+}

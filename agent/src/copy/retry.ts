@@ -1,0 +1,31 @@
+import { backoffDelayMs, sleep } from '../lib/backoff.js';
+import { isRetryable } from './errors.js';
+
+export interface RetryOptions {
+  retries: number;
+  baseMs: number;
+  maxMs: number;
+  signal: AbortSignal;
+  /** Told before each wait (logging). */
+  onRetry?: (err: unknown, attempt: number, delayMs: number) => void;
+}
+
+/**
+ * Runs `attempt` until it succeeds, fails with a non-retryable error, runs out of retries, or
+ * the signal aborts. Waits with exponential backoff and full jitter between attempts.
+ * Rejects with the last error.
+ */
+export async function withRetries<T>(attempt: (n: number) => Promise<T>, options: RetryOptions): Promise<T> {
+  for (let n = 0; ; n++) {
+    try {
+      return await attempt(n);
+    } catch (err) {
+      if (options.signal.aborted || n >= options.retries || !isRetryable(err)) {
+        throw err;
+      }
+      const delayMs = backoffDelayMs(n, options.baseMs, options.maxMs);
+      options.onRetry?.(err, n + 1, delayMs);
+      await sleep(delayMs, options.signal);
+    }
+  }
+}

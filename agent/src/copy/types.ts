@@ -1,0 +1,74 @@
+import type { Readable } from 'node:stream';
+import type { FileResult, JobOptions } from '@xfer/shared';
+import type { Connector, Entry } from '../connectors/types.js';
+
+/** Cumulative counters of one run, named as in `job.progress`. */
+export interface CopyCounters {
+  /** Files found so far; final once `listing_done`. */
+  files_total: number;
+  files_transferred: number;
+  files_skipped: number;
+  files_failed: number;
+  /**
+   * Bytes of copied files plus the bytes of files in flight. The bytes of an attempt that fails
+   * are taken back out, so the counter can step back on a retry; at the end it is exactly the
+   * size of the files copied.
+   */
+  bytes_transferred: number;
+  listing_done: boolean;
+}
+
+/** What the engine tells its caller while it runs (all optional, all cheap to call). */
+export interface CopyObserver {
+  /** A file finished: copied, skipped or failed (never called for files cut short by a cancel). */
+  fileDone?(result: FileResult, counters: Readonly<CopyCounters>): void;
+  /** Bytes moved, or the listing advanced. Called very often: must not do I/O itself. */
+  changed?(counters: Readonly<CopyCounters>): void;
+}
+
+/** Retry and naming knobs; the defaults are for production, tests shorten the waits. */
+export interface CopyTuning {
+  /** Extra attempts per file after a transient failure (default 3). */
+  retries: number;
+  /** First backoff ceiling between attempts (default 500 ms), doubled per attempt, full jitter. */
+  retryBaseMs: number;
+  retryMaxMs: number;
+}
+
+export const DEFAULT_TUNING: CopyTuning = { retries: 3, retryBaseMs: 500, retryMaxMs: 10_000 };
+
+/** One run of a transfer: both ends, the paths on them, the options and a signal that cancels it. */
+export interface CopyRequest {
+  source: Connector;
+  sourcePath: string;
+  destination: Connector;
+  destinationPath: string;
+  options: JobOptions;
+  /** A retry run: files already at the destination with the source's size are skipped. */
+  resume: boolean;
+  signal: AbortSignal;
+  observer?: CopyObserver;
+  tuning?: Partial<CopyTuning>;
+}
+
+/** How a run ended. `error` names the failing files (first few) or the job-level cause. */
+export interface CopyOutcome {
+  status: 'completed' | 'failed' | 'cancelled';
+  counters: CopyCounters;
+  error?: string;
+}
+
+/**
+ * One item of the source side: a file or a directory, with a path relative to the job's source
+ * path (for a single-file source: the file's name). A relay between two agents produces the same
+ * items on the destination's side, its `open` handing out the relayed stream.
+ */
+export interface SourceItem {
+  path: string;
+  entry: Entry;
+  /**
+   * The file's bytes. Called once per attempt; a source that cannot be read twice (a relayed
+   * stream) throws a non-transient error on the second call, which fails the file.
+   */
+  open(signal: AbortSignal): Promise<Readable>;
+}

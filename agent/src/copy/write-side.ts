@@ -1,0 +1,206 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import type { FileResult, JobOptions } from '@xfer/shared';
+import type { Logger } from 'pino';
+import { baseName, joinRel, parentOf, relativePath } from '../connectors/paths.js';
+import type { Checksum, Connector, WriteResult } from '../connectors/types.js';
+import { CopyJobError, reasonOf, SourceChangedError, VerifyError } from './errors.js';
+import { HashingStream } from './hashing.js';
+import { planFile } from './plan.js';
+import { withRetries } from './retry.js';
+import { truncate, type CopyStats } from './stats.js';
+import type { CopyTuning, SourceItem } from './types.js';
+
+export interface WriteSideOptions {
+  destination: Connector;
+  destinationPath: string;
+  options: JobOptions;
+  resume: boolean;
+  signal: AbortSignal;
+  stats: CopyStats;
+  tuning: CopyTuning;
+  log?: Logger;
+}
+
+/** Longest file name (bytes) that still gets its name inside the temporary name; longer ones would pass NAME_MAX. */
+const MAX_NAME_IN_TEMP = 200;
+const MAX_FILE_ERROR_CHARS = 2000;
+
+/**
+ * The destination half of the engine: consumes source items (from the read side here, from a
+ * relay later) and makes each one appear at the destination complete and verified, or not at all.
+ *
+ * Per file: plan against what is there (overwrite policy, resume) → stream through the hashing
+ * pass-through → write to a temporary name in the same directory where the store can rename
+ * (else straight to the final name: object stores commit atomically) → verify → rename.
+ * Transient faults and verification mismatches are retried with backoff; anything else fails the
+ * file at once. Whatever fails or is cancelled, the temporary file is removed.
+ */
+export class WriteSide {
+  private readonly root: string;
+  /** MD5 is computed only for stores that report one: from the start for object stores, and from the first file that shows one. */
+  private wantMd5: boolean;
+
+  constructor(private readonly o: WriteSideOptions) {
+    this.root = relativePath(o.destinationPath);
+    this.wantMd5 = !o.destination.capabilities.rename;
+  }
+
+  /** Creates the destination directory. A file in its place fails the job. */
+  async prepare(): Promise<void> {
+    if (this.root === '') return;
+    const existing = await this.o.destination.stat(this.root, { signal: this.o.signal });
+    if (existing?.kind === 'file') throw new CopyJobError(`destination path ${this.o.destinationPath} is a file, not a directory`);
+    if (!existing) await this.retrying('', () => this.o.destination.mkdir(this.root, { signal: this.o.signal }));
+  }
+
+  /** Handles one item and records its outcome; never rejects. Nothing is recorded for an item cut short by a cancel. */
+  async consume(item: SourceItem): Promise<void> {
+    if (item.entry.kind === 'directory') {
+      await this.directory(item);
+      return;
+    }
+    const result = await this.file(item);
+    if (result) this.o.stats.fileDone(result);
+  }
+
+  private async directory(item: SourceItem): Promise<void> {
+    const path = joinRel(this.root, item.path);
+    try {
+      await this.retrying(item.path, () => this.o.destination.mkdir(path, { signal: this.o.signal }));
+    } catch (err) {
+      if (!this.o.signal.aborted) this.o.stats.failed(`${item.path}/`, reasonOf(err));
+    }
+  }
+
+  private async file(item: SourceItem): Promise<FileResult | null> {
+    const destPath = joinRel(this.root, item.path);
+    const { destination, options, resume, signal } = this.o;
+    let attempts = 0;
+    try {
+      return await this.retrying(item.path, async () => {
+        attempts++;
+        const existing = await destination.stat(destPath, { signal });
+        const plan = planFile(item.entry, existing, options.overwrite, resume);
+        if (plan.action === 'skip') return { path: item.path, status: 'skipped', size: item.entry.size };
+        if (plan.action === 'fail') throw new CopyJobError(plan.reason);
+        return await this.copyOnce(item, destPath);
+      });
+    } catch (err) {
+      if (signal.aborted) return null;
+      const reason = reasonOf(err) + (attempts > 1 ? ` (after ${attempts} attempts)` : '');
+      this.o.log?.warn({ file: item.path, err: reason }, 'file failed');
+      return { path: item.path, status: 'failed', size: item.entry.size, error: truncate(reason, MAX_FILE_ERROR_CHARS) };
+    }
+  }
+
+  private async copyOnce(item: SourceItem, destPath: string): Promise<FileResult> {
+    const { destination, stats } = this.o;
+    const size = item.entry.size;
+    const useTemp = destination.capabilities.rename;
+    const target = useTemp ? tempPathFor(destPath) : destPath;
+    // One controller per attempt: a failure on either side stops the other at once.
+    const attempt = new AbortController();
+    const signal = AbortSignal.any([this.o.signal, attempt.signal]);
+    let counted = 0;
+    const hasher = new HashingStream({ md5: this.wantMd5, expectedBytes: size, onBytes: (n) => { counted += n; stats.bytes(n); } });
+    // Errors of the hasher reach the destination's write (its body); this only keeps a late one from going unhandled.
+    hasher.on('error', () => {});
+    let source: Readable | undefined;
+    let sourceError: unknown = null;
+    let written = false;
+    try {
+      source = await item.open(signal);
+      source.on('error', (err) => {
+        sourceError ??= err;
+        hasher.destroy(err);
+      });
+      source.pipe(hasher);
+      const result = await destination.write(target, hasher, { size, signal });
+      written = true;
+      if (hasher.sourceError || sourceError) throw hasher.sourceError ?? sourceError;
+      if (!hasher.readableEnded) throw new VerifyError('the destination stopped reading before the end of the file');
+      if (hasher.bytes !== size) throw new SourceChangedError(`source changed during copy: listed ${size} bytes, read ${hasher.bytes}`);
+      const digests = hasher.digests();
+      const verifiedBy = await this.verify(target, result, digests, size, signal);
+      if (useTemp) await destination.rename(target, destPath, { signal });
+      return { path: item.path, status: 'copied', size, sha256: digests.sha256, verified_by: verifiedBy };
+    } catch (err) {
+      // Decided before aborting: the abort makes the source stream error too, and that is not the cause.
+      const cause = hasher.sourceError ?? sourceError ?? err;
+      attempt.abort();
+      source?.destroy();
+      hasher.destroy();
+      stats.bytes(-counted);
+      // No signal: the clean-up must also run after a cancel. An object store's failed write left nothing
+      // (and its final name may still hold the previous version), so only a written object is removed.
+      if (useTemp || written) {
+        await destination.remove(target).catch((e: unknown) => this.o.log?.error({ file: target, err: reasonOf(e) }, 'could not remove a partial file'));
+      }
+      throw cause;
+    }
+  }
+
+  /**
+   * Checks that the destination holds what was sent; returns how (`sha256`, `md5`, `etag`,
+   * `size` or `reread`). Prefers the store's own checksum, from the write or from a stat;
+   * without one, the size must match and with `verify = checksum` the written file is read back.
+   */
+  private async verify(target: string, result: WriteResult, digests: { sha256: string; md5: string | null }, size: number, signal: AbortSignal): Promise<string> {
+    const { destination, options } = this.o;
+    if (result.size !== size) throw new VerifyError(`the destination stored ${result.size} bytes of ${size}`);
+    let sum = comparable(result.checksum, digests) ? result.checksum : undefined;
+    // A file store (rename-capable) has no checksum to show on a stat, and the re-read below checks
+    // size and content: its stat would be one more round trip per file for nothing.
+    const reread = options.verify === 'checksum';
+    if (!sum && !(reread && destination.capabilities.rename)) {
+      const stored = await destination.stat(target, { signal });
+      if (!stored || stored.kind !== 'file') throw new VerifyError('the written file is missing at the destination');
+      if (stored.size !== size) throw new VerifyError(`the destination holds ${stored.size} bytes of ${size}`);
+      if (comparable(stored.checksum, digests)) sum = stored.checksum;
+      else if (isMd5Like(result.checksum) || isMd5Like(stored.checksum)) this.wantMd5 = true;
+    }
+    if (sum) {
+      const expected = sum.algorithm === 'sha256' ? digests.sha256 : digests.md5;
+      if (sum.value.toLowerCase() !== expected) throw new VerifyError(`${sum.algorithm} of the written file does not match the bytes sent`);
+      return sum.algorithm;
+    }
+    if (!reread) return 'size';
+    const body = await destination.read(target, { signal });
+    const hash = createHash('sha256');
+    let bytes = 0;
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      hash.update(chunk);
+      bytes += chunk.length;
+    }
+    if (bytes !== size || hash.digest('hex') !== digests.sha256) throw new VerifyError('the written file read back does not match the bytes sent (sha256)');
+    return 'reread';
+  }
+
+  private retrying<T>(path: string, attempt: () => Promise<T>): Promise<T> {
+    const { tuning, signal, log } = this.o;
+    return withRetries(attempt, {
+      retries: tuning.retries, baseMs: tuning.retryBaseMs, maxMs: tuning.retryMaxMs, signal,
+      onRetry: (err, n, delayMs) => log?.info({ file: path, attempt: n, delay_ms: delayMs, err: reasonOf(err) }, 'retrying'),
+    });
+  }
+}
+
+/** `.<name>.xfer-<random>.part` beside the final name: hidden, unique, and renamed within one directory. */
+export function tempPathFor(destPath: string): string {
+  const name = baseName(destPath);
+  const random = randomBytes(6).toString('hex');
+  const temp = Buffer.byteLength(name) <= MAX_NAME_IN_TEMP ? `.${name}.xfer-${random}.part` : `.xfer-${random}.part`;
+  return joinRel(parentOf(destPath), temp);
+}
+
+function isMd5Like(sum: Checksum | undefined): boolean {
+  return !!sum && (sum.algorithm === 'md5' || (sum.algorithm === 'etag' && /^[0-9a-f]{32}$/i.test(sum.value)));
+}
+
+/** A store checksum the engine computed the same thing for. crc32c is not computed (yet): size + re-read instead. */
+function comparable(sum: Checksum | undefined, digests: { md5: string | null }): sum is Checksum {
+  if (!sum) return false;
+  if (sum.algorithm === 'sha256') return true;
+  return digests.md5 !== null && isMd5Like(sum);
+}

@@ -1,0 +1,11 @@
+export { Agent, type AgentOptions, type AgentExit } from './agent.js';
+export { parseAgentConfig, connectUrl, UsageError, type AgentConfig } from './config.js';
+export { createLogger } from './logger.js';
+export { copyTree } from './copy/copy-engine.js';
+export { readSide } from './copy/read-side.js';
+export { WriteSide } from './copy/write-side.js';
+export type { CopyRequest, CopyOutcome, CopyCounters, CopyObserver, SourceItem } from './copy/types.js';
+export { JobRunner } from './jobs/job-runner.js';
+export { AgentSession, type SessionEnd } from './session/session.js';
+export { FsConnector, createFsConnector } from './connectors/fs/fs.connector.js';
+export type { ConnectorSource } from './lib/connector-source.js';

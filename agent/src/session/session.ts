@@ -1,0 +1,263 @@
+import WebSocket from 'ws';
+import {
+  AgentToServer, CloseCodes, frame, MAX_FRAME_BYTES, parseMessage, ProtocolError, ServerToAgent, TERMINAL_CLOSE_CODES,
+  type AgentMessage, type PayloadOf, type ServerMessage,
+} from '@xfer/shared';
+import type { Logger } from 'pino';
+import { Backoff } from '../lib/backoff.js';
+import { isDurable, Outbox } from './outbox.js';
+
+export type Hello = PayloadOf<typeof AgentToServer, 'hello'>;
+export type Welcome = PayloadOf<typeof ServerToAgent, 'welcome'>;
+/** Every server message but `welcome`, which the session handles itself. */
+export type SessionMessage = Exclude<ServerMessage, { type: 'welcome' }>;
+
+export interface SessionOptions {
+  /** `ws(s)://…/api/v1/agents/connect`. */
+  url: string;
+  token: string;
+  /** The hello of each new connection (running jobs change between connections). */
+  hello: () => Hello;
+  /** The session is open; `welcome.abort_jobs` are for the caller to abort. */
+  onWelcome: (welcome: Welcome) => void;
+  /** Every validated message after `welcome`. */
+  onMessage: (message: SessionMessage) => void;
+  log: Logger;
+  /** Reconnect backoff: first ceiling, cap (full jitter). Default 500 ms → 30 s. */
+  reconnectBaseMs?: number;
+  reconnectMaxMs?: number;
+  /** A session that lasted this long after `welcome` resets the backoff. Default 30 s. */
+  stableAfterMs?: number;
+  /** Time allowed from dialing to `welcome`. Default 15 s. */
+  handshakeTimeoutMs?: number;
+  random?: () => number;
+}
+
+/** How `run` ended: stopped by `stop()`, or refused for good by the control plane. */
+export type SessionEnd = { kind: 'stopped' } | { kind: 'terminal'; code: number; reason: string };
+
+interface Closed {
+  code: number;
+  reason: string;
+  /** HTTP status when the upgrade itself was refused. */
+  httpStatus?: number;
+  welcomedAt?: number;
+}
+
+const TERMINAL_HTTP = new Set([401, 403]);
+const CLOSE_WAIT_MS = 3000;
+
+/**
+ * The agent's WebSocket session with the control plane. It dials out (never listens), sends
+ * `hello`, expects `welcome`, validates every frame, watches liveness, and reconnects with
+ * exponential backoff and full jitter until stopped or refused for good (a terminal close code,
+ * or HTTP 401/403 on the upgrade).
+ *
+ * `send` never fails: while disconnected, terminal job messages and the latest progress per job
+ * wait in an outbox and go out right after the next `welcome`; other messages (replies to
+ * requests of a dead session) are dropped.
+ */
+export class AgentSession {
+  private ws: WebSocket | null = null;
+  private welcomed = false;
+  private stopping = false;
+  private wake: (() => void) | null = null;
+  private readonly outbox = new Outbox();
+  private readonly idle = new Set<() => void>();
+
+  constructor(private readonly o: SessionOptions) {}
+
+  /** Connects and keeps connecting until `stop()` or a terminal refusal. */
+  async run(): Promise<SessionEnd> {
+    const backoff = new Backoff(this.o.reconnectBaseMs ?? 500, this.o.reconnectMaxMs ?? 30_000, this.o.random);
+    while (!this.stopping) {
+      const closed = await this.connectOnce();
+      if (this.stopping) break;
+      if (TERMINAL_CLOSE_CODES.includes(closed.code) || (closed.httpStatus !== undefined && TERMINAL_HTTP.has(closed.httpStatus))) {
+        const reason = closed.httpStatus !== undefined ? `HTTP ${closed.httpStatus}` : describeClose(closed.code, closed.reason);
+        this.o.log.error({ code: closed.code, http_status: closed.httpStatus, reason }, `the control plane refused this agent (${reason}); not reconnecting`);
+        return { kind: 'terminal', code: closed.code, reason };
+      }
+      if (closed.welcomedAt !== undefined && Date.now() - closed.welcomedAt >= (this.o.stableAfterMs ?? 30_000)) backoff.reset();
+      const delayMs = backoff.next();
+      this.o.log.warn({ code: closed.code, http_status: closed.httpStatus, reason: closed.reason, retry_in_ms: delayMs }, 'disconnected from the control plane; reconnecting');
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, delayMs);
+        this.wake = () => { clearTimeout(timer); resolve(); };
+      });
+      this.wake = null;
+    }
+    return { kind: 'stopped' };
+  }
+
+  /** Sends now when the session is open; otherwise keeps what must not be lost (see class doc). */
+  send(message: AgentMessage): void {
+    const ws = this.ws;
+    if (ws && this.welcomed && ws.readyState === WebSocket.OPEN) {
+      ws.send(JSON.stringify(message), (err) => {
+        if (err && isDurable(message)) this.outbox.put(message);
+        this.checkIdle();
+      });
+    } else if (isDurable(message)) {
+      this.outbox.put(message);
+    } else {
+      this.o.log.debug({ type: message.type }, 'not connected: message dropped');
+    }
+  }
+
+  /** Whether the session is open (welcomed). */
+  get connected(): boolean {
+    return this.welcomed && this.ws?.readyState === WebSocket.OPEN;
+  }
+
+  /**
+   * Resolves once nothing waits to be sent (the outbox is empty and the socket's buffer drained),
+   * or after `timeoutMs`. Used before closing at shutdown so the last reports get out.
+   */
+  async flushed(timeoutMs: number): Promise<boolean> {
+    if (this.isIdle()) return true;
+    let done: () => void = () => {};
+    const idle = new Promise<boolean>((resolve) => { done = () => resolve(true); });
+    this.idle.add(done);
+    let timer: NodeJS.Timeout | undefined;
+    const poll = setInterval(() => this.checkIdle(), 50);
+    try {
+      return await Promise.race([idle, new Promise<boolean>((resolve) => { timer = setTimeout(() => resolve(false), timeoutMs); })]);
+    } finally {
+      clearTimeout(timer);
+      clearInterval(poll);
+      this.idle.delete(done);
+    }
+  }
+
+  /** Closes the socket with 1000 and stops reconnecting; `run` then resolves `stopped`. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.wake?.();
+    const ws = this.ws;
+    if (!ws || ws.readyState === WebSocket.CLOSED) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => { ws.terminate(); resolve(); }, CLOSE_WAIT_MS);
+      ws.once('close', () => { clearTimeout(timer); resolve(); });
+      if (ws.readyState === WebSocket.CONNECTING) ws.terminate();
+      else ws.close(CloseCodes.normal, 'agent shutting down');
+    });
+  }
+
+  private connectOnce(): Promise<Closed> {
+    const { log } = this.o;
+    return new Promise<Closed>((resolve) => {
+      const ws = new WebSocket(this.o.url, {
+        headers: { authorization: `Bearer ${this.o.token}` },
+        handshakeTimeout: this.o.handshakeTimeoutMs ?? 15_000,
+        maxPayload: MAX_FRAME_BYTES,
+        perMessageDeflate: false,
+        followRedirects: false,
+      });
+      this.ws = ws;
+      let httpStatus: number | undefined;
+      let lastError = '';
+      let welcomedAt: number | undefined;
+      let lastHeard = Date.now();
+      let watchdog: NodeJS.Timeout | undefined;
+      const welcomeTimer = setTimeout(() => this.protocolFailure(ws, 'no welcome from the control plane in time'), this.o.handshakeTimeoutMs ?? 15_000);
+
+      ws.on('unexpected-response', (request, response) => {
+        httpStatus = response.statusCode;
+        response.resume();
+        request.destroy();
+        ws.terminate();
+      });
+      ws.on('open', () => {
+        log.debug('connected; sending hello');
+        ws.send(JSON.stringify(frame(AgentToServer, 'hello', this.o.hello())));
+      });
+      ws.on('ping', () => { lastHeard = Date.now(); });
+      ws.on('pong', () => { lastHeard = Date.now(); });
+      ws.on('message', (data, isBinary) => {
+        lastHeard = Date.now();
+        if (isBinary) {
+          this.protocolFailure(ws, 'unexpected binary frame');
+          return;
+        }
+        let message: ServerMessage;
+        try {
+          message = parseMessage(ServerToAgent, data as Buffer);
+        } catch (err) {
+          this.protocolFailure(ws, err instanceof ProtocolError ? err.message : 'invalid frame');
+          return;
+        }
+        if (!this.welcomed) {
+          if (message.type !== 'welcome') {
+            this.protocolFailure(ws, `expected welcome, got ${message.type}`);
+            return;
+          }
+          clearTimeout(welcomeTimer);
+          this.welcomed = true;
+          welcomedAt = Date.now();
+          const heartbeatMs = message.payload.heartbeat_ms;
+          // A server silent for 3 heartbeats is gone (a dead NAT path never sends a close).
+          watchdog = setInterval(() => {
+            if (Date.now() - lastHeard > 3 * heartbeatMs) {
+              log.warn({ silent_ms: Date.now() - lastHeard }, 'control plane silent for 3 heartbeats; dropping the connection');
+              ws.terminate();
+            }
+          }, heartbeatMs);
+          log.info({ agent_id: message.payload.agent_id, heartbeat_ms: heartbeatMs, abort_jobs: message.payload.abort_jobs.length }, 'connected to the control plane');
+          this.o.onWelcome(message.payload);
+          for (const queued of this.outbox.take()) this.send(queued);
+          return;
+        }
+        if (message.type === 'welcome') {
+          this.protocolFailure(ws, 'welcome received twice');
+          return;
+        }
+        this.o.onMessage(message);
+      });
+      ws.on('error', (err) => {
+        // 'close' follows and drives the reconnect; the message never holds the token.
+        lastError = err.message;
+        log.debug({ err: err.message }, 'websocket error');
+      });
+      ws.on('close', (code, reason) => {
+        clearTimeout(welcomeTimer);
+        clearInterval(watchdog);
+        if (this.ws === ws) this.ws = null;
+        this.welcomed = false;
+        resolve({ code, reason: reason.toString('utf8') || lastError, httpStatus, welcomedAt });
+      });
+    });
+  }
+
+  /** A frame broke the protocol: close with 4400 (the run loop reconnects after backoff). */
+  private protocolFailure(ws: WebSocket, reason: string): void {
+    this.o.log.error({ reason }, 'protocol error from the control plane; closing the session');
+    if (ws.readyState === WebSocket.OPEN) {
+      ws.close(CloseCodes.protocolError, truncateReason(reason));
+      setTimeout(() => ws.terminate(), CLOSE_WAIT_MS).unref();
+    } else ws.terminate();
+  }
+
+  private isIdle(): boolean {
+    return this.outbox.size === 0 && (this.ws?.bufferedAmount ?? 0) === 0;
+  }
+
+  private checkIdle(): void {
+    if (this.idle.size > 0 && this.isIdle()) for (const done of [...this.idle]) done();
+  }
+}
+
+/** A close reason is at most 123 bytes (RFC 6455 §5.5). */
+function truncateReason(reason: string): string {
+  let out = reason;
+  while (Buffer.byteLength(out) > 123) out = out.slice(0, -1);
+  return out;
+}
+
+function describeClose(code: number, reason: string): string {
+  const name = code === CloseCodes.revoked ? 'token unknown or revoked'
+    : code === CloseCodes.replaced ? 'another session of this agent replaced this one'
+    : code === CloseCodes.unsupportedVersion ? 'protocol version not supported by the control plane'
+    : `close code ${code}`;
+  return reason ? `${name}: ${reason} (close ${code})` : `${name} (close ${code})`;
+}

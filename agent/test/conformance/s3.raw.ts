@@ -1,0 +1,99 @@
+import { createHash } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import {
+  CreateBucketCommand,
+  DeleteBucketCommand,
+  DeleteObjectsCommand,
+  GetObjectCommand,
+  ListMultipartUploadsCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+  AbortMultipartUploadCommand,
+} from '@aws-sdk/client-s3';
+import type { RawStore } from './conformance.suite.js';
+
+/**
+ * The S3 test server through a plain S3 client of its own (not the connector's code), on one
+ * bucket, below `prefix` ('' or 'a/b').
+ */
+export class RawS3 implements RawStore {
+  private readonly client: S3Client;
+
+  constructor(
+    opts: { endpoint: string; accessKeyId: string; secretAccessKey: string },
+    readonly bucket: string,
+    private readonly prefix: string,
+  ) {
+    this.client = new S3Client({
+      endpoint: opts.endpoint, region: 'us-east-1', forcePathStyle: true,
+      credentials: { accessKeyId: opts.accessKeyId, secretAccessKey: opts.secretAccessKey },
+      requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED',
+    });
+  }
+
+  async createBucket(): Promise<void> {
+    await this.client.send(new CreateBucketCommand({ Bucket: this.bucket }));
+  }
+
+  async list(rel: string): Promise<string[]> {
+    const start = this.key(rel) === '' ? '' : `${this.key(rel)}/`;
+    const root = this.prefix === '' ? '' : `${this.prefix}/`;
+    const out: string[] = [];
+    for await (const key of this.keys(start)) out.push(key.slice(root.length).replace(/\/$/, ''));
+    return out.sort();
+  }
+
+  async put(rel: string, data: Buffer): Promise<void> {
+    await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.key(rel), Body: data, ContentLength: data.length }));
+  }
+
+  async sha256(rel: string): Promise<string | null> {
+    let body: Readable;
+    try {
+      body = (await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.key(rel) }))).Body as Readable;
+    } catch (err) {
+      if ((err as { name?: string }).name === 'NoSuchKey') return null;
+      throw err;
+    }
+    const hash = createHash('sha256');
+    for await (const chunk of body) hash.update(chunk as Buffer);
+    return hash.digest('hex');
+  }
+
+  async openUploads(): Promise<number> {
+    const res = await this.client.send(new ListMultipartUploadsCommand({ Bucket: this.bucket }));
+    return res.Uploads?.length ?? 0;
+  }
+
+  /** Empties and deletes the bucket (open multipart uploads included). */
+  async destroy(): Promise<void> {
+    const uploads = await this.client.send(new ListMultipartUploadsCommand({ Bucket: this.bucket }));
+    for (const u of uploads.Uploads ?? []) await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: u.Key, UploadId: u.UploadId }));
+    let batch: string[] = [];
+    const flush = async () => {
+      if (batch.length > 0) await this.client.send(new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: batch.map((Key) => ({ Key })) } }));
+      batch = [];
+    };
+    for await (const key of this.keys('')) {
+      batch.push(key);
+      if (batch.length === 1000) await flush();
+    }
+    await flush();
+    await this.client.send(new DeleteBucketCommand({ Bucket: this.bucket }));
+    this.client.destroy();
+  }
+
+  private async *keys(prefix: string): AsyncGenerator<string> {
+    let token: string | undefined;
+    do {
+      const page = await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ContinuationToken: token }));
+      for (const o of page.Contents ?? []) if (o.Key) yield o.Key;
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
+  }
+
+  private key(rel: string): string {
+    return this.prefix === '' ? rel : rel === '' ? this.prefix : `${this.prefix}/${rel}`;
+  }
+}

@@ -1,0 +1,120 @@
+import type { ConnectionSettings, ConnectionType } from '@xfer/shared';
+import { createConnector } from '../../src/connectors/index.js';
+import { S3Connector } from '../../src/connectors/s3/s3.connector.js';
+import { partBytes } from '../../src/connectors/s3/s3.upload.js';
+import { runConformance, type ConformanceTarget } from './conformance.suite.js';
+import { bodyOf, closedPort, expectCode, uniqueName } from './helpers.js';
+import { RawS3 } from './s3.raw.js';
+
+// The versitygw of `npm run services` (e2e/src/services/s3.service.ts), started by jest's global
+// setup. r2 and gcs run against it too, with host/port/secure set as a user would for a local store.
+const env = process.env;
+const server = {
+  endpoint: env.XFER_TEST_S3_ENDPOINT!,
+  host: env.XFER_TEST_S3_HOST!,
+  port: Number(env.XFER_TEST_S3_PORT),
+  accessKeyId: env.XFER_TEST_S3_ACCESS_KEY!,
+  secretAccessKey: env.XFER_TEST_S3_SECRET_KEY!,
+  limitedAccessKeyId: env.XFER_TEST_S3_LIMITED_ACCESS_KEY!,
+  limitedSecretAccessKey: env.XFER_TEST_S3_LIMITED_SECRET_KEY!,
+};
+const keys = { access_key_id: server.accessKeyId, secret_access_key: server.secretAccessKey };
+
+function settings(type: ConnectionType, path: string, over: Partial<ConnectionSettings> = {}): ConnectionSettings {
+  return {
+    id: '000000000000000000000002', name: `${type} conformance`, type, host: server.host, port: server.port, path,
+    // r2 and gcs sign for region "auto" unless told otherwise; versitygw accepts only its own.
+    options: { secure: false }, agent_id: null, credentials: { ...keys, region: 'us-east-1' }, ...over,
+  };
+}
+
+/** A bucket of its own for one suite, the base path `/<bucket>[/<prefix>]` in it. */
+function s3Target(type: ConnectionType, prefix: string): () => Promise<ConformanceTarget> {
+  return async () => {
+    const bucket = uniqueName(`conf-${type}`);
+    const raw = new RawS3(server, bucket, prefix);
+    await raw.createBucket();
+    const base = prefix === '' ? `/${bucket}` : `/${bucket}/${prefix}`;
+    const port = await closedPort();
+    return {
+      connector: () => createConnector(settings(type, base)),
+      raw,
+      failures: [
+        { name: 'wrong secret key', connector: () => new S3Connector(settings(type, base, { credentials: { ...keys, region: 'us-east-1', secret_access_key: 'wrong-secret' } })), code: 'AUTH', message: /secret access key is not accepted/ },
+        { name: 'unknown access key', connector: () => new S3Connector(settings(type, base, { credentials: { ...keys, region: 'us-east-1', access_key_id: 'NOSUCHKEY' } })), code: 'AUTH', message: /not accepted/ },
+        { name: 'missing bucket', connector: () => new S3Connector(settings(type, `/${bucket}-missing`)), code: 'NOT_FOUND', message: new RegExp(`bucket ${bucket}-missing does not exist`) },
+        { name: 'wrong port', connector: () => new S3Connector(settings(type, base, { port })), code: 'TRANSIENT', message: /connection refused/ },
+        { name: 'unknown host', connector: () => new S3Connector(settings(type, base, { host: 'no-such-host.invalid' })), code: 'TRANSIENT', message: /cannot resolve/ },
+        { name: 'HTTPS to a plain-HTTP server', connector: () => new S3Connector(settings(type, base, { options: { secure: true } })), code: 'TRANSIENT', message: /TLS/ },
+      ],
+      // An account with the plain `user` role, which owns no bucket: every request is AccessDenied.
+      readOnly: () => new S3Connector(settings(type, base, { credentials: { access_key_id: server.limitedAccessKeyId, secret_access_key: server.limitedSecretAccessKey, region: 'us-east-1' } })),
+      unreachable: () => new S3Connector(settings(type, base, { port })),
+      listPastOnePage: true,
+      cleanup: () => raw.destroy(),
+    };
+  };
+}
+
+runConformance('s3 (versitygw), bucket root', s3Target('s3', ''));
+runConformance('r2 (versitygw), prefix with a space', s3Target('r2', 'r2 base/data'));
+runConformance('gcs (versitygw), prefix, no multi-object delete', s3Target('gcs', 'gcs-base'));
+
+describe('s3 connector: endpoints and parts', () => {
+  it('needs a bucket in the path', () => {
+    expect(() => new S3Connector(settings('s3', '/'))).toThrow(/must name a bucket/);
+  });
+
+  it('returns the SHA-256 the store confirmed for a single PUT (s3), the MD5 ETag elsewhere', async () => {
+    const bucket = uniqueName('conf-sum');
+    const raw = new RawS3(server, bucket, '');
+    await raw.createBucket();
+    try {
+      const s3 = new S3Connector(settings('s3', `/${bucket}`));
+      const gcs = new S3Connector(settings('gcs', `/${bucket}`));
+      expect(await s3.write('a.txt', bodyOf('abc'), {})).toEqual({ size: 3, checksum: { algorithm: 'sha256', value: 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad' } });
+      expect(await gcs.write('b.txt', bodyOf('abc'), {})).toEqual({ size: 3, checksum: { algorithm: 'etag', value: '900150983cd24fb0d6963f7d28e17f72' } });
+      expect((await s3.stat('a.txt'))?.checksum).toEqual({ algorithm: 'sha256', value: 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad' });
+      await Promise.all([s3.close(), gcs.close()]);
+    } finally {
+      await raw.destroy();
+    }
+  });
+
+  it('test() on an empty prefix says the first write creates it', async () => {
+    const bucket = uniqueName('conf-test');
+    const raw = new RawS3(server, bucket, '');
+    await raw.createBucket();
+    try {
+      const c = new S3Connector(settings('s3', `/${bucket}/not/yet`));
+      await expect(c.test()).resolves.toMatch(/prefix not\/yet\/ is empty so far/);
+      await c.close();
+    } finally {
+      await raw.destroy();
+    }
+  });
+
+  it('reading a directory-like prefix that is no object is NOT_FOUND', async () => {
+    const bucket = uniqueName('conf-dir');
+    const raw = new RawS3(server, bucket, '');
+    await raw.createBucket();
+    try {
+      await raw.put('d/file.txt', Buffer.from('x'));
+      const c = new S3Connector(settings('s3', `/${bucket}`));
+      await expectCode(c.read('d'), 'NOT_FOUND');
+      await c.close();
+    } finally {
+      await raw.destroy();
+    }
+  });
+
+  it('sizes parts to fit 10,000 and grows them for streams of unknown length', () => {
+    const MiB = 1024 * 1024;
+    expect(partBytes(1, undefined, 8 * MiB)).toBe(8 * MiB);
+    expect(partBytes(1000, undefined, 8 * MiB)).toBe(8 * MiB);
+    expect(partBytes(1001, undefined, 8 * MiB)).toBe(16 * MiB);
+    expect(partBytes(9999, undefined, 8 * MiB)).toBe(512 * MiB);
+    // 1 TB known in advance: 10,000 parts would not do at 8 MiB.
+    expect(partBytes(1, 1e12, 8 * MiB) * 9000).toBeGreaterThanOrEqual(1e12);
+  });
+});

@@ -1,0 +1,118 @@
+import { readFileSync } from 'node:fs';
+import type { ConnectionSettings } from '@xfer/shared';
+import { createConnector } from '../../src/connectors/index.js';
+import { SftpConnector } from '../../src/connectors/sftp/sftp.connector.js';
+import { runConformance, type ConformanceTarget } from './conformance.suite.js';
+import { closedPort, expectCode, uniqueName } from './helpers.js';
+import { RawSftp } from './sftp.raw.js';
+
+// The OpenSSH sshd of `npm run services` (e2e/src/services/sshd.service.ts), started by jest's global setup.
+const env = process.env;
+const server = {
+  host: env.XFER_TEST_SFTP_HOST!,
+  port: Number(env.XFER_TEST_SFTP_PORT),
+  username: env.XFER_TEST_SFTP_USER!,
+  password: env.XFER_TEST_SFTP_PASSWORD!,
+  root: env.XFER_TEST_SFTP_ROOT!,
+  readonly: env.XFER_TEST_SFTP_READONLY_DIR!,
+  hostKey: env.XFER_TEST_SFTP_HOST_KEY_SHA256!,
+  keyFile: env.XFER_TEST_SFTP_KEY_FILE!,
+  encKeyFile: env.XFER_TEST_SFTP_ENC_KEY_FILE!,
+  encKeyPassphrase: env.XFER_TEST_SFTP_ENC_KEY_PASSPHRASE!,
+};
+const OTHER_HOST_KEY = `SHA256:${Buffer.alloc(32, 7).toString('base64').replace(/=+$/, '')}`;
+
+function settings(base: string, credentials: Record<string, string>, over: Partial<ConnectionSettings> = {}): ConnectionSettings {
+  return {
+    id: '000000000000000000000001', name: 'sftp conformance', type: 'sftp', host: server.host, port: server.port,
+    path: base, options: {}, agent_id: null, credentials: { username: server.username, ...credentials }, ...over,
+  };
+}
+
+/** A fresh base directory on the server, and the connector settings `make` builds for it. */
+function sftpTarget(make: (base: string) => ConnectionSettings): () => Promise<ConformanceTarget> {
+  return async () => {
+    const base = `${server.root}/${uniqueName('conformance')}`;
+    const raw = await RawSftp.connect({ ...server, base });
+    await raw.mkdirs('');
+    const password = { password: server.password };
+    const port = await closedPort();
+    return {
+      // Through the registry, as the agent builds it.
+      connector: () => createConnector(make(base)),
+      raw,
+      failures: [
+        { name: 'wrong password', connector: () => new SftpConnector(settings(base, { password: 'not-the-password' })), code: 'AUTH', message: /authentication failed/ },
+        { name: 'unknown user', connector: () => new SftpConnector(settings(base, { ...password, username: 'no-such-user' })), code: 'AUTH', message: /authentication failed/ },
+        {
+          name: 'host key not the pinned one', code: 'AUTH', message: /host key mismatch.*SHA256:/,
+          connector: () => new SftpConnector(settings(base, password, { options: { host_key_sha256: OTHER_HOST_KEY } })),
+        },
+        { name: 'wrong port', connector: () => new SftpConnector(settings(base, password, { port })), code: 'TRANSIENT', message: /connection refused/ },
+        { name: 'unknown host', connector: () => new SftpConnector(settings(base, password, { host: 'no-such-host.invalid' })), code: 'TRANSIENT', message: /cannot resolve/ },
+        { name: 'missing base path', connector: () => new SftpConnector(settings(`${base}/missing`, password)), code: 'NOT_FOUND', message: /does not exist/ },
+      ],
+      readOnly: () => new SftpConnector(settings(server.readonly, password)),
+      unreachable: () => new SftpConnector(settings(base, password, { port })),
+      listPastOnePage: true,
+      cleanup: async () => {
+        await raw.destroy();
+        raw.close();
+      },
+    };
+  };
+}
+
+runConformance('sftp (OpenSSH), password, pinned host key', sftpTarget((base) => settings(base, { password: server.password }, { options: { host_key_sha256: server.hostKey } })));
+
+runConformance('sftp (OpenSSH), private key', sftpTarget((base) => settings(base, { private_key: readFileSync(server.keyFile, 'utf8') })));
+
+describe('sftp connector: keys and host keys', () => {
+  it('logs in with an encrypted private key and its passphrase', async () => {
+    const c = new SftpConnector(settings(server.root, { private_key: readFileSync(server.encKeyFile, 'utf8'), passphrase: server.encKeyPassphrase }));
+    await expect(c.test()).resolves.toMatch(/not pinned/);
+    await c.close();
+  });
+
+  it('refuses an encrypted key without the right passphrase before connecting', () => {
+    const key = readFileSync(server.encKeyFile, 'utf8');
+    expect(() => new SftpConnector(settings(server.root, { private_key: key, passphrase: 'wrong' }))).toThrow(/passphrase/);
+    expect(() => new SftpConnector(settings(server.root, { private_key: key }))).toThrow(/passphrase/);
+  });
+
+  it('accepts the pinned fingerprint with or without the SHA256: prefix and says it matched', async () => {
+    for (const pin of [server.hostKey, server.hostKey.replace(/^SHA256:/, '')]) {
+      const c = new SftpConnector(settings(server.root, { password: server.password }, { options: { host_key_sha256: pin } }));
+      await expect(c.test()).resolves.toMatch(/matches the pinned one/);
+      await c.close();
+    }
+  });
+
+  it('refuses a malformed pin as AUTH', () => {
+    expect(() => new SftpConnector(settings(server.root, { password: server.password }, { options: { host_key_sha256: 'SHA256:short' } }))).toThrow(/host_key_sha256/);
+  });
+
+  it('a base path that is a file is CONFLICT', async () => {
+    const c = new SftpConnector(settings(`${server.readonly}/file.txt`, { password: server.password }));
+    await expectCode(c.test(), 'CONFLICT', /not a directory/);
+    await c.close();
+  });
+
+  it('connects again after the connection drops', async () => {
+    const c = new SftpConnector(settings(server.root, { password: server.password }));
+    await c.test();
+    // Cut the SSH connection under the connector, as a network fault would.
+    const { client } = await (c as unknown as { session: { link: Promise<{ client: { destroy(): void; once(e: 'close', f: () => void): void } }> } }).session.link;
+    const closed = new Promise<void>((resolve) => client.once('close', resolve));
+    client.destroy();
+    await closed;
+    expect(await c.stat('')).toMatchObject({ kind: 'directory' });
+    await c.close();
+  });
+
+  it('reading a file the user may not read is PERMISSION', async () => {
+    const c = new SftpConnector(settings('/etc', { password: server.password }));
+    await expectCode(c.read('shadow'), 'PERMISSION');
+    await c.close();
+  });
+});

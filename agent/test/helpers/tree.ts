@@ -1,0 +1,68 @@
+import { createHash } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import type { JobOptions } from '@xfer/shared';
+import { FsConnector } from '../../src/connectors/fs/fs.connector.js';
+
+/** A fresh temporary directory; remove it with `rmTemp`. */
+export function tempDir(prefix = 'xfer-agent-'): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export function rmTemp(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+}
+
+/** Writes `files` (relative path → content; a path ending in `/` is an empty directory) under `root`. */
+export function writeTree(root: string, files: Record<string, string | Buffer>): void {
+  for (const [path, content] of Object.entries(files)) {
+    if (path.endsWith('/')) mkdirSync(join(root, path), { recursive: true });
+    else {
+      mkdirSync(dirname(join(root, path)), { recursive: true });
+      writeFileSync(join(root, path), content);
+    }
+  }
+}
+
+/** Every file (path → SHA-256) and directory (path + '/' → 'dir') under `root`, sorted. */
+export function snapshot(root: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const abs = join(dir, entry.name);
+      const rel = relative(root, abs);
+      if (entry.isDirectory()) {
+        out[`${rel}/`] = 'dir';
+        walk(abs);
+      } else out[rel] = sha256(readFileSync(abs));
+    }
+  };
+  walk(root);
+  return Object.fromEntries(Object.entries(out).sort(([a], [b]) => a.localeCompare(b)));
+}
+
+/** Paths under `root` that look like the engine's temporary files. */
+export function partFiles(root: string): string[] {
+  return Object.keys(snapshot(root)).filter((p) => /\.xfer-[0-9a-f]+\.part$/.test(p));
+}
+
+export function sha256(data: Buffer | string): string {
+  return createHash('sha256').update(data).digest('hex');
+}
+
+export function fsConnector(root: string): FsConnector {
+  // No fsync: these tests do not crash the machine, and thousands of fsyncs would only slow them.
+  return new FsConnector({ root, fsync: false });
+}
+
+export function options(overrides: Partial<JobOptions> = {}): JobOptions {
+  return { overwrite: 'if_changed', verify: 'checksum', concurrency: 4, ...overrides };
+}
+
+export function mtime(path: string): Date {
+  return statSync(path).mtime;
+}
+
+/** Fast retries for tests. */
+export const FAST_RETRIES = { retries: 3, retryBaseMs: 1, retryMaxMs: 5 };

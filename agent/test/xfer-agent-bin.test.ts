@@ -1,0 +1,105 @@
+import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CloseCodes } from '@xfer/shared';
+import { TEST_TOKEN } from './helpers/test-agent.js';
+import { TestControlPlane } from './helpers/test-control-plane.js';
+import { rmTemp, tempDir } from './helpers/tree.js';
+
+/** The built binary (`npm test` builds first). */
+const BIN = fileURLToPath(new URL('../dist/bin/xfer-agent.js', import.meta.url));
+const VERSION = (JSON.parse(readFileSync(fileURLToPath(new URL('../package.json', import.meta.url)), 'utf8')) as { version: string }).version;
+
+interface Run {
+  code: Promise<number | null>;
+  stdout: () => string;
+  stderr: () => string;
+  kill: (signal: NodeJS.Signals) => void;
+}
+
+function start(args: string[], env: Record<string, string> = {}): Run {
+  const child = spawn(process.execPath, [BIN, ...args], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => { stdout += d.toString(); });
+  child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
+  return {
+    code: new Promise((resolve) => child.on('close', (code) => resolve(code))),
+    stdout: () => stdout,
+    stderr: () => stderr,
+    kill: (signal) => child.kill(signal),
+  };
+}
+
+let server: TestControlPlane;
+let dir: string;
+beforeEach(async () => {
+  server = await TestControlPlane.start();
+  dir = tempDir('xfer-bin-');
+});
+afterEach(async () => {
+  await server.close();
+  rmTemp(dir);
+});
+
+describe('xfer-agent binary', () => {
+  test('--help and --version print to stdout and exit 0', async () => {
+    const help = start(['--help']);
+    expect(await help.code).toBe(0);
+    expect(help.stdout()).toContain('xfer-agent start --url URL --token agt_');
+    const startHelp = start(['start', '--help']);
+    expect(await startHelp.code).toBe(0);
+    expect(startHelp.stdout()).toContain('XFER_AGENT_DRAIN_TIMEOUT_MS');
+    const version = start(['--version']);
+    expect(await version.code).toBe(0);
+    expect(version.stdout()).toBe(`${VERSION}\n`);
+  });
+
+  test('usage errors exit 2 with a message naming the problem', async () => {
+    const unknown = start(['launch']);
+    expect(await unknown.code).toBe(2);
+    expect(unknown.stderr()).toContain('unknown command "launch"');
+    const noUrl = start(['start', '--token', TEST_TOKEN]);
+    expect(await noUrl.code).toBe(2);
+    expect(noUrl.stderr()).toContain('the control plane URL is required');
+    const badJobs = start(['start', '--url', server.baseUrl, '--token', TEST_TOKEN, '--max-jobs', 'many']);
+    expect(await badJobs.code).toBe(2);
+    expect(badJobs.stderr()).toContain('--max-jobs must be an integer');
+  });
+
+  test('a revoked token (close 4401) ends the agent with exit code 3 and a clear log line, never the token', async () => {
+    const run = start(['start', '--url', server.baseUrl, '--token', TEST_TOKEN]);
+    const conn = await server.connection(0);
+    await conn.welcome();
+    conn.ws.close(CloseCodes.revoked, 'agent revoked');
+    expect(await run.code).toBe(3);
+    expect(run.stderr()).toContain('the control plane refused this agent token');
+    expect(run.stderr()).toContain('token unknown or revoked: agent revoked (close 4401)');
+    expect(run.stderr()).not.toContain(TEST_TOKEN);
+    expect(server.connections).toHaveLength(1);
+  });
+
+  test('settings from the environment and a config file; SIGTERM closes with 1000 and exits 0', async () => {
+    const config = join(dir, 'agent.json');
+    writeFileSync(config, JSON.stringify({ token: TEST_TOKEN, max_jobs: 3 }), { mode: 0o600 });
+    const run = start(['start', '--config', config], { XFER_AGENT_URL: server.baseUrl, XFER_LOG_LEVEL: 'debug' });
+    const conn = await server.connection(0);
+    const hello = await conn.welcome();
+    expect(hello.payload.max_jobs).toBe(3);
+    expect(hello.payload.version).toBe(VERSION);
+    expect(conn.headers.authorization).toBe(`Bearer ${TEST_TOKEN}`);
+    // A ping answered proves the session is up before the signal.
+    conn.send('ping', { request_id: 'p' });
+    await conn.next('pong');
+    run.kill('SIGTERM');
+    expect((await conn.closed).code).toBe(1000);
+    expect(await run.code).toBe(0);
+    const lines = run.stderr().trim().split('\n').map((l) => JSON.parse(l) as { msg: string });
+    expect(lines.map((l) => l.msg)).toEqual(expect.arrayContaining(['xfer-agent starting', 'connected to the control plane', 'shutting down', 'stopped']));
+    expect(run.stderr()).not.toContain(TEST_TOKEN);
+  });
+});

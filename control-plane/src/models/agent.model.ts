@@ -1,0 +1,48 @@
+import { Schema, type Connection, type InferSchemaType } from 'mongoose';
+
+/**
+ * The open WebSocket session of an agent, written by the control-plane instance holding the
+ * socket and refreshed by it every few seconds, so that any instance can tell whether the agent
+ * is online (session present and `last_seen_at` fresh) and the holder can tell when another
+ * instance took the agent over (`session_id` changed) or it was revoked (document gone).
+ */
+const session = new Schema(
+  {
+    instance_id: { type: String, required: true },
+    /** Unique per socket: a newer session of the same agent replaces it. */
+    session_id: { type: String, required: true },
+    connected_at: { type: Date, required: true },
+    last_seen_at: { type: Date, required: true },
+  },
+  { _id: false },
+);
+
+/** A managed agent (decisions.md "Agents"). Revoking deletes the document: its token stops working at once. */
+const schema = new Schema(
+  {
+    account_id: { type: Schema.Types.ObjectId, required: true },
+    name: { type: String, required: true },
+    labels: { type: [String], required: true, default: () => [] },
+    /** SHA-256 of the full `agt_` token: the token itself is never stored. Lookups go by this hash. */
+    token_hash: { type: String, required: true },
+    /** First characters of the token, for audit records and support (not a secret). */
+    token_prefix: { type: String, required: true },
+    created_by: { type: { type: String, required: true }, id: { type: String, default: null } },
+    /** From the last `hello`. */
+    version: { type: String, default: null },
+    hostname: { type: String, default: null },
+    connector_types: { type: [String], required: true, default: () => [] },
+    max_jobs: { type: Number, default: null },
+    /** Last time the agent was heard from; kept after it disconnects. */
+    last_seen_at: { type: Date, default: null },
+    session: { type: session, default: null },
+    created_at: { type: Date, required: true, default: () => new Date() },
+  },
+  { collection: 'agents', autoIndex: false, versionKey: false },
+);
+schema.index({ token_hash: 1 }, { unique: true });
+schema.index({ account_id: 1, name: 1 }, { unique: true });
+schema.index({ account_id: 1, _id: -1 });
+
+export type AgentDoc = InferSchemaType<typeof schema>;
+export const agentModel = (conn: Connection) => conn.model('Agent', schema);

@@ -1,0 +1,66 @@
+import { Schema, type Connection, type InferSchemaType } from 'mongoose';
+import { OVERWRITE_POLICIES, TRANSFER_STATUSES, VERIFY_MODES } from '@xfer/shared';
+
+/**
+ * Who looks after a running job: the instance holding its agent's socket renews `expires_at`
+ * while the agent is connected; a job whose lease expired is failed by the sweeper of any instance.
+ */
+const lease = new Schema(
+  {
+    /** null until an instance holding the agent's socket claimed the job. */
+    instance_id: { type: String, default: null },
+    expires_at: { type: Date, required: true },
+    renewed_at: { type: Date, required: true },
+  },
+  { _id: false },
+);
+
+/**
+ * A transfer job (api.md "Transfer job"). Every change of `status` is one conditional
+ * findOneAndUpdate; agent reports apply only while the job is in progress on that agent and
+ * that attempt (routes/transfers/transfer-state.ts).
+ */
+const schema = new Schema(
+  {
+    account_id: { type: Schema.Types.ObjectId, required: true },
+    name: { type: String, required: true },
+    source_connection_id: { type: Schema.Types.ObjectId, required: true },
+    source_path: { type: String, required: true },
+    destination_connection_id: { type: Schema.Types.ObjectId, required: true },
+    destination_path: { type: String, required: true },
+    options: {
+      overwrite: { type: String, enum: OVERWRITE_POLICIES, required: true },
+      verify: { type: String, enum: VERIFY_MODES, required: true },
+      concurrency: { type: Number, required: true },
+    },
+    status: { type: String, enum: TRANSFER_STATUSES, required: true, default: 'queued' },
+    /** Run number: 1, one more per retry. */
+    attempt: { type: Number, required: true, default: 1 },
+    files_total: { type: Number, required: true, default: 0 },
+    files_transferred: { type: Number, required: true, default: 0 },
+    files_skipped: { type: Number, required: true, default: 0 },
+    files_failed: { type: Number, required: true, default: 0 },
+    bytes_transferred: { type: Number, required: true, default: 0 },
+    started_at: { type: Date, default: null },
+    completed_at: { type: Date, default: null },
+    error: { type: String, default: null },
+    agent_id: { type: Schema.Types.ObjectId, default: null },
+    /** When `job.assign` of the current attempt went to the agent; null: still to be sent. */
+    assigned_at: { type: Date, default: null },
+    /** When the agent acknowledged the current attempt with `job.accepted`. */
+    accepted_at: { type: Date, default: null },
+    /** Cancelled while running: the instance holding the agent's socket still has to send `job.cancel`. */
+    cancel_pending: { type: Boolean, required: true, default: false },
+    lease: { type: lease, default: null },
+    created_at: { type: Date, required: true, default: () => new Date() },
+    updated_at: { type: Date, required: true, default: () => new Date() },
+  },
+  { collection: 'transfers', autoIndex: false, versionKey: false },
+);
+schema.index({ account_id: 1, _id: -1 });
+schema.index({ account_id: 1, status: 1, _id: -1 });
+schema.index({ agent_id: 1, status: 1 });
+schema.index({ status: 1, 'lease.expires_at': 1 });
+
+export type TransferDoc = InferSchemaType<typeof schema>;
+export const transferModel = (conn: Connection) => conn.model('Transfer', schema);

@@ -1,0 +1,256 @@
+import fp from 'fastify-plugin';
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
+import type { WebSocket } from 'ws';
+import { Types } from 'mongoose';
+import { CloseCodes, type AgentMessage } from '@xfer/shared';
+import type { Models } from '../../models/index.js';
+import type { AuditService } from './audit.js';
+import type { JobService } from './jobs/job-service.js';
+import { AgentSession, type AgentIdentity, type Hello, type Welcome } from './agent-session.js';
+import { KeyedMutex } from '../../lib/keyed-mutex.js';
+import { AgentRuns } from './agent-runs.js';
+
+/** How often the instance holding a session writes `session.last_seen_at`. */
+export const SESSION_REFRESH_MS = 2_000;
+
+/** An agent is online while its session was refreshed within this window (three missed refreshes). */
+export function onlineWindowMs(dispatchPollMs: number): number {
+  return 3 * Math.max(SESSION_REFRESH_MS, dispatchPollMs);
+}
+
+type Reply = Extract<AgentMessage, { type: 'pong' | 'connection.test.result' }>;
+
+export interface AgentHubOptions {
+  instanceId: string;
+  heartbeatMs: number;
+  helloTimeoutMs: number;
+  leaseMs: number;
+  db: Models;
+  audit: AuditService;
+  jobs: JobService;
+  log: FastifyBaseLogger;
+}
+
+/**
+ * The agent sockets held by this instance: registers sessions in the database (so every
+ * instance knows who is online and a newer session elsewhere replaces this one) and routes the
+ * agents' messages: job reports to AgentRuns, replies to the request handlers.
+ */
+export class AgentHub {
+  readonly instanceId: string;
+  /** Called when a session is open (welcome sent): the dispatcher wakes up for it. */
+  onReady: (session: AgentSession) => void = () => {};
+  private readonly current = new Map<string, AgentSession>();
+  private readonly all = new Set<AgentSession>();
+  private readonly replyHandlers: Array<(session: AgentSession, reply: Reply) => Promise<void>> = [];
+  private readonly closeHandlers: Array<(session: AgentSession) => Promise<void>> = [];
+  private readonly agentLocks = new KeyedMutex();
+  private readonly runs: AgentRuns;
+  private lastRefresh = 0;
+
+  constructor(private readonly o: AgentHubOptions) {
+    this.instanceId = o.instanceId;
+    this.runs = new AgentRuns({ jobs: o.jobs, instanceId: o.instanceId, heartbeatMs: o.heartbeatMs, wake: (s) => this.onReady(s) });
+  }
+
+  /** Takes over an authenticated socket. */
+  accept(socket: WebSocket, agent: AgentIdentity, ip: string): AgentSession {
+    const session = new AgentSession(socket, agent, {
+      heartbeatMs: this.o.heartbeatMs,
+      helloTimeoutMs: this.o.helloTimeoutMs,
+      log: this.o.log,
+      handlers: {
+        hello: (s, hello) => this.onHello(s, hello, ip),
+        message: (s, message) => this.onMessage(s, message),
+        closed: (s, code) => this.onClosed(s, code, ip),
+      },
+    });
+    this.all.add(session);
+    return session;
+  }
+
+  /**
+   * A write to an agent document, in turn with this process's other writes to it (FerretDB
+   * updates are not atomic: lib/keyed-mutex.ts). Every writer of `agents` goes through here.
+   */
+  writeAgent<T>(agentId: string, section: () => Promise<T>): Promise<T> {
+    return this.agentLocks.run(agentId, section);
+  }
+
+  /** Replies to requests (`pong`, `connection.test.result`) go to these handlers. */
+  onReply(handler: (session: AgentSession, reply: Reply) => Promise<void>): void {
+    this.replyHandlers.push(handler);
+  }
+
+  onSessionClosed(handler: (session: AgentSession) => Promise<void>): void {
+    this.closeHandlers.push(handler);
+  }
+
+  /** The open session of an agent on this instance. */
+  get(agentId: string): AgentSession | undefined {
+    const session = this.current.get(agentId);
+    return session?.open ? session : undefined;
+  }
+
+  openSessions(): AgentSession[] {
+    return [...this.current.values()].filter((s) => s.open);
+  }
+
+  /** Closes the agent's socket here, if it is here (the revoke shortcut; other instances notice in sync()). */
+  closeAgent(agentId: string, code: number, reason: string): void {
+    this.current.get(agentId)?.close(code, reason);
+  }
+
+  /** Closes every socket (shutdown) and waits, at most `waitMs`, for their cleanup. */
+  async closeAll(code: number, reason: string, waitMs: number): Promise<void> {
+    const sessions = [...this.all];
+    for (const s of sessions) s.close(code, reason);
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)));
+    await Promise.race([Promise.all(sessions.map((s) => s.closed)), timeout]);
+    clearTimeout(timer);
+    for (const s of sessions) if (s.state !== 'closed') s.terminate();
+  }
+
+  /**
+   * Run by the dispatcher loop: closes sessions whose agent was revoked (document gone) or that
+   * another session replaced (`session_id` changed), and refreshes the others' `last_seen_at`.
+   */
+  async sync(): Promise<void> {
+    const sessions = this.openSessions();
+    if (sessions.length === 0) return;
+    const ids = sessions.map((s) => new Types.ObjectId(s.agent.id));
+    const docs = await this.o.db.agents.find({ _id: { $in: ids } }, { session: 1 }).lean();
+    const byId = new Map(docs.map((d) => [String(d._id), d]));
+    const live: AgentSession[] = [];
+    for (const s of sessions) {
+      const doc = byId.get(s.agent.id);
+      if (!doc) s.close(CloseCodes.revoked, 'agent revoked');
+      else if (doc.session && doc.session.session_id !== s.sessionId) s.close(CloseCodes.replaced, 'another session of this agent connected');
+      else live.push(s);
+    }
+    const now = new Date();
+    if (live.length === 0 || now.getTime() - this.lastRefresh < SESSION_REFRESH_MS) return;
+    this.lastRefresh = now.getTime();
+    for (const s of live) {
+      await this.writeAgent(s.agent.id, () => this.o.db.agents.updateOne(
+        { _id: new Types.ObjectId(s.agent.id), $or: [{ 'session.session_id': s.sessionId }, { session: null }] },
+        { $set: { session: this.sessionDoc(s, now), last_seen_at: s.lastHeardAt } },
+      ));
+    }
+  }
+
+  /** Run by the dispatcher loop: see AgentRuns.reconcile. */
+  reconcileJobs(): Promise<void> {
+    return this.runs.reconcile(this.openSessions());
+  }
+
+  /** Jobs that must not be sent to their agent yet: an older run of them is still stopping there. */
+  stoppingJobs(): string[] {
+    return this.openSessions().flatMap((s) => [...s.stopping.keys()]);
+  }
+
+  private sessionDoc(s: AgentSession, now: Date) {
+    return { instance_id: this.instanceId, session_id: s.sessionId, connected_at: s.connectedAt, last_seen_at: now };
+  }
+
+  private async onHello(session: AgentSession, hello: Hello, ip: string): Promise<Welcome | null> {
+    const agentId = session.agent.id;
+    const now = new Date();
+    // Writing our session id is what replaces an older session on any instance (see sync()).
+    const doc = await this.writeAgent(agentId, () => this.o.db.agents.findOneAndUpdate(
+      { _id: new Types.ObjectId(agentId) },
+      { $set: {
+        session: this.sessionDoc(session, now), version: hello.version, hostname: hello.hostname,
+        connector_types: [...new Set(hello.connector_types)], max_jobs: hello.max_jobs, last_seen_at: now,
+      } },
+      { new: true },
+    ).lean());
+    if (!doc) {
+      session.close(CloseCodes.revoked, 'agent revoked');
+      return null;
+    }
+    if (session.state !== 'welcoming') return null;
+    const previous = this.current.get(agentId);
+    if (previous && previous !== session) previous.close(CloseCodes.replaced, 'another session of this agent connected');
+    this.current.set(agentId, session);
+    const abortJobs = await this.runs.adopt(session, hello.running_jobs);
+    await this.o.audit.record({
+      accountId: session.agent.accountId, actor: { type: 'agent', id: agentId }, action: 'agent.connect',
+      resource: { type: 'agent', id: agentId }, ip, outcome: 'success',
+      details: { version: hello.version, hostname: hello.hostname, connector_types: hello.connector_types, running_jobs: hello.running_jobs.length },
+    });
+    // After the welcome (sent when this returns).
+    setImmediate(() => {
+      this.runs.startResync(session);
+      this.onReady(session);
+    });
+    return { agent_id: agentId, heartbeat_ms: this.o.heartbeatMs, lease_ms: this.o.leaseMs, abort_jobs: abortJobs };
+  }
+
+  private async onMessage(session: AgentSession, message: Exclude<AgentMessage, { type: 'hello' }>): Promise<void> {
+    if (message.type === 'pong' && message.payload.request_id === this.runs.resyncId(session)) {
+      if (session.unconfirmed.size > 0) await this.runs.settle(session);
+      return;
+    }
+    if (message.type === 'pong' || message.type === 'connection.test.result') {
+      for (const handler of this.replyHandlers) await handler(session, message);
+      return;
+    }
+    await this.runs.report(session, message);
+  }
+
+  private async onClosed(session: AgentSession, code: number, ip: string): Promise<void> {
+    try {
+      await this.cleanUp(session, code, ip);
+    } finally {
+      // Only now: closeAll() waits for sessions still in `all`, so shutdown waits for this cleanup.
+      this.all.delete(session);
+    }
+  }
+
+  private async cleanUp(session: AgentSession, code: number, ip: string): Promise<void> {
+    const agentId = session.agent.id;
+    if (this.current.get(agentId) === session) this.current.delete(agentId);
+    if (session.hello) {
+      await this.writeAgent(agentId, () => this.o.db.agents.updateOne(
+        { _id: new Types.ObjectId(agentId), 'session.session_id': session.sessionId },
+        { $set: { session: null, last_seen_at: session.lastHeardAt } },
+      ));
+      await this.o.audit.record({
+        accountId: session.agent.accountId, actor: { type: 'agent', id: agentId }, action: 'agent.disconnect',
+        resource: { type: 'agent', id: agentId }, ip, outcome: 'success', details: { close_code: code, running_jobs: session.jobs.size },
+      });
+    }
+    for (const handler of this.closeHandlers) await handler(session);
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    agentHub: AgentHub;
+  }
+}
+
+/** A name for this process in the database: sessions and leases say which instance holds them. */
+function newInstanceId(): string {
+  return `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+}
+
+export default fp(
+  async (app) => {
+    app.decorate('agentHub', new AgentHub({
+      instanceId: newInstanceId(),
+      heartbeatMs: app.config.agentHeartbeatMs,
+      helloTimeoutMs: app.config.agentHelloTimeoutMs,
+      leaseMs: app.config.jobLeaseMs,
+      db: app.db,
+      audit: app.audit,
+      jobs: app.jobs,
+      log: app.log,
+    }));
+  },
+  { name: 'agent-hub', dependencies: ['mongoose', 'audit', 'jobs'] },
+);

@@ -1,0 +1,172 @@
+import fp from 'fastify-plugin';
+import { performance } from 'node:perf_hooks';
+import type { FastifyBaseLogger } from 'fastify';
+import { Types } from 'mongoose';
+import type { TestResult } from '@xfer/shared';
+import type { Models } from '../../models/index.js';
+import type { AgentRequestKind } from '../../models/agent-request.model.js';
+import type { Vault } from '../../lib/vault.js';
+import { Notifier } from '../../lib/notifier.js';
+import { loadConnectionSettings } from '../../routes/connections/connections.service.js';
+import type { AgentHub } from './agent-hub.js';
+import type { AgentSession } from './agent-session.js';
+
+export interface AgentCall {
+  accountId: string;
+  agentId: string;
+  kind: AgentRequestKind;
+  /** For `connection.test`. */
+  connectionId?: string;
+}
+
+export interface AgentRequestsOptions {
+  db: Models;
+  vault: Vault;
+  hub: AgentHub;
+  timeoutMs: number;
+  pollMs: number;
+  /** Asks the dispatcher loop to run now (the in-process shortcut when the agent's socket is here). */
+  wake: () => void;
+  log: FastifyBaseLogger;
+}
+
+interface InFlight {
+  session: AgentSession;
+  kind: AgentRequestKind;
+  sentAt: number;
+}
+
+/**
+ * Request/answer round trips with agents (`ping`, `connection.test`) from any instance: the
+ * caller writes an `agent_requests` row, the instance holding the agent's socket claims it,
+ * sends it (decrypting the connection only then) and writes the answer back; the caller reads it.
+ */
+export class AgentRequests {
+  private readonly answered = new Notifier();
+  private readonly inFlight = new Map<string, InFlight>();
+
+  constructor(private readonly o: AgentRequestsOptions) {
+    o.hub.onReply(async (session, reply) => {
+      const id = reply.payload.request_id;
+      const sent = this.inFlight.get(id);
+      const expected = reply.type === 'pong' ? 'ping' : 'connection.test';
+      if (!sent || sent.session !== session || sent.kind !== expected) return;
+      this.inFlight.delete(id);
+      const elapsed = Math.round(performance.now() - sent.sentAt);
+      await this.answer(id, reply.type === 'pong'
+        ? { success: true, message: `Agent ${session.agent.name} answered in ${elapsed} ms`, latency_ms: elapsed }
+        : { success: reply.payload.success, message: reply.payload.message, latency_ms: reply.payload.latency_ms });
+    });
+    o.hub.onSessionClosed(async (session) => {
+      for (const [id, sent] of this.inFlight) {
+        if (sent.session !== session) continue;
+        this.inFlight.delete(id);
+        await this.answer(id, { success: false, message: `Agent ${session.agent.name} disconnected before answering`, latency_ms: Math.round(performance.now() - sent.sentAt) });
+      }
+    });
+  }
+
+  /** Runs a request on an agent and waits for its answer, at most the configured timeout. */
+  async call(call: AgentCall, signal?: AbortSignal): Promise<TestResult> {
+    const started = performance.now();
+    const deadline = Date.now() + this.o.timeoutMs;
+    const doc = await this.o.db.agentRequests.create({
+      account_id: new Types.ObjectId(call.accountId),
+      agent_id: new Types.ObjectId(call.agentId),
+      kind: call.kind,
+      connection_id: call.connectionId ? new Types.ObjectId(call.connectionId) : null,
+      // Kept a while past the deadline so the holder can still write a late answer; the sweeper removes it.
+      expires_at: new Date(deadline + 60_000),
+    });
+    const id = String(doc._id);
+    this.o.wake();
+    try {
+      for (;;) {
+        const current = await this.o.db.agentRequests.findById(doc._id, { status: 1, result: 1 }).lean();
+        if (current?.status === 'done' && current.result) {
+          const { success, message, latency_ms } = current.result;
+          return { success: success ?? false, message: message ?? '', latency_ms: latency_ms ?? 0 };
+        }
+        const left = deadline - Date.now();
+        if (left <= 0 || signal?.aborted) break;
+        await this.answered.wait(id, Math.min(left, this.o.pollMs), signal);
+      }
+    } finally {
+      await this.o.db.agentRequests.deleteOne({ _id: doc._id }).catch(() => {});
+    }
+    const seconds = Math.round(this.o.timeoutMs / 1000);
+    return { success: false, message: `agent did not answer within ${seconds} s`, latency_ms: Math.round(performance.now() - started) };
+  }
+
+  /** Run by the dispatcher loop: claims and sends the pending requests for agents whose sockets are here. */
+  async serve(): Promise<void> {
+    const sessions = this.o.hub.openSessions();
+    if (sessions.length === 0) return;
+    const pending = await this.o.db.agentRequests
+      .find({ status: 'pending', agent_id: { $in: sessions.map((s) => new Types.ObjectId(s.agent.id)) } })
+      .limit(100).lean();
+    for (const request of pending) {
+      const claimed = await this.o.db.agentRequests.findOneAndUpdate(
+        { _id: request._id, status: 'pending' },
+        { $set: { status: 'sent', instance_id: this.o.hub.instanceId } },
+        { new: true },
+      ).lean();
+      if (claimed) await this.send(String(claimed._id), claimed.kind as AgentRequestKind, String(claimed.account_id), String(claimed.agent_id), claimed.connection_id);
+    }
+  }
+
+  /** Removes rows whose callers gave up long ago (no TTL indexes: FerretDB has none). */
+  async sweep(): Promise<void> {
+    await this.o.db.agentRequests.deleteMany({ expires_at: { $lt: new Date() } });
+  }
+
+  private async send(id: string, kind: AgentRequestKind, accountId: string, agentId: string, connectionId: Types.ObjectId | null | undefined): Promise<void> {
+    const session = this.o.hub.get(agentId);
+    if (!session) return this.answer(id, { success: false, message: 'The agent disconnected before the request could be sent', latency_ms: 0 });
+    if (kind === 'ping') {
+      this.inFlight.set(id, { session, kind, sentAt: performance.now() });
+      if (!session.send('ping', { request_id: id })) await this.lost(id);
+      return;
+    }
+    let connection;
+    try {
+      connection = await loadConnectionSettings(this.o.db, this.o.vault, accountId, String(connectionId));
+    } catch (err) {
+      this.o.log.warn({ err, connectionId: String(connectionId) }, 'connection test: connection could not be loaded');
+      return this.answer(id, { success: false, message: 'The connection no longer exists or its credentials cannot be decrypted', latency_ms: 0 });
+    }
+    this.inFlight.set(id, { session, kind, sentAt: performance.now() });
+    if (!session.send('connection.test', { request_id: id, connection })) await this.lost(id);
+  }
+
+  private async lost(id: string): Promise<void> {
+    this.inFlight.delete(id);
+    await this.answer(id, { success: false, message: 'The agent disconnected before the request could be sent', latency_ms: 0 });
+  }
+
+  private async answer(id: string, result: TestResult): Promise<void> {
+    await this.o.db.agentRequests.updateOne({ _id: new Types.ObjectId(id), status: { $ne: 'done' } }, { $set: { status: 'done', result } });
+    this.answered.notify(id);
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    agentRequests: AgentRequests;
+  }
+}
+
+export default fp(
+  async (app) => {
+    app.decorate('agentRequests', new AgentRequests({
+      db: app.db,
+      vault: app.vault,
+      hub: app.agentHub,
+      timeoutMs: app.config.agentRequestTimeoutMs,
+      pollMs: Math.max(100, app.config.dispatchPollMs),
+      wake: () => app.dispatcher.wake(),
+      log: app.log,
+    }));
+  },
+  { name: 'agent-requests', dependencies: ['mongoose', 'agent-hub'] },
+);

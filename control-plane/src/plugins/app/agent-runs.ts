@@ -1,0 +1,171 @@
+import { Types } from 'mongoose';
+import type { AgentMessage } from '@xfer/shared';
+import type { JobService } from './jobs/job-service.js';
+import type { AgentSession } from './agent-session.js';
+
+type JobReport = Extract<AgentMessage, { type: `job.${string}` }>;
+
+/** How long a stopped run may take to report its end before the job may go to the same agent again. */
+const STOP_ACK_MS = 10_000;
+/** How long after the welcome jobs the agent did not list are settled when the resync ping goes unanswered. */
+const RESYNC_GRACE_MS = 10_000;
+
+export interface AgentRunsOptions {
+  jobs: JobService;
+  instanceId: string;
+  heartbeatMs: number;
+  /** A session may have jobs to be sent (again): the dispatcher wakes up. */
+  wake: (session: AgentSession) => void;
+}
+
+/** Terminal reports are worth a few tries: losing one would leave the job to the lease sweeper. */
+async function withRetries<T>(fn: () => Promise<T>, tries = 3): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (i >= tries) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 200 * i));
+    }
+  }
+}
+
+/**
+ * What each connected agent runs (`AgentSession.jobs`, `.unconfirmed`, `.stopping`) kept in line
+ * with the database: reports apply only to the run an agent was given; runs the database no longer
+ * wants are stopped; after a reconnect, the agent's list of running jobs is reconciled.
+ */
+export class AgentRuns {
+  constructor(private readonly o: AgentRunsOptions) {}
+
+  /** The request id of the resync ping sent right after a welcome. */
+  resyncId(session: AgentSession): string {
+    return `resync-${session.sessionId}`.slice(0, 64);
+  }
+
+  /**
+   * At hello: the jobs the agent still runs and the database still wants on it (current attempt,
+   * already sent) keep going; the agent aborts the rest (returned, for `welcome.abort_jobs`). Jobs
+   * sent to the agent that it does not list may have ended while it was away (their reports follow
+   * the welcome): they are settled after the resync ping (`settle`).
+   */
+  async adopt(session: AgentSession, runningJobs: string[]): Promise<string[]> {
+    const agentId = session.agent.id;
+    const running = new Set(runningJobs);
+    const abort = new Set(runningJobs);
+    for (const job of await this.o.jobs.runningOn(agentId)) {
+      const id = String(job._id);
+      if (!job.assigned_at) continue; // still to be sent, by the dispatcher; a run the agent has of it is an older one
+      session.jobs.set(id, job.attempt);
+      if (running.has(id)) abort.delete(id);
+      else session.unconfirmed.add(id);
+    }
+    if (session.jobs.size > 0) await this.o.jobs.renewLeases([{ id: agentId, lastContact: session.lastHeardAt }], this.o.instanceId);
+    for (const id of abort) session.stopping.set(id, Date.now());
+    return [...abort];
+  }
+
+  /**
+   * After the welcome went out. The agent sends the reports it held while disconnected right
+   * after the welcome, so they arrive before this ping's pong, which settles the unlisted jobs.
+   */
+  startResync(session: AgentSession): void {
+    if (session.unconfirmed.size === 0) return;
+    session.resyncDeadline = Date.now() + Math.max(RESYNC_GRACE_MS, 3 * this.o.heartbeatMs);
+    session.send('ping', { request_id: this.resyncId(session) });
+  }
+
+  /**
+   * Jobs the agent neither listed at hello nor reported on since: sent again if it never accepted
+   * them, failed if it did (it lost them, e.g. it restarted; a retry resumes them).
+   */
+  async settle(session: AgentSession): Promise<void> {
+    const ids = [...session.unconfirmed].filter((id) => session.jobs.has(id));
+    session.unconfirmed.clear();
+    const agentId = session.agent.id;
+    const states = await this.o.jobs.states(ids);
+    for (const id of ids) {
+      const attempt = session.jobs.get(id)!;
+      session.jobs.delete(id);
+      if (!states.get(id)?.accepted_at) {
+        await this.o.jobs.unassign(id, agentId, attempt);
+        continue;
+      }
+      await this.o.jobs.fail(id, attempt, `Agent ${session.agent.name} restarted and lost the job; retry the transfer to resume it`, { agent_id: new Types.ObjectId(agentId) });
+    }
+    this.o.wake(session);
+  }
+
+  /** Applies a job report of the agent, in the order the agent sent them. */
+  async report(session: AgentSession, report: JobReport): Promise<void> {
+    const agentId = session.agent.id;
+    const id = report.payload.job_id;
+    const ongoing = report.type === 'job.accepted' || report.type === 'job.progress';
+    if (session.stopping.has(id)) {
+      // Late reports of a run told to stop change nothing; its end clears the way for a new run.
+      if (!ongoing) session.stopping.delete(id);
+      return;
+    }
+    const attempt = session.jobs.get(id);
+    if (attempt === undefined) {
+      // A run this session was never given: make sure it stops.
+      if (ongoing) this.stop(session, id);
+      return;
+    }
+    const jobs = this.o.jobs;
+    let applied: boolean;
+    switch (report.type) {
+      case 'job.accepted':
+        applied = await jobs.accepted(id, agentId, attempt);
+        break;
+      case 'job.progress':
+        applied = await jobs.progress(id, agentId, attempt, report.payload);
+        break;
+      case 'job.completed':
+        session.jobs.delete(id);
+        await withRetries(() => jobs.completed(id, agentId, attempt, report.payload));
+        return;
+      case 'job.failed':
+        session.jobs.delete(id);
+        await withRetries(() => jobs.failed(id, agentId, attempt, report.payload));
+        return;
+      case 'job.cancelled':
+        // Normally the answer to our job.cancel (the job is cancelled already and nothing changes);
+        // an agent that stops a run by itself leaves a job nobody runs: it fails.
+        session.jobs.delete(id);
+        await withRetries(() => jobs.fail(id, attempt, `Agent ${session.agent.name} stopped the job before it finished`, { agent_id: new Types.ObjectId(agentId) }));
+        return;
+    }
+    if (!applied) this.stop(session, id);
+  }
+
+  /**
+   * Run by the dispatcher loop: stops runs the database no longer wants (cancelled, failed by the
+   * sweeper, deleted, retried; on any instance) and settles resyncs that got no pong.
+   */
+  async reconcile(sessions: AgentSession[]): Promise<void> {
+    const now = Date.now();
+    for (const s of sessions) {
+      if (s.unconfirmed.size > 0 && now > s.resyncDeadline) await this.settle(s);
+      for (const [id, since] of s.stopping) if (now - since > Math.max(STOP_ACK_MS, 3 * this.o.heartbeatMs)) s.stopping.delete(id);
+    }
+    const busy = sessions.filter((s) => s.jobs.size > 0);
+    if (busy.length === 0) return;
+    const states = await this.o.jobs.states(busy.flatMap((s) => [...s.jobs.keys()]));
+    for (const s of busy) {
+      for (const [id, attempt] of s.jobs) {
+        const state = states.get(id);
+        if (state?.status === 'in-progress' && String(state.agent_id) === s.agent.id && state.attempt === attempt) continue;
+        this.stop(s, id);
+      }
+    }
+  }
+
+  /** Tells the agent to stop its run of a job; see AgentSession.stopping. */
+  stop(session: AgentSession, id: string): void {
+    session.jobs.delete(id);
+    session.unconfirmed.delete(id);
+    session.stopping.set(id, Date.now());
+    session.send('job.cancel', { job_id: id });
+  }
+}

@@ -1,0 +1,98 @@
+import type { FastifyPluginAsync } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import {
+  Agent, AGENT_TOKEN_WARNING, CloseCodes, CreateAgentRequest, CreateAgentResponse, Deleted, Envelope, IdParams, ListAgentsQuery,
+  Page, TestResult,
+} from '@xfer/shared';
+import { ServiceUnavailableError } from '../../errors.js';
+import { paginate } from '../../lib/pagination.js';
+import { principalOf } from '../../plugins/app/auth.js';
+import { agentNotFound, createAgent, findAgent, isOnline, presentAgent, runningJobsOf, type StoredAgent } from './agents.service.js';
+import connect from './connect.js';
+
+/**
+ * Managed agents (decisions.md "Agents"): agents:read for reads, agents:write for create, revoke
+ * and test. The token is shown once, in the create response; it is stored as SHA-256 only and
+ * never appears in a later response, a log line or an audit record.
+ */
+const agents: FastifyPluginAsync = async (fastify) => {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+  const pollMs = app.config.dispatchPollMs;
+
+  await app.register(connect);
+
+  app.get('/agents', {
+    schema: { querystring: ListAgentsQuery, response: { 200: Page(Agent) } },
+    config: { access: { scope: 'agents:read' } },
+  }, async (request) => {
+    const { accountId } = principalOf(request);
+    const page = await paginate(app.db.agents, { account_id: accountId }, request.query, (doc) => doc as StoredAgent);
+    const running = await runningJobsOf(app.db, page.data.map((a) => a._id));
+    return { data: page.data.map((a) => presentAgent(a, running.get(String(a._id))!, pollMs)), next_cursor: page.next_cursor };
+  });
+
+  app.post('/agents', {
+    schema: { body: CreateAgentRequest, response: { 201: CreateAgentResponse } },
+    config: { access: { scope: 'agents:write' } },
+  }, async (request, reply) => {
+    const principal = principalOf(request);
+    const { doc, token } = await createAgent(app.db, principal.accountId, request.body, principal.actor);
+    const agent = presentAgent(doc, [], pollMs);
+    await app.audit.recordRequest(request, {
+      action: 'agent.create', outcome: 'success',
+      resource: { type: 'agent', id: agent.id }, details: { name: agent.name, labels: agent.labels, token_prefix: doc.token_prefix },
+    });
+    return reply.code(201).send({ data: { ...agent, token }, warning: AGENT_TOKEN_WARNING });
+  });
+
+  app.get('/agents/:id', {
+    schema: { params: IdParams, response: { 200: Envelope(Agent) } },
+    config: { access: { scope: 'agents:read' } },
+  }, async (request) => {
+    const { accountId } = principalOf(request);
+    const doc = await findAgent(app.db, accountId, request.params.id);
+    const running = await runningJobsOf(app.db, [doc._id]);
+    return { data: presentAgent(doc, running.get(String(doc._id))!, pollMs) };
+  });
+
+  /**
+   * Revokes at once: the token stops working (the agent is deleted), its running jobs fail, and
+   * its socket is closed with `revoked` here, or within a poll interval by the instance holding it.
+   */
+  app.delete('/agents/:id', {
+    schema: { params: IdParams, response: { 200: Envelope(Deleted) } },
+    config: { access: { scope: 'agents:write' } },
+  }, async (request) => {
+    const { accountId } = principalOf(request);
+    const doc = await findAgent(app.db, accountId, request.params.id);
+    const removed = await app.agentHub.writeAgent(String(doc._id), () => app.db.agents.findOneAndDelete({ _id: doc._id, account_id: doc.account_id }).lean());
+    if (!removed) throw agentNotFound(request.params.id);
+    const id = String(doc._id);
+    app.agentHub.closeAgent(id, CloseCodes.revoked, 'agent revoked');
+    app.dispatcher.wake();
+    const failed = await app.jobs.failAllOfAgent(doc._id, `Agent ${doc.name} was revoked while the job was running`);
+    await app.audit.recordRequest(request, {
+      action: 'agent.revoke', outcome: 'success',
+      resource: { type: 'agent', id }, details: { name: doc.name, token_prefix: doc.token_prefix, failed_jobs: failed },
+    });
+    return { data: { id, deleted: true as const } };
+  });
+
+  /** A `ping` round trip through the agent's socket, wherever it is connected. */
+  app.post('/agents/:id/test', {
+    schema: { params: IdParams, response: { 200: Envelope(TestResult) } },
+    config: { access: { scope: 'agents:write' } },
+  }, async (request) => {
+    const { accountId } = principalOf(request);
+    const doc = await findAgent(app.db, accountId, request.params.id);
+    if (!isOnline(doc, pollMs)) throw new ServiceUnavailableError(`Agent '${doc.name}' is offline`);
+    const result = await app.agentRequests.call({ accountId, agentId: String(doc._id), kind: 'ping' }, app.dispatcher.stopping);
+    await app.audit.recordRequest(request, {
+      action: 'agent.test', outcome: result.success ? 'success' : 'failure',
+      resource: { type: 'agent', id: String(doc._id) }, details: { name: doc.name, latency_ms: result.latency_ms },
+    });
+    return { data: result };
+  });
+};
+
+export default agents;

@@ -1,0 +1,157 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Env } from './services/types.js';
+
+/**
+ * The real xfer binaries, started as a user starts them, for e2e tests and benchmarks: a control
+ * plane on a database of its own, an account made with `xfer-server bootstrap`, and agents
+ * made through the API and started with `xfer-agent start`.
+ */
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+export const BINARIES = {
+  server: join(ROOT, 'control-plane/dist/bin/xfer-server.js'),
+  agent: join(ROOT, 'agent/dist/bin/xfer-agent.js'),
+  cli: join(ROOT, 'cli/dist/bin/xfer.js'),
+} as const;
+
+/** A spawned binary with its output kept for failure messages. */
+export interface Proc {
+  child: ChildProcess;
+  output: () => string;
+  /** Resolves with the exit code (or the signal name). */
+  exited: Promise<number | string>;
+}
+
+export function spawnNode(script: string, args: string[], env: Env): Proc {
+  const child = spawn(process.execPath, [script, ...args], { env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  const keep = (d: Buffer) => {
+    out += d.toString();
+    // Keep the tail only: a long run must not grow the test's memory.
+    if (out.length > 200_000) out = out.slice(-100_000);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  const exited = new Promise<number | string>((res) => child.once('exit', (code, signal) => res(code ?? signal ?? 'unknown')));
+  return { child, output: () => out, exited };
+}
+
+/** Waits until `test(output)` holds; rejects when the process exits first or after `timeoutMs`. */
+export async function waitForOutput(proc: Proc, test: (out: string) => boolean, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let exit: number | string | undefined;
+  void proc.exited.then((code) => (exit = code));
+  while (!test(proc.output())) {
+    if (exit !== undefined) throw new Error(`process exited (${exit}) before it was ready:\n${proc.output()}`);
+    if (Date.now() > deadline) throw new Error(`process not ready within ${timeoutMs} ms:\n${proc.output()}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export async function stopProc(proc: Proc, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | string> {
+  if (proc.child.exitCode === null && proc.child.signalCode === null) proc.child.kill(signal);
+  return proc.exited;
+}
+
+/** A JSON API client for one base URL and bearer token. */
+export class Api {
+  constructor(readonly baseUrl: string, readonly token: string) {}
+
+  async call<T = any>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
+    const res = await fetch(`${this.baseUrl}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${this.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: (text ? JSON.parse(text) : null) as T };
+  }
+
+  /** The `data` of a call that must answer `expected`; throws with the body otherwise. */
+  async data<T = any>(method: string, path: string, body?: unknown, expected = method === 'POST' ? 201 : 200): Promise<T> {
+    const res = await this.call<{ data: T; error?: string }>(method, path, body);
+    if (res.status !== expected) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(res.body)}`);
+    return res.body.data;
+  }
+}
+
+export interface StackOptions {
+  /** Environment with MONGODB_URI (the test services) and anything else the binaries should see. */
+  env: Env;
+  /** Extra control-plane settings (e.g. a short job lease). */
+  serverEnv?: Record<string, string>;
+}
+
+/** A control plane with an owner's all-scopes API key. */
+export interface Stack {
+  url: string;
+  api: Api;
+  server: Proc;
+  serverEnv: Env;
+  agents: Proc[];
+  /** Creates an agent through the API and starts `xfer-agent` with its token; resolves once it is online. */
+  startAgent(name?: string, extraEnv?: Record<string, string>, args?: string[]): Promise<{ id: string; token: string; proc: Proc }>;
+  /** Starts the agent binary with a given token (e.g. a revoked or wrong one). */
+  spawnAgent(token: string, extraEnv?: Record<string, string>, args?: string[]): Proc;
+  waitForAgent(id: string, status: 'online' | 'offline', timeoutMs?: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startStack(opts: StackOptions): Promise<Stack> {
+  if (!opts.env.MONGODB_URI) throw new Error('startStack needs MONGODB_URI (npm run services -- up mongodb)');
+  const dataDir = mkdtempSync(join(tmpdir(), 'xfer-stack-'));
+  const serverEnv: Env = {
+    ...opts.env,
+    XFER_DB_NAME: `xfer_e2e_${randomBytes(6).toString('hex')}`,
+    XFER_DATA_DIR: dataDir,
+    XFER_MASTER_KEY: randomBytes(32).toString('base64'),
+    XFER_PORT: '0',
+    XFER_LOG_LEVEL: 'warn',
+    ...opts.serverEnv,
+  };
+  const boot = spawnSync(process.execPath, [BINARIES.server, 'bootstrap', '--email', `e2e-${randomBytes(4).toString('hex')}@example.test`,
+    '--password', randomBytes(12).toString('hex'), '--plan', 'enterprise', '--json'], { env: serverEnv as NodeJS.ProcessEnv, encoding: 'utf8' });
+  if (boot.status !== 0) throw new Error(`bootstrap failed (${boot.status}): ${boot.stderr}`);
+  const { api_key: apiKey } = JSON.parse(boot.stdout) as { api_key: string };
+
+  const server = spawnNode(BINARIES.server, ['start'], serverEnv);
+  await waitForOutput(server, (out) => /listening on http:\/\/\S+\/api\/v1/.test(out));
+  const url = /listening on (http:\/\/\S+\/api\/v1)/.exec(server.output())![1]!;
+  const api = new Api(url, apiKey);
+  const agents: Proc[] = [];
+
+  const spawnAgent = (token: string, extraEnv: Record<string, string> = {}, args: string[] = []) => {
+    const proc = spawnNode(BINARIES.agent, ['start', '--url', url, ...args], { ...opts.env, XFER_AGENT_TOKEN: token, XFER_LOG_LEVEL: 'info', ...extraEnv });
+    agents.push(proc);
+    return proc;
+  };
+
+  const waitForAgent = async (id: string, status: 'online' | 'offline', timeoutMs = 30_000) => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const agent = await api.data<{ status: string }>('GET', `/agents/${id}`);
+      if (agent.status === status) return;
+      if (Date.now() > deadline) throw new Error(`agent ${id} not ${status} within ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+
+  return {
+    url, api, server, serverEnv, agents, spawnAgent, waitForAgent,
+    async startAgent(name = `agent-${randomBytes(3).toString('hex')}`, extraEnv = {}, args = []) {
+      const created = await api.data<{ id: string; token: string }>('POST', '/agents', { name });
+      const proc = spawnAgent(created.token, extraEnv, args);
+      await waitForAgent(created.id, 'online');
+      return { id: created.id, token: created.token, proc };
+    },
+    async stop() {
+      await Promise.all(agents.map((a) => stopProc(a)));
+      await stopProc(server);
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,131 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { Id, Name, PageQuery, StringEnum, Timestamp } from './common.js';
+import { JobOptions, OVERWRITE_POLICIES, VERIFY_MODES } from '../protocol/agent-protocol.js';
+
+/** Transfer job states (api.md "States and transitions"). */
+export const TRANSFER_STATUSES = ['queued', 'in-progress', 'completed', 'failed', 'cancelled'] as const;
+export type TransferStatus = (typeof TRANSFER_STATUSES)[number];
+/** States a job never leaves except by retry (failed, cancelled) or delete. */
+export const FINISHED_TRANSFER_STATUSES = ['completed', 'failed', 'cancelled'] as const satisfies readonly TransferStatus[];
+
+/** Defaults of `options` (decisions.md "Transfers"). */
+export const DEFAULT_TRANSFER_OPTIONS: JobOptions = { overwrite: 'if_changed', verify: 'checksum', concurrency: 8 };
+
+/** Longest `sourcePath` / `destinationPath` (the agent protocol's limit). */
+export const MAX_TRANSFER_PATH_LENGTH = 4096;
+
+/** A transfer job (api.md "Transfer job", decisions.md "Transfers"). */
+export const Transfer = Type.Object({
+  id: Id,
+  name: Type.String(),
+  sourceConnectionId: Id,
+  sourcePath: Type.String(),
+  destinationConnectionId: Id,
+  destinationPath: Type.String(),
+  /** Every option with its default filled in. */
+  options: JobOptions,
+  status: StringEnum(TRANSFER_STATUSES),
+  /** Files found in the source so far (final once the run ends). */
+  files_total: Type.Integer(),
+  /** Files copied and verified; persisted at least every 5 files. */
+  files_transferred: Type.Integer(),
+  /** Files left alone because the destination already had them (overwrite policy, or a retry resuming). */
+  files_skipped: Type.Integer(),
+  files_failed: Type.Integer(),
+  bytes_transferred: Type.Integer(),
+  started_at: Type.Union([Timestamp, Type.Null()]),
+  completed_at: Type.Union([Timestamp, Type.Null()]),
+  /** Why the job failed; null otherwise. */
+  error: Type.Union([Type.String(), Type.Null()]),
+  /** The agent running (or that ran) the current attempt; null while queued. */
+  agent_id: Type.Union([Id, Type.Null()]),
+  /** Run number: 1, and one more per retry. */
+  attempt: Type.Integer({ minimum: 1 }),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+});
+export type Transfer = Static<typeof Transfer>;
+
+const ConnectionRef = Type.String({ minLength: 1, maxLength: 64 });
+const TransferPath = Type.String({ minLength: 1, maxLength: MAX_TRANSFER_PATH_LENGTH });
+
+/** Options of a create; absent ones take `DEFAULT_TRANSFER_OPTIONS`. */
+export const TransferOptionsInput = Type.Object(
+  {
+    overwrite: Type.Optional(StringEnum(OVERWRITE_POLICIES)),
+    verify: Type.Optional(StringEnum(VERIFY_MODES)),
+    concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
+  },
+  { additionalProperties: false },
+);
+export type TransferOptionsInput = Static<typeof TransferOptionsInput>;
+
+/**
+ * POST /transfers: every api.md field is required. Paths start with `/` and have no `..`
+ * segment, NUL/control character or backslash; `sourcePath` is a file or a directory,
+ * `destinationPath` a directory.
+ */
+export const CreateTransferRequest = Type.Object(
+  {
+    name: Name,
+    sourceConnectionId: ConnectionRef,
+    sourcePath: TransferPath,
+    destinationConnectionId: ConnectionRef,
+    destinationPath: TransferPath,
+    options: Type.Optional(TransferOptionsInput),
+  },
+  { additionalProperties: false },
+);
+export type CreateTransferRequest = Static<typeof CreateTransferRequest>;
+
+export const ListTransfersQuery = Type.Composite(
+  [PageQuery, Type.Object({ status: Type.Optional(StringEnum(TRANSFER_STATUSES)) })],
+  { additionalProperties: false },
+);
+export type ListTransfersQuery = Static<typeof ListTransfersQuery>;
+
+/** `?wait=false`: answer 202 with the job at once instead of waiting for its end. */
+export const ExecuteTransferQuery = Type.Object(
+  { wait: Type.Optional(Type.Boolean({ default: true })) },
+  { additionalProperties: false },
+);
+export type ExecuteTransferQuery = Static<typeof ExecuteTransferQuery>;
+
+/**
+ * The bare answer of a blocking execute (api.md: not wrapped in `data`). `status`,
+ * `files_total` and `error` are present only when `success` is false.
+ */
+export const ExecuteTransferResult = Type.Object({
+  success: Type.Boolean(),
+  files_transferred: Type.Integer(),
+  bytes_transferred: Type.Integer(),
+  status: Type.Optional(StringEnum(TRANSFER_STATUSES)),
+  files_total: Type.Optional(Type.Integer()),
+  error: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+});
+export type ExecuteTransferResult = Static<typeof ExecuteTransferResult>;
+
+export const TRANSFER_FILE_STATUSES = ['copied', 'skipped', 'failed'] as const;
+
+/** The outcome of one file in one run of a job (from the agent's `job.progress`). */
+export const TransferFile = Type.Object({
+  /** Relative to the job's source path. */
+  path: Type.String(),
+  attempt: Type.Integer({ minimum: 1 }),
+  status: StringEnum(TRANSFER_FILE_STATUSES),
+  size: Type.Integer(),
+  sha256: Type.Union([Type.String(), Type.Null()]),
+  verified_by: Type.Union([Type.String(), Type.Null()]),
+  error: Type.Union([Type.String(), Type.Null()]),
+  created_at: Timestamp,
+});
+export type TransferFile = Static<typeof TransferFile>;
+
+export const ListTransferFilesQuery = Type.Composite(
+  [PageQuery, Type.Object({
+    status: Type.Optional(StringEnum(TRANSFER_FILE_STATUSES)),
+    attempt: Type.Optional(Type.Integer({ minimum: 1 })),
+  })],
+  { additionalProperties: false },
+);
+export type ListTransferFilesQuery = Static<typeof ListTransferFilesQuery>;
