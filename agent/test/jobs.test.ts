@@ -244,3 +244,43 @@ describe('drain on shutdown', () => {
     expect(log.text).toContain('drain timeout reached');
   });
 });
+
+test('REPRO: cancel lands between a second file open and its write', async () => {
+  writeTree(src, { 'big.bin': Buffer.alloc(2_000_000, 1), 'other.bin': Buffer.alloc(10, 2) });
+  const gate = deferred();
+  const started = deferred();
+  const cancelSent = deferred();
+  let firstSeen = false;
+  const connectors = fsConnectors((inner, s) => {
+    const wrapped = new WrappedConnector(inner);
+    if (s.path === src) {
+      const read = wrapped.read.bind(wrapped);
+      wrapped.read = async (path, o) => {
+        if (!firstSeen) { firstSeen = true; return read(path, o); }
+        await cancelSent.promise;
+        await new Promise((r) => setTimeout(r, 200));
+        return read(path, o);
+      };
+    }
+    if (s.path === dst) {
+      wrapped.beforeWrite = async (_path, signal) => {
+        started.resolve();
+        await Promise.race([
+          gate.promise,
+          new Promise((_, reject) => signal?.addEventListener('abort', () => reject(new ConnectorError('TRANSIENT', 'aborted')), { once: true })),
+        ]);
+      };
+    }
+    return wrapped as Connector;
+  });
+  const { agent, running, conn } = await connected({ connectors });
+  conn.send('job.assign', assignPayload('job-c', src, dst));
+  await conn.next('job.accepted');
+  await started.promise;
+  conn.send('job.cancel', { job_id: 'job-c' });
+  cancelSent.resolve();
+  const cancelled = await conn.next('job.cancelled');
+  expect(cancelled.payload).toMatchObject({ job_id: 'job-c', files_transferred: 0 });
+  await agent.shutdown('test');
+  await running;
+}, 5000);

@@ -3,7 +3,7 @@ import { accountModel } from './account.model.js';
 import { apiKeyModel } from './api-key.model.js';
 import { auditEventModel } from './audit-event.model.js';
 import { connectionModel } from './connection.model.js';
-import { rateLimitWindowModel } from './rate-limit-window.model.js';
+import { rateLimitSlotModel } from './rate-limit-slot.model.js';
 import { settingModel } from './setting.model.js';
 import { userModel } from './user.model.js';
 import { agentModel } from './agent.model.js';
@@ -20,7 +20,7 @@ export function registerModels(conn: Connection) {
     apiKeys: apiKeyModel(conn),
     auditEvents: auditEventModel(conn),
     connections: connectionModel(conn),
-    rateLimitWindows: rateLimitWindowModel(conn),
+    rateLimitSlots: rateLimitSlotModel(conn),
     settings: settingModel(conn),
     agents: agentModel(conn),
     agentRequests: agentRequestModel(conn),

@@ -21,42 +21,47 @@ export interface RateLimitOptions {
 const WINDOW_MS = 60_000;
 
 /**
- * Fixed one-minute windows counted in the database with one atomic upsert per request, so
- * every control-plane instance sharing the database enforces the same budget per account.
+ * Fixed one-minute windows counted in the database, so every control-plane instance sharing it
+ * enforces the same budget per account. Each counted request claims the next free slot number of
+ * its window through a unique index (models/rate-limit-slot.model.ts): exact under any
+ * concurrency, on MongoDB and on FerretDB, whose updates are not atomic.
  */
 export default fp<RateLimitOptions>(
   async (app, opts) => {
-    const windows = app.db.rateLimitWindows;
+    const slots = app.db.rateLimitSlots;
 
-    async function increment(key: string, windowStart: Date): Promise<number> {
-      const update = { $inc: { count: 1 }, $setOnInsert: { expires_at: new Date(windowStart.getTime() + 2 * WINDOW_MS) } };
-      try {
-        const doc = await windows.findOneAndUpdate({ key, window_start: windowStart }, update, { upsert: true, new: true }).lean();
-        return doc!.count;
-      } catch (err) {
-        // Two instances inserting the same new window at once: one loses on the unique index; its retry updates.
-        if ((err as { code?: number }).code !== 11000) throw err;
-        const doc = await windows.findOneAndUpdate({ key, window_start: windowStart }, update, { new: true }).lean();
-        return doc!.count;
+    /** The slot this request got (1-based), or null when the window's budget is spent. */
+    async function claimSlot(key: string, windowStart: Date): Promise<number | null> {
+      const taken = await slots.countDocuments({ key, window_start: windowStart });
+      const expiresAt = new Date(windowStart.getTime() + 2 * WINDOW_MS);
+      // Requests racing for one slot: one wins, the others move on to the next.
+      for (let slot = taken + 1; slot <= opts.perMinute; slot++) {
+        try {
+          await slots.create({ key, window_start: windowStart, slot, expires_at: expiresAt });
+          return slot;
+        } catch (err) {
+          if ((err as { code?: number }).code !== 11000) throw err;
+        }
       }
+      return null;
     }
 
     app.decorate<RateLimiter>('rateLimiter', {
       async consume(key, reply) {
         const now = Date.now();
         const windowStart = new Date(now - (now % WINDOW_MS));
-        const count = await increment(key, windowStart);
+        const slot = await claimSlot(key, windowStart);
         const resetSeconds = Math.max(1, Math.ceil((windowStart.getTime() + WINDOW_MS - now) / 1000));
         reply.header('ratelimit-limit', String(opts.perMinute));
-        reply.header('ratelimit-remaining', String(Math.max(0, opts.perMinute - count)));
+        reply.header('ratelimit-remaining', String(slot === null ? 0 : opts.perMinute - slot));
         reply.header('ratelimit-reset', String(resetSeconds));
-        if (count > opts.perMinute) throw new RateLimitedError(Messages.rateLimited, resetSeconds);
+        if (slot === null) throw new RateLimitedError(Messages.rateLimited, resetSeconds);
       },
     });
 
     // Sweep expired windows; deleteMany is idempotent, so every instance may run it.
     const timer = setInterval(() => {
-      windows.deleteMany({ expires_at: { $lt: new Date() } }).catch((err: unknown) => app.log.debug({ err }, 'rate-limit sweep failed'));
+      slots.deleteMany({ expires_at: { $lt: new Date() } }).catch((err: unknown) => app.log.debug({ err }, 'rate-limit sweep failed'));
     }, WINDOW_MS);
     timer.unref();
     app.addHook('onClose', async () => clearInterval(timer));
