@@ -88,3 +88,36 @@ test('bootstrap --json prints ids and a working key; exit codes 2 and 5', async 
   expect(run(['bootstrap', '--help']).stdout).toContain('--plan');
   expect(run(['nonsense']).status).toBe(2);
 }, 60_000);
+
+test('npm start (scripts/start-local.mjs): the local stack brings its own agent online; Ctrl-C stops both', async () => {
+  const stackDir = mkdtempSync(join(tmpdir(), 'xfer-e2e-start-'));
+  const script = resolve(dirname(fileURLToPath(import.meta.url)), '../../scripts/start-local.mjs');
+  const child = spawn(process.execPath, [script], {
+    env: { ...process.env, XFER_DATA_DIR: stackDir, XFER_PORT: '0', MONGODB_URI: '', XFER_LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
+  try {
+    const deadline = Date.now() + 120_000;
+    while (!/local agent started/.test(out)) {
+      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`no local agent:\n${out}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const url = /listening on (http:\/\/\S+\/api\/v1)/.exec(out)![1]!;
+    const key = /API key:\s+(svc_\S+)/.exec(out)![1]!;
+    expect(statSync(join(stackDir, 'local-agent.token')).mode & 0o777).toBe(0o600);
+    let agents: Array<{ name: string; status: string; connector_types: string[] }> = [];
+    while (Date.now() < deadline && agents[0]?.status !== 'online') {
+      agents = ((await (await fetch(`${url}/agents`, { headers: { authorization: `Bearer ${key}` } })).json()) as { data: typeof agents }).data;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(agents).toEqual([expect.objectContaining({ name: 'local', status: 'online', connector_types: expect.arrayContaining(['sftp', 's3']) })]);
+  } finally {
+    child.kill('SIGINT');
+    expect(await exited).toBe(0);
+    rmSync(stackDir, { recursive: true, force: true });
+  }
+}, 180_000);

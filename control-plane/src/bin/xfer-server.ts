@@ -4,8 +4,10 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import mongoose from 'mongoose';
 import { PLANS, type Plan } from '@xfer/shared';
+import { readFile, mkdir, writeFile } from 'node:fs/promises';
 import { parseConfig, ConfigError, type Config } from '../config.js';
-import { buildApp } from '../app.js';
+import { buildApp, type App } from '../app.js';
+import { agentByToken, createAgent } from '../routes/agents/agents.service.js';
 import { bootstrapAccount } from '../lib/bootstrap.js';
 import { createIndexes, registerModels } from '../models/index.js';
 import { startEmbeddedMongo } from '../db/index.js';
@@ -27,7 +29,8 @@ Serves the API on XFER_HOST:XFER_PORT (default 127.0.0.1:8080). Configuration co
 environment only; see docs/configuration.md.
 
   --local   Developer stack: on first start, create an admin account (enterprise plan) and print
-            its email, password and API key once.`,
+            its email, password and API key once; keep a token for a local agent in
+            XFER_DATA_DIR/local-agent.token (npm start runs xfer-agent with it).`,
   bootstrap: `xfer-server bootstrap --email E --password P --plan free|team|enterprise [--account-name N] [--json]
 
 Creates an account with an owner user (the given email and password, 12+ characters) and an API
@@ -67,6 +70,7 @@ async function start(config: Config, local: boolean): Promise<void> {
     const result = await bootstrapAccount(app.db, { email, password, plan: 'enterprise', accountName: 'Local admin' });
     admin = { email, password, api_key: result.api_key };
   }
+  const agentTokenFile = local ? await ensureLocalAgentToken(app, config.dataDir) : null;
   const address = await app.listen({ host: config.host, port: config.port });
   const url = `${address}/api/v1`;
   // One write, so a reader of the pipe sees the URL and the first-start block together.
@@ -79,7 +83,27 @@ async function start(config: Config, local: boolean): Promise<void> {
   } else if (local) {
     banner += `Data reused from ${config.dataDir} (the admin key was shown on first start).\n\n`;
   }
+  if (agentTokenFile) banner += `Local agent token: ${agentTokenFile} (npm start runs xfer-agent with it)\n\n`;
   process.stdout.write(banner);
+}
+
+/**
+ * The developer stack's own agent: a token for an agent of the local admin account, kept 0600 in
+ * the data dir so the next start reuses it. A token whose agent was revoked (revoking deletes the
+ * agent) is replaced by a new agent.
+ */
+async function ensureLocalAgentToken(app: App, dataDir: string): Promise<string> {
+  const file = join(dataDir, 'local-agent.token');
+  const existing = await readFile(file, 'utf8').then((t) => t.trim(), () => null);
+  if (existing && (await agentByToken(app.db, existing))) return file;
+  const account = await app.db.accounts.findOne({}, { _id: 1 }).sort({ _id: 1 }).lean();
+  if (!account) throw new Error('no account to register the local agent in');
+  const taken = await app.db.agents.exists({ account_id: account._id, name: 'local' });
+  const name = taken ? `local-${randomBytes(3).toString('hex')}` : 'local';
+  const { token } = await createAgent(app.db, account._id, { name, labels: ['local'] }, { type: 'system', id: null });
+  await mkdir(dataDir, { recursive: true });
+  await writeFile(file, `${token}\n`, { mode: 0o600 });
+  return file;
 }
 
 async function bootstrap(config: Config, args: string[]): Promise<void> {
