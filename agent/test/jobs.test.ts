@@ -265,6 +265,7 @@ test('REPRO: cancel lands between a second file open and its write', async () =>
     if (s.path === dst) {
       wrapped.beforeWrite = async (_path, signal) => {
         started.resolve();
+        if (signal?.aborted) throw new ConnectorError('TRANSIENT', 'aborted');
         await Promise.race([
           gate.promise,
           new Promise((_, reject) => signal?.addEventListener('abort', () => reject(new ConnectorError('TRANSIENT', 'aborted')), { once: true })),
