@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { Transform } from 'node:stream';
 import type { ConnectionSettings, FileResult } from '@xfer/shared';
 import { ConnectorError, type Connector } from '../src/connectors/types.js';
 import { SHUTDOWN_ERROR } from '../src/jobs/job-runner.js';
@@ -22,6 +23,18 @@ afterEach(async () => {
   rmTemp(dst);
 });
 
+/**
+ * Resolves when `gate` opens; rejects as soon as `signal` aborts, at once if it already has (as a
+ * real connector's write does: a listener added to an aborted signal would never be called).
+ */
+function heldUntil(gate: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
+  if (signal?.aborted) return Promise.reject(new ConnectorError('TRANSIENT', 'aborted'));
+  return Promise.race([
+    gate,
+    new Promise<void>((_, reject) => signal?.addEventListener('abort', () => reject(new ConnectorError('TRANSIENT', 'aborted')), { once: true })),
+  ]);
+}
+
 /** Connectors whose destination writes wait at a gate the test opens; `started` resolves at the first write. */
 function gatedConnectors() {
   const gate = deferred();
@@ -31,13 +44,10 @@ function gatedConnectors() {
   const connectors = fsConnectors((inner, s) => {
     const wrapped = new WrappedConnector(inner);
     if (s.path === dst) {
-      // Held until the gate opens, or until the write is aborted (as a real connector's would be).
+      // Held until the gate opens, or until the write is aborted.
       wrapped.beforeWrite = async (_path, signal) => {
         started.resolve();
-        await Promise.race([
-          gate.promise,
-          new Promise((_, reject) => signal?.addEventListener('abort', () => reject(new ConnectorError('TRANSIENT', 'aborted')), { once: true })),
-        ]);
+        await heldUntil(gate.promise, signal);
       };
     }
     const close = wrapped.close.bind(wrapped);
@@ -126,11 +136,32 @@ describe('job runner', () => {
 
   test('job.cancel aborts every stream, removes partial files and answers job.cancelled', async () => {
     writeTree(src, { 'big.bin': Buffer.alloc(2_000_000, 1), 'other.bin': Buffer.alloc(10, 2) });
-    const { connectors, started } = gatedConnectors();
+    const midStream = deferred();
+    const connectors = fsConnectors((inner, s) => {
+      if (s.path !== dst) return inner;
+      const wrapped = new WrappedConnector(inner);
+      wrapped.beforeWrite = async (path, signal) => {
+        // other.bin waits before its write; big.bin is held after its first chunk, mid-file.
+        if (!path.includes('big.bin')) return heldUntil(new Promise(() => {}), signal);
+        let chunks = 0;
+        // readableHighWaterMark 0: the second chunk is only taken once the store read the first,
+        // so by then it has created the partial file.
+        return new Transform({
+          readableHighWaterMark: 0,
+          transform(chunk: Buffer, _enc, callback) {
+            if (++chunks === 1) return callback(null, chunk);
+            midStream.resolve();
+            heldUntil(new Promise(() => {}), signal).catch((err: Error) => callback(err));
+          },
+        });
+      };
+      return wrapped;
+    });
     const { agent, running, conn } = await connected({ connectors });
     conn.send('job.assign', assignPayload('job-c', src, dst));
     await conn.next('job.accepted');
-    await started.promise; // a write is in flight (and never let through)
+    await midStream.promise; // big.bin is partly written (and never let through)
+    expect(partFiles(dst)).toHaveLength(1);
     conn.send('job.cancel', { job_id: 'job-c' });
     const cancelled = await conn.next('job.cancelled');
     expect(cancelled.payload).toMatchObject({ job_id: 'job-c', files_transferred: 0 });
@@ -139,6 +170,46 @@ describe('job runner', () => {
     // A cancel for a job not running here is acknowledged at once.
     conn.send('job.cancel', { job_id: 'unknown-job' });
     expect((await conn.next('job.cancelled', (m) => m.payload.job_id === 'unknown-job')).payload.files_total).toBe(0);
+    await agent.shutdown('test');
+    await running;
+  });
+
+  test('a cancel landing while a file opens its source starts no write and still answers job.cancelled', async () => {
+    writeTree(src, { 'a.bin': Buffer.alloc(1000, 1), 'b.bin': Buffer.alloc(10, 2) });
+    const writeStarted = deferred();
+    const secondRead = deferred();
+    const aborted = deferred();
+    let reads = 0;
+    const writes: string[] = [];
+    const connectors = fsConnectors((inner, s) => {
+      const wrapped = new WrappedConnector(inner);
+      if (s.path === src) {
+        // The second file's source opens only once the job's signal has aborted.
+        const read = wrapped.read.bind(wrapped);
+        wrapped.read = async (path, o) => {
+          if (++reads > 1) {
+            secondRead.resolve();
+            await aborted.promise;
+          }
+          return read(path, o);
+        };
+      } else {
+        wrapped.beforeWrite = async (path, signal) => {
+          writes.push(path);
+          signal?.addEventListener('abort', () => aborted.resolve(), { once: true });
+          writeStarted.resolve();
+          await heldUntil(new Promise(() => {}), signal);
+        };
+      }
+      return wrapped as Connector;
+    });
+    const { agent, running, conn } = await connected({ connectors });
+    conn.send('job.assign', assignPayload('job-o', src, dst));
+    await Promise.all([writeStarted.promise, secondRead.promise]); // one file writing, the other opening
+    conn.send('job.cancel', { job_id: 'job-o' });
+    expect((await conn.next('job.cancelled')).payload).toMatchObject({ job_id: 'job-o', files_transferred: 0, files_failed: 0 });
+    expect(writes).toHaveLength(1);
+    expect(partFiles(dst)).toEqual([]);
     await agent.shutdown('test');
     await running;
   });
@@ -244,44 +315,3 @@ describe('drain on shutdown', () => {
     expect(log.text).toContain('drain timeout reached');
   });
 });
-
-test('REPRO: cancel lands between a second file open and its write', async () => {
-  writeTree(src, { 'big.bin': Buffer.alloc(2_000_000, 1), 'other.bin': Buffer.alloc(10, 2) });
-  const gate = deferred();
-  const started = deferred();
-  const cancelSent = deferred();
-  let firstSeen = false;
-  const connectors = fsConnectors((inner, s) => {
-    const wrapped = new WrappedConnector(inner);
-    if (s.path === src) {
-      const read = wrapped.read.bind(wrapped);
-      wrapped.read = async (path, o) => {
-        if (!firstSeen) { firstSeen = true; return read(path, o); }
-        await cancelSent.promise;
-        await new Promise((r) => setTimeout(r, 200));
-        return read(path, o);
-      };
-    }
-    if (s.path === dst) {
-      wrapped.beforeWrite = async (_path, signal) => {
-        started.resolve();
-        if (signal?.aborted) throw new ConnectorError('TRANSIENT', 'aborted');
-        await Promise.race([
-          gate.promise,
-          new Promise((_, reject) => signal?.addEventListener('abort', () => reject(new ConnectorError('TRANSIENT', 'aborted')), { once: true })),
-        ]);
-      };
-    }
-    return wrapped as Connector;
-  });
-  const { agent, running, conn } = await connected({ connectors });
-  conn.send('job.assign', assignPayload('job-c', src, dst));
-  await conn.next('job.accepted');
-  await started.promise;
-  conn.send('job.cancel', { job_id: 'job-c' });
-  cancelSent.resolve();
-  const cancelled = await conn.next('job.cancelled');
-  expect(cancelled.payload).toMatchObject({ job_id: 'job-c', files_transferred: 0 });
-  await agent.shutdown('test');
-  await running;
-}, 5000);

@@ -13,11 +13,13 @@ export interface RetryOptions {
 /**
  * Runs `attempt` until it succeeds, fails with a non-retryable error, runs out of retries, or
  * the signal aborts. Waits with exponential backoff and full jitter between attempts.
- * Rejects with the last error.
+ * Rejects with the last error (with the signal's reason when it was aborted before an attempt).
  */
 export async function withRetries<T>(attempt: (n: number) => Promise<T>, options: RetryOptions): Promise<T> {
   for (let n = 0; ; n++) {
     try {
+      // No attempt starts after an abort: a cancel must not open new streams or touch the stores.
+      options.signal.throwIfAborted();
       return await attempt(n);
     } catch (err) {
       if (options.signal.aborted || n >= options.retries || !isRetryable(err)) {

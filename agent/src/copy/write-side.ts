@@ -115,6 +115,9 @@ export class WriteSide {
         sourceError ??= err;
         hasher.destroy(err);
       });
+      // A cancel may land while the source opens: no write starts after it (a store need not check
+      // an already-aborted signal before it begins), and the catch below closes the source.
+      signal.throwIfAborted();
       source.pipe(hasher);
       const result = await destination.write(target, hasher, { size, signal });
       written = true;

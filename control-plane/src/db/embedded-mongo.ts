@@ -1,11 +1,10 @@
-import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, openSync, writeSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { access, constants, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { cachedFerretdbPath, ensureFerretdbBinary, FERRETDB_VERSION } from './ferretdb-build.js';
-import { commandLine, findExecutable, freeLoopbackPort, isAlive, stopPid, tailFile, waitForTcp, type ChildEnv } from './process.js';
+import { commandLine, findExecutable, isAlive, startServerProcess, stopPid, type ChildEnv } from './process.js';
 
 export interface EmbeddedMongoOptions {
   /** Database files, the server log (`server.log`) and the pidfile (`server.pid`) live here. */
@@ -70,57 +69,42 @@ export async function startEmbeddedMongo(opts: EmbeddedMongoOptions): Promise<Em
   const logPath = join(dataDir, 'server.log');
   const pidPath = join(dataDir, 'server.pid');
 
-  // A port picked free can be taken before the server binds it; a fresh port usually fixes that.
-  for (let attempt = 1; ; attempt++) {
-    const port = opts.port ?? (await freeLoopbackPort());
-    const logFd = openSync(logPath, 'a');
-    writeSync(logFd, `\n--- ${new Date().toISOString()} ${server.bin} ${server.args(port).join(' ')}\n`);
+  // A port picked free can be taken before the server binds it: the helper retries on a fresh one.
+  const { pid, port } = await startServerProcess({
+    name: server.kind,
+    bin: server.bin,
+    args: server.args,
+    logPath,
+    env: opts.env,
+    port: opts.port,
+    timeoutMs: opts.startTimeoutMs ?? 30_000,
     // Not detached, it stays in our process group, so a terminal's Ctrl-C stops it with us.
-    const child = spawn(server.bin, server.args(port), {
-      detached: opts.detached ?? false,
-      stdio: ['ignore', logFd, logFd],
-      env: opts.env as NodeJS.ProcessEnv,
-    });
-    closeSync(logFd);
-    const pid = await new Promise<number>((ok, fail) => {
-      child.once('spawn', () => ok(child.pid!));
-      child.once('error', fail);
-    });
-    let exited = false;
-    child.once('exit', () => (exited = true));
-    await writeFile(pidPath, JSON.stringify({ pid, kind: server.kind, port } satisfies PidFile));
+    detached: opts.detached ?? false,
+    stampLog: true,
+    onSpawn: (pid, port) => writeFile(pidPath, JSON.stringify({ pid, kind: server.kind, port } satisfies PidFile)),
+  });
+  // Without detached, the server is this process's helper: take it down if we exit without stop().
+  const killOnExit = () => {
     try {
-      await waitForTcp(port, { timeoutMs: opts.startTimeoutMs ?? 30_000, stillRunning: () => !exited });
-    } catch (err) {
-      await stopPid(pid);
-      if (exited && attempt < 3 && opts.port === undefined) continue;
-      const tail = await tailFile(logPath);
-      throw new Error(`${server.kind} did not start: ${(err as Error).message}\n--- end of ${logPath} ---\n${tail}`);
+      process.kill(pid, 'SIGTERM');
+    } catch {
+      // already gone
     }
-    // Without detached, the server is this process's helper: take it down if we exit without stop().
-    const killOnExit = () => {
-      try {
-        process.kill(pid, 'SIGTERM');
-      } catch {
-        // already gone
-      }
-    };
-    if (opts.detached) child.unref();
-    else process.once('exit', killOnExit);
-    let stopped: Promise<void> | undefined;
-    return {
-      uri: `mongodb://127.0.0.1:${port}/`,
-      kind: server.kind,
-      pid,
-      stop: () =>
-        (stopped ??= (async () => {
-          process.removeListener('exit', killOnExit);
-          await stopPid(pid, 5000);
-          const current = await readPidFile(pidPath);
-          if (current?.pid === pid) await rm(pidPath, { force: true });
-        })()),
-    };
-  }
+  };
+  if (!opts.detached) process.once('exit', killOnExit);
+  let stopped: Promise<void> | undefined;
+  return {
+    uri: `mongodb://127.0.0.1:${port}/`,
+    kind: server.kind,
+    pid,
+    stop: () =>
+      (stopped ??= (async () => {
+        process.removeListener('exit', killOnExit);
+        await stopPid(pid, 5000);
+        const current = await readPidFile(pidPath);
+        if (current?.pid === pid) await rm(pidPath, { force: true });
+      })()),
+  };
 }
 
 async function chooseServer(opts: EmbeddedMongoOptions & { dataDir: string }): Promise<Server> {

@@ -1,5 +1,5 @@
-import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { open, readFile } from 'node:fs/promises';
 import { createServer, connect } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -121,5 +121,80 @@ export async function tailFile(path: string, maxBytes = 4000): Promise<string> {
     }
   } catch {
     return '';
+  }
+}
+
+export interface StartServerOptions {
+  /** Names the server in the error thrown when it does not start: `<name> did not start: …`. */
+  name: string;
+  /** The executable (an absolute path where the server re-executes itself, as sshd does). */
+  bin: string;
+  /** Its arguments for the port of this attempt. Secrets go in `env`, never here (the process list shows argv). */
+  args: (port: number) => string[];
+  /** Appended to (never truncated): the server's stdout and stderr; its tail goes into start errors. */
+  logPath: string;
+  /** Environment of the server; this process's when undefined. */
+  env?: ChildEnv;
+  /** Listen on this port; a start that fails is then not retried. A free 127.0.0.1 port otherwise. */
+  port?: number;
+  /** How long the server may take to accept connections on its port. */
+  timeoutMs: number;
+  /**
+   * Own process group and unref'd, so the server outlives this process (default true). When
+   * false it stays in our group (a terminal's Ctrl-C stops it with us) and keeps our event loop alive.
+   */
+  detached?: boolean;
+  /** Write `--- <ISO time> <bin> <args>` into the log before each attempt (default false). */
+  stampLog?: boolean;
+  /** Runs before each spawn with that attempt's port, e.g. to write a config file naming it. */
+  beforeSpawn?: (port: number) => void | Promise<void>;
+  /** Runs once the process exists, before waiting for its port, e.g. to record its pid. */
+  onSpawn?: (pid: number, port: number) => void | Promise<void>;
+}
+
+/** A server {@link startServerProcess} saw accept connections. */
+export interface StartedServerProcess {
+  pid: number;
+  port: number;
+}
+
+/**
+ * Starts a server process listening on 127.0.0.1 and resolves once its port accepts TCP.
+ *
+ * Each attempt picks a free port (unless `port` is given), runs `beforeSpawn`, spawns `bin` with
+ * stdin ignored and stdout/stderr appended to `logPath`, waits for the process to exist (a spawn
+ * error, e.g. a missing binary, rejects at once), runs `onSpawn`, then waits up to `timeoutMs` for
+ * the port, giving up early when the process exits. On failure the process is stopped (SIGTERM,
+ * then SIGKILL); when it had exited (most likely another process took the free port before it
+ * bound it) and no fixed `port` was asked for, a fresh port is tried, up to 3 attempts in all.
+ * Otherwise it throws `<name> did not start: <reason>` followed by the tail of `logPath`.
+ * Stopping the server later is the caller's job (e.g. {@link stopPid}).
+ */
+export async function startServerProcess(opts: StartServerOptions): Promise<StartedServerProcess> {
+  const detached = opts.detached ?? true;
+  for (let attempt = 1; ; attempt++) {
+    const port = opts.port ?? (await freeLoopbackPort());
+    await opts.beforeSpawn?.(port);
+    const args = opts.args(port);
+    const logFd = openSync(opts.logPath, 'a');
+    if (opts.stampLog) writeSync(logFd, `\n--- ${new Date().toISOString()} ${opts.bin} ${args.join(' ')}\n`);
+    const child = spawn(opts.bin, args, { detached, stdio: ['ignore', logFd, logFd], env: opts.env as NodeJS.ProcessEnv });
+    closeSync(logFd);
+    const pid = await new Promise<number>((ok, fail) => {
+      child.once('spawn', () => ok(child.pid!));
+      child.once('error', fail);
+    });
+    let exited = false;
+    child.once('exit', () => (exited = true));
+    await opts.onSpawn?.(pid, port);
+    try {
+      await waitForTcp(port, { timeoutMs: opts.timeoutMs, stillRunning: () => !exited });
+    } catch (err) {
+      await stopPid(pid);
+      if (exited && attempt < 3 && opts.port === undefined) continue;
+      throw new Error(`${opts.name} did not start: ${(err as Error).message}\n--- end of ${opts.logPath} ---\n${await tailFile(opts.logPath)}`);
+    }
+    if (detached) child.unref();
+    return { pid, port };
   }
 }

@@ -1,16 +1,6 @@
 import { Schema, type Connection, type InferSchemaType } from 'mongoose';
 import { CONNECTION_TYPES } from '@xfer/shared';
-
-/** Credentials as `Vault.seal` stores them: AES-256-GCM ciphertext naming its master key. */
-const sealed = new Schema(
-  {
-    kid: { type: String, required: true },
-    iv: { type: String, required: true },
-    tag: { type: String, required: true },
-    data: { type: String, required: true },
-  },
-  { _id: false },
-);
+import { sealedSchema } from './sealed.schema.js';
 
 /** A storage endpoint of an account (decisions.md "Connections"). */
 const schema = new Schema(
@@ -24,7 +14,7 @@ const schema = new Schema(
     path: { type: String, required: true, default: '/' },
     options: { type: Schema.Types.Mixed, required: true, default: () => ({}) },
     /** Sealed JSON object of the credential fields; null when none are stored (nfs). Never returned. */
-    credentials: { type: sealed, default: null },
+    credentials: { type: sealedSchema, default: null },
     agent_id: { type: Schema.Types.ObjectId, default: null },
     /** Bumped by every update, so an update applies only to the version it validated. */
     revision: { type: Number, required: true, default: 0 },

@@ -1,16 +1,6 @@
 import { Schema, type Connection, type InferSchemaType } from 'mongoose';
 import { ROLES } from '@xfer/shared';
-
-/** A value as `Vault.seal` stores it: AES-256-GCM ciphertext naming its master key. */
-const sealed = new Schema(
-  {
-    kid: { type: String, required: true },
-    iv: { type: String, required: true },
-    tag: { type: String, required: true },
-    data: { type: String, required: true },
-  },
-  { _id: false },
-);
+import { sealedSchema } from './sealed.schema.js';
 
 const schema = new Schema(
   {
@@ -24,9 +14,9 @@ const schema = new Schema(
     /** Sessions issued before this instant are refused ("sign out everywhere", password change). */
     sessions_valid_after: { type: Date, required: true, default: () => new Date(0) },
     /** Sealed base32 TOTP secret of the active second factor; null while MFA is off. Never returned. */
-    mfa_secret: { type: sealed, default: null },
+    mfa_secret: { type: sealedSchema, default: null },
     /** Sealed base32 secret of an enrolment awaiting its first code (routes/settings/mfa.service.ts). */
-    mfa_pending_secret: { type: sealed, default: null },
+    mfa_pending_secret: { type: sealedSchema, default: null },
     /** Last TOTP time step accepted: codes of this step or earlier are refused (no replay). */
     last_otp_step: { type: Number, required: true, default: 0 },
     created_at: { type: Date, required: true, default: () => new Date() },

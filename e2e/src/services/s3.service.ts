@@ -1,9 +1,8 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync } from 'node:fs';
 import { access, constants, mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { acceptsTcp, findExecutable, freeLoopbackPort, stopPid, tailFile, waitForTcp } from '@xfer/control-plane';
+import { acceptsTcp, findExecutable, startServerProcess, stopPid } from '@xfer/control-plane';
 import type { Env, ServiceContext, ServiceDefinition } from './types.js';
 
 /** The versitygw release the S3-family connectors are tested against (S3 gateway over a POSIX dir). */
@@ -31,56 +30,39 @@ export const s3: ServiceDefinition = {
     const iam = join(ctx.dataDir, 'iam');
     await mkdir(data);
     await mkdir(iam);
-    const logPath = join(ctx.dataDir, 'versitygw.log');
-    for (let attempt = 1; ; attempt++) {
-      const port = await freeLoopbackPort();
-      const logFd = openSync(logPath, 'a');
+    const { pid, port } = await startServerProcess({
+      name: 'versitygw',
+      bin,
+      args: (port) => ['--port', `127.0.0.1:${port}`, '--iam-dir', iam, '--quiet', 'posix', data],
+      logPath: join(ctx.dataDir, 'versitygw.log'),
       // Credentials through the environment, so they do not show in the process list.
-      const child = spawn(bin, ['--port', `127.0.0.1:${port}`, '--iam-dir', iam, '--quiet', 'posix', data], {
-        detached: true,
-        stdio: ['ignore', logFd, logFd],
-        env: { ...ctx.env, ROOT_ACCESS_KEY: accessKey, ROOT_SECRET_KEY: secretKey } as NodeJS.ProcessEnv,
+      env: { ...ctx.env, ROOT_ACCESS_KEY: accessKey, ROOT_SECRET_KEY: secretKey },
+      timeoutMs: 15_000,
+    });
+    const endpoint = `http://127.0.0.1:${port}`;
+    const limitedAccessKey = `xferuser${randomBytes(4).toString('hex')}`;
+    const limitedSecretKey = randomBytes(24).toString('base64url');
+    try {
+      runChecked(bin, ['admin', '--endpoint-url', endpoint, 'create-user', '--access', limitedAccessKey, '--secret', limitedSecretKey, '--role', 'user'], {
+        ...ctx.env, ADMIN_ACCESS_KEY: accessKey, ADMIN_SECRET_KEY: secretKey,
       });
-      closeSync(logFd);
-      const pid = await new Promise<number>((ok, fail) => {
-        child.once('spawn', () => ok(child.pid!));
-        child.once('error', fail);
-      });
-      let exited = false;
-      child.once('exit', () => (exited = true));
-      try {
-        await waitForTcp(port, { timeoutMs: 15_000, stillRunning: () => !exited });
-      } catch (err) {
-        await stopPid(pid);
-        if (exited && attempt < 3) continue;
-        throw new Error(`versitygw did not start: ${(err as Error).message}\n--- end of ${logPath} ---\n${await tailFile(logPath)}`);
-      }
-      child.unref();
-      const endpoint = `http://127.0.0.1:${port}`;
-      const limitedAccessKey = `xferuser${randomBytes(4).toString('hex')}`;
-      const limitedSecretKey = randomBytes(24).toString('base64url');
-      try {
-        runChecked(bin, ['admin', '--endpoint-url', endpoint, 'create-user', '--access', limitedAccessKey, '--secret', limitedSecretKey, '--role', 'user'], {
-          ...ctx.env, ADMIN_ACCESS_KEY: accessKey, ADMIN_SECRET_KEY: secretKey,
-        });
-      } catch (err) {
-        await stopPid(pid);
-        throw err;
-      }
-      return {
-        pid,
-        env: {
-          XFER_TEST_S3_ENDPOINT: endpoint,
-          XFER_TEST_S3_HOST: '127.0.0.1',
-          XFER_TEST_S3_PORT: String(port),
-          XFER_TEST_S3_REGION: 'us-east-1',
-          XFER_TEST_S3_ACCESS_KEY: accessKey,
-          XFER_TEST_S3_SECRET_KEY: secretKey,
-          XFER_TEST_S3_LIMITED_ACCESS_KEY: limitedAccessKey,
-          XFER_TEST_S3_LIMITED_SECRET_KEY: limitedSecretKey,
-        },
-      };
+    } catch (err) {
+      await stopPid(pid);
+      throw err;
     }
+    return {
+      pid,
+      env: {
+        XFER_TEST_S3_ENDPOINT: endpoint,
+        XFER_TEST_S3_HOST: '127.0.0.1',
+        XFER_TEST_S3_PORT: String(port),
+        XFER_TEST_S3_REGION: 'us-east-1',
+        XFER_TEST_S3_ACCESS_KEY: accessKey,
+        XFER_TEST_S3_SECRET_KEY: secretKey,
+        XFER_TEST_S3_LIMITED_ACCESS_KEY: limitedAccessKey,
+        XFER_TEST_S3_LIMITED_SECRET_KEY: limitedSecretKey,
+      },
+    };
   },
   isHealthy: (record) => acceptsTcp(Number(record.env.XFER_TEST_S3_PORT)),
 };

@@ -1,9 +1,9 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, existsSync, openSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { acceptsTcp, findExecutable, freeLoopbackPort, stopPid, tailFile, waitForTcp } from '@xfer/control-plane';
+import { acceptsTcp, findExecutable, startServerProcess } from '@xfer/control-plane';
 import type { Env, ServiceContext, ServiceDefinition } from './types.js';
 
 /** The system user tests log in as (password and key). Only sftp is allowed: ForceCommand internal-sftp. */
@@ -53,43 +53,31 @@ export const sftp: ServiceDefinition = {
 
     const config = join(d, 'sshd_config');
     const logPath = join(d, 'sshd.log');
-    for (let attempt = 1; ; attempt++) {
-      const port = await freeLoopbackPort();
-      await writeFile(config, sshdConfig(d, port));
-      const logFd = openSync(logPath, 'a');
+    const { pid, port } = await startServerProcess({
+      name: 'sshd',
       // sshd re-executes itself, so it must be started by absolute path; -D keeps it in the foreground.
-      const child = spawn(sshd, ['-D', '-f', config, '-E', logPath], { detached: true, stdio: ['ignore', logFd, logFd], env: ctx.env as NodeJS.ProcessEnv });
-      closeSync(logFd);
-      const pid = await new Promise<number>((ok, fail) => {
-        child.once('spawn', () => ok(child.pid!));
-        child.once('error', fail);
-      });
-      let exited = false;
-      child.once('exit', () => (exited = true));
-      try {
-        await waitForTcp(port, { timeoutMs: 15_000, stillRunning: () => !exited });
-      } catch (err) {
-        await stopPid(pid);
-        if (exited && attempt < 3) continue;
-        throw new Error(`sshd did not start: ${(err as Error).message}\n--- end of ${logPath} ---\n${await tailFile(logPath)}`);
-      }
-      child.unref();
-      return {
-        pid,
-        env: {
-          XFER_TEST_SFTP_HOST: '127.0.0.1',
-          XFER_TEST_SFTP_PORT: String(port),
-          XFER_TEST_SFTP_USER: SFTP_TEST_USER,
-          XFER_TEST_SFTP_PASSWORD: password,
-          XFER_TEST_SFTP_KEY_FILE: join(d, 'user_ed25519_key'),
-          XFER_TEST_SFTP_ENC_KEY_FILE: join(d, 'user_enc_key'),
-          XFER_TEST_SFTP_ENC_KEY_PASSPHRASE: ENC_KEY_PASSPHRASE,
-          XFER_TEST_SFTP_HOST_KEY_SHA256: hostKeySha256,
-          XFER_TEST_SFTP_ROOT: root,
-          XFER_TEST_SFTP_READONLY_DIR: readonly,
-        },
-      };
-    }
+      bin: sshd,
+      args: () => ['-D', '-f', config, '-E', logPath],
+      logPath,
+      env: ctx.env,
+      timeoutMs: 15_000,
+      beforeSpawn: (port) => writeFile(config, sshdConfig(d, port)),
+    });
+    return {
+      pid,
+      env: {
+        XFER_TEST_SFTP_HOST: '127.0.0.1',
+        XFER_TEST_SFTP_PORT: String(port),
+        XFER_TEST_SFTP_USER: SFTP_TEST_USER,
+        XFER_TEST_SFTP_PASSWORD: password,
+        XFER_TEST_SFTP_KEY_FILE: join(d, 'user_ed25519_key'),
+        XFER_TEST_SFTP_ENC_KEY_FILE: join(d, 'user_enc_key'),
+        XFER_TEST_SFTP_ENC_KEY_PASSPHRASE: ENC_KEY_PASSPHRASE,
+        XFER_TEST_SFTP_HOST_KEY_SHA256: hostKeySha256,
+        XFER_TEST_SFTP_ROOT: root,
+        XFER_TEST_SFTP_READONLY_DIR: readonly,
+      },
+    };
   },
   isHealthy: (record) => acceptsTcp(Number(record.env.XFER_TEST_SFTP_PORT)),
 };

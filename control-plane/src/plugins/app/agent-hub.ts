@@ -52,7 +52,7 @@ export class AgentHub {
 
   constructor(private readonly o: AgentHubOptions) {
     this.instanceId = o.instanceId;
-    this.runs = new AgentRuns({ jobs: o.jobs, instanceId: o.instanceId, heartbeatMs: o.heartbeatMs, wake: (s) => this.onReady(s) });
+    this.runs = new AgentRuns({ jobs: o.jobs, instanceId: o.instanceId, heartbeatMs: o.heartbeatMs, log: o.log, wake: (s) => this.onReady(s) });
   }
 
   /** Takes over an authenticated socket. */

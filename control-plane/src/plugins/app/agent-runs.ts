@@ -1,9 +1,18 @@
+import type { FastifyBaseLogger } from 'fastify';
 import { Types } from 'mongoose';
 import type { AgentMessage } from '@xfer/shared';
 import type { JobService } from './jobs/job-service.js';
 import type { AgentSession } from './agent-session.js';
 
 type JobReport = Extract<AgentMessage, { type: `job.${string}` }>;
+type Progress = Extract<AgentMessage, { type: 'job.progress' }>['payload'];
+
+/** Progress of one run not yet written, and the writer draining it. */
+interface PendingProgress {
+  attempt: number;
+  next: Progress | null;
+  writer: Promise<void>;
+}
 
 /** How long a stopped run may take to report its end before the job may go to the same agent again. */
 const STOP_ACK_MS = 10_000;
@@ -14,6 +23,7 @@ export interface AgentRunsOptions {
   jobs: JobService;
   instanceId: string;
   heartbeatMs: number;
+  log: FastifyBaseLogger;
   /** A session may have jobs to be sent (again): the dispatcher wakes up. */
   wake: (session: AgentSession) => void;
 }
@@ -37,6 +47,49 @@ async function withRetries<T>(fn: () => Promise<T>, tries = 3): Promise<T> {
  */
 export class AgentRuns {
   constructor(private readonly o: AgentRunsOptions) {}
+
+  /** Per session, per job: progress reports waiting for the database (see `queueProgress`). */
+  private readonly pending = new WeakMap<AgentSession, Map<string, PendingProgress>>();
+
+  /**
+   * Progress is written by one writer per job, merging every report that arrived while the
+   * previous write was in flight (latest cumulative counters, all file results), instead of
+   * one write per report. Reports then never queue up behind the database: an agent copying
+   * hundreds of small files a second would otherwise outrun it, its session would stop reading
+   * (backpressure), and neither its frames nor its pongs would be seen until the lease expired.
+   * The persisted counters trail the agent by at most one write.
+   */
+  private queueProgress(session: AgentSession, id: string, attempt: number, progress: Progress): void {
+    let byJob = this.pending.get(session);
+    if (!byJob) this.pending.set(session, (byJob = new Map()));
+    const entry = byJob.get(id);
+    if (entry && entry.attempt === attempt) {
+      entry.next = entry.next ? { ...progress, files: [...entry.next.files, ...progress.files] } : progress;
+      return;
+    }
+    const fresh: PendingProgress = { attempt, next: progress, writer: Promise.resolve() };
+    fresh.writer = (async () => {
+      // Let the reports already received join this write.
+      await new Promise((resolve) => setImmediate(resolve));
+      while (fresh.next) {
+        const batch = fresh.next;
+        fresh.next = null;
+        try {
+          if (!(await this.o.jobs.progress(id, session.agent.id, attempt, batch))) this.stop(session, id);
+        } catch (err) {
+          // A failed progress write is not fatal: the next report carries the counters again.
+          this.o.log.warn({ err, jobId: id }, 'could not record job progress');
+        }
+      }
+      if (byJob.get(id) === fresh) byJob.delete(id);
+    })();
+    byJob.set(id, fresh);
+  }
+
+  /** Waits until every progress report of the job received so far is written. */
+  private async progressWritten(session: AgentSession, id: string): Promise<void> {
+    await this.pending.get(session)?.get(id)?.writer;
+  }
 
   /** The request id of the resync ping sent right after a welcome. */
   resyncId(session: AgentSession): string {
@@ -113,13 +166,13 @@ export class AgentRuns {
       return;
     }
     const jobs = this.o.jobs;
+    if (report.type === 'job.progress') return this.queueProgress(session, id, attempt, report.payload);
+    // Every report after progress applies after it.
+    await this.progressWritten(session, id);
     let applied: boolean;
     switch (report.type) {
       case 'job.accepted':
         applied = await jobs.accepted(id, agentId, attempt);
-        break;
-      case 'job.progress':
-        applied = await jobs.progress(id, agentId, attempt, report.payload);
         break;
       case 'job.completed':
         session.jobs.delete(id);

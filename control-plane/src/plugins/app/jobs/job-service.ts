@@ -268,20 +268,24 @@ export class JobService {
     });
   }
 
-  /** Upserts per (job, attempt, path): a progress message sent twice does not count a file twice. */
+  /**
+   * One document per (job, attempt, path), inserted in one unordered batch: a result sent twice
+   * (a report re-sent after a reconnect) meets the unique index and is skipped. Plain inserts, as
+   * upserts cost FerretDB a query and a write each.
+   */
   private async recordFiles(id: string, attempt: number, accountId: Types.ObjectId, files: PayloadOf<typeof AgentToServer, 'job.progress'>['files'], now: Date): Promise<void> {
-    await this.o.db.transferFiles.bulkWrite(files.map((f) => ({
-      updateOne: {
-        filter: { job_id: oid(id), attempt, path: f.path },
-        update: {
-          $set: { status: f.status, size: f.size, sha256: f.sha256 ?? null, verified_by: f.verified_by ?? null, error: f.error ?? null },
-          $setOnInsert: { account_id: accountId, created_at: now },
-        },
-        upsert: true,
-      },
-    })), { ordered: false });
+    const docs = files.map((f) => ({
+      job_id: oid(id), attempt, path: f.path, account_id: accountId, created_at: now,
+      status: f.status, size: f.size, sha256: f.sha256 ?? null, verified_by: f.verified_by ?? null, error: f.error ?? null,
+    }));
+    try {
+      await this.o.db.transferFiles.insertMany(docs, { ordered: false });
+    } catch (err) {
+      const writeErrors = (err as { writeErrors?: Array<{ code?: number; err?: { code?: number } }> }).writeErrors;
+      const duplicatesOnly = Array.isArray(writeErrors) && writeErrors.every((e) => (e.code ?? e.err?.code) === 11000);
+      if (!duplicatesOnly && (err as { code?: number }).code !== 11000) throw err;
+    }
   }
-
 
   async completed(id: string, agentId: string, attempt: number, p: Counters): Promise<boolean> {
     return this.finish(id, agentId, attempt, { status: 'completed', error: null, ...countersOf(p) });

@@ -1,0 +1,15 @@
+import { Schema } from 'mongoose';
+
+/**
+ * A value as `Vault.seal` stores it (lib/vault.ts `Sealed`): AES-256-GCM ciphertext naming its
+ * master key. Embedded as a sub-document (no `_id`) wherever a secret is kept at rest.
+ */
+export const sealedSchema = new Schema(
+  {
+    kid: { type: String, required: true },
+    iv: { type: String, required: true },
+    tag: { type: String, required: true },
+    data: { type: String, required: true },
+  },
+  { _id: false },
+);
