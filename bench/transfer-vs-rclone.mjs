@@ -80,6 +80,8 @@ async function countObjects(prefix) {
   do {
     const page = await s3.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
     for (const o of page.Contents ?? []) {
+      // Directory markers (`dir/`, which xfer writes for every directory it creates) are not files.
+      if (o.Key.endsWith('/')) continue;
       files++;
       bytes += o.Size ?? 0;
     }
@@ -127,6 +129,7 @@ try {
     const xferSeconds = Number(process.hrtime.bigint() - t0) / 1e9;
     if (done.status !== 200 || !done.body.success) throw new Error(`xfer ${dir} failed: ${JSON.stringify(done.body)}`);
     const xferCopied = await countObjects(`xfer-${dir}/`);
+    log(`${label}: xfer ${xferSeconds.toFixed(2)} s`);
 
     t0 = process.hrtime.bigint();
     const rc = spawnSync(rclone, ['copy', `src:${join(srcRoot, dir)}`, `dst:${bucket}/rclone-${dir}`, '--transfers', String(CONCURRENCY),
@@ -134,6 +137,7 @@ try {
     const rcloneSeconds = Number(process.hrtime.bigint() - t0) / 1e9;
     if (rc.status !== 0) throw new Error(`rclone ${dir} failed: ${rc.stderr}`);
     const rcloneCopied = await countObjects(`rclone-${dir}/`);
+    log(`${label}: rclone ${rcloneSeconds.toFixed(2)} s`);
     for (const [tool, copied] of [['xfer', xferCopied], ['rclone', rcloneCopied]]) {
       if (copied.files !== files || copied.bytes !== bytes) throw new Error(`${tool} ${dir}: copied ${copied.files} files / ${copied.bytes} B, expected ${files} / ${bytes}`);
     }

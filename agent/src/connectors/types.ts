@@ -105,6 +105,13 @@ export interface Checksum {
 export interface WriteResult {
   size: number;
   checksum?: Checksum;
+  /**
+   * Set when the store itself checked every byte consumed from `body` against checksums the
+   * connector computed from those bytes, and confirmed the whole (e.g. `md5-parts`: each part of
+   * a multipart upload sent with Content-MD5, and the object's multipart ETag equal to the one
+   * computed from the parts). Names how; the engine then needs no read-back.
+   */
+  storeVerified?: string;
 }
 
 export const CONNECTOR_ERROR_CODES = ['NOT_FOUND', 'AUTH', 'PERMISSION', 'TRANSIENT', 'CONFLICT', 'UNSUPPORTED'] as const;

@@ -145,14 +145,16 @@ export class WriteSide {
   }
 
   /**
-   * Checks that the destination holds what was sent; returns how (`sha256`, `md5`, `etag`,
-   * `size` or `reread`). Prefers the store's own checksum, from the write or from a stat;
-   * without one, the size must match and with `verify = checksum` the written file is read back.
+   * Checks that the destination holds what was sent; returns how (`sha256`, `md5`, `etag`, the
+   * connector's `storeVerified` such as `md5-parts`, `size` or `reread`). Prefers the store's own
+   * checksum, from the write or from a stat; without one, the size must match and with
+   * `verify = checksum` the written file is read back.
    */
   private async verify(target: string, result: WriteResult, digests: { sha256: string; md5: string | null }, size: number, signal: AbortSignal): Promise<string> {
     const { destination, options } = this.o;
     if (result.size !== size) throw new VerifyError(`the destination stored ${result.size} bytes of ${size}`);
     let sum = comparable(result.checksum, digests) ? result.checksum : undefined;
+    if (!sum && result.storeVerified) return result.storeVerified;
     // A file store (rename-capable) has no checksum to show on a stat, and the re-read below checks
     // size and content: its stat would be one more round trip per file for nothing.
     const reread = options.verify === 'checksum';

@@ -41,6 +41,8 @@ export interface ConformanceTarget {
   listPastOnePage?: boolean;
   /** Size of the large write (default 64 MiB: several parts where the store has multipart uploads). */
   largeBytes?: number;
+  /** What a large write reports as `storeVerified` (object stores that confirm multipart uploads). */
+  largeStoreVerified?: string;
   cleanup(): Promise<void>;
 }
 
@@ -207,6 +209,7 @@ export function runConformance(name: string, setup: () => Promise<ConformanceTar
         const { body, sha256: produced } = randomBody(bytes, 1_000_003);
         const result = await c.write('write/large.bin', body, {});
         expect(result.size).toBe(bytes);
+        expect(result.storeVerified).toBe(target.largeStoreVerified);
         expect(await target.raw.sha256('write/large.bin')).toBe(produced());
         expect(await sha256Of(await c.read('write/large.bin'))).toBe(produced());
         if (target.raw.openUploads) expect(await target.raw.openUploads()).toBe(0);

@@ -60,7 +60,7 @@ export const FileResult = Type.Object({
   size: Type.Integer({ minimum: 0 }),
   /** Hex SHA-256 of the bytes read from the source (absent for skipped files). */
   sha256: Type.Optional(Type.String({ pattern: '^[0-9a-f]{64}$' })),
-  /** What the destination was verified with: `sha256`, `md5`, `etag`, `crc32c`, `size`, `reread`. */
+  /** What the destination was verified with: `sha256`, `md5`, `etag` (the store's checksum), `md5-parts` (a multipart upload the store confirmed part by part), `reread`, `size`. */
   verified_by: Type.Optional(Type.String({ maxLength: 32 })),
   error: Type.Optional(Type.String({ maxLength: 2000 })),
 });

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
+  DeleteObjectCommand,
   CreateMultipartUploadCommand,
   PutObjectCommand,
   UploadPartCommand,
@@ -72,6 +73,8 @@ async function putMultipart(
   const uploadId = created.UploadId;
   if (!uploadId) throw new ConnectorError('TRANSIENT', 'the store started a multipart upload without an upload id');
   const parts: CompletedPart[] = [];
+  /** Binary MD5 of each part, by part number: the multipart ETag is the MD5 of their concatenation. */
+  const partMd5s: Buffer[] = [];
   const inflight = new Set<Promise<void>>();
   let failure: { err: unknown } | undefined;
   let size = 0;
@@ -83,6 +86,7 @@ async function putMultipart(
     // MD5 only: a multipart object's SHA-256 would be a checksum of checksums the engine cannot
     // compare, and asking for it cost a third of the throughput (docs/connectors.md).
     const digests = partDigests(data, { sha256: false });
+    partMd5s[partNumber - 1] = Buffer.from(digests.md5, 'base64');
     const done: Promise<void> = client
       .send(
         new UploadPartCommand({
@@ -113,17 +117,34 @@ async function putMultipart(
     await Promise.all(inflight);
     check();
     parts.sort((a, b) => a.PartNumber! - b.PartNumber!);
-    await client.send(
+    const completed = await client.send(
       new CompleteMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: uploadId, MultipartUpload: { Parts: parts } }),
       { abortSignal: signal },
     );
-    return { size };
+    return { size, ...(await multipartVerdict(t, completed.ETag, partMd5s)) };
   } catch (err) {
     await Promise.allSettled(inflight);
     // Without the caller's signal: it may be the reason we are here, and the upload must go.
     await client.send(new AbortMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: uploadId })).catch(() => undefined);
     throw err;
   }
+}
+
+/**
+ * Checks the multipart ETag the store answered against the one computed from the parts sent
+ * (MD5 of the parts' binary MD5s, `-<count>`). Equal: the store holds exactly those parts, each
+ * already checked against its Content-MD5, so the object is verified without reading it back.
+ * Different: the object is wrong; it is removed and the write fails (transient: the engine
+ * retries). A store whose ETags follow another scheme (SSE-KMS, some gateways) gets no verdict,
+ * and the engine reads the object back.
+ */
+async function multipartVerdict(t: UploadTarget, etag: string | undefined, partMd5s: Buffer[]): Promise<Pick<WriteResult, 'storeVerified'>> {
+  const got = etag?.replace(/"/g, '').toLowerCase();
+  if (!got || !/^[0-9a-f]{32}-\d+$/.test(got)) return {};
+  const expected = `${createHash('md5').update(Buffer.concat(partMd5s)).digest('hex')}-${partMd5s.length}`;
+  if (got === expected) return { storeVerified: 'md5-parts' };
+  await t.client.send(new DeleteObjectCommand({ Bucket: t.bucket, Key: t.key })).catch(() => undefined);
+  throw new ConnectorError('TRANSIENT', `the store's multipart ETag ${got} does not match the parts sent (${expected}); the object was removed`);
 }
 
 /**
