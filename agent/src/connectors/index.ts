@@ -1,7 +1,9 @@
 import type { ConnectionType } from '@xfer/shared';
 import { ConnectorError, type Connector, type ConnectorFactory } from './types.js';
+import { createBlobConnector } from './blob/blob.connector.js';
 import { createS3Connector } from './s3/s3.connector.js';
 import { createSftpConnector } from './sftp/sftp.connector.js';
+import { createWebdavConnector } from './webdav/webdav.connector.js';
 
 export * from './types.js';
 export * from './paths.js';
@@ -15,6 +17,8 @@ const FACTORIES: Partial<Record<ConnectionType, ConnectorFactory>> = {
   s3: createS3Connector,
   r2: createS3Connector,
   gcs: createS3Connector,
+  blob: createBlobConnector,
+  webdav: createWebdavConnector,
 };
 
 /** Connection types this agent can serve. */

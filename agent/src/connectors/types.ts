@@ -93,6 +93,8 @@ export interface Entry {
   modifiedAt?: Date;
   /** The store's own checksum of the content, when it has one the engine can compare. */
   checksum?: Checksum;
+  /** The server's entity tag (WebDAV `getetag`), when it gives one: changes with the content, but is no checksum. */
+  etag?: string;
 }
 
 /** A checksum a store computes itself. `etag` is the plain MD5 ETag of a single-part S3 object. */

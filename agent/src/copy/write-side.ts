@@ -80,7 +80,10 @@ export class WriteSide {
     try {
       return await this.retrying(item.path, async () => {
         attempts++;
-        const existing = await destination.stat(destPath, { signal });
+        // `always` needs to know nothing of the destination (a stat per file is a round trip,
+        // and on object stores a 404 per new file); a resuming run does.
+        const needsStat = options.overwrite !== 'always' || resume;
+        const existing = needsStat ? await destination.stat(destPath, { signal }) : null;
         const plan = planFile(item.entry, existing, options.overwrite, resume);
         if (plan.action === 'skip') return { path: item.path, status: 'skipped', size: item.entry.size };
         if (plan.action === 'fail') throw new CopyJobError(plan.reason);

@@ -1,10 +1,13 @@
+import { blob } from './azurite.service.js';
 import { mongodb } from './mongodb.service.js';
 import { s3 } from './s3.service.js';
 import { sftp } from './sshd.service.js';
+import { ftp } from './vsftpd.service.js';
+import { webdav } from './webdav.service.js';
 import type { ServiceDefinition } from './types.js';
 
 /** Every service `npm run services` and the jest setup know, by name. A new service: one file, one line here. */
-export const SERVICES: readonly ServiceDefinition[] = [mongodb, sftp, s3];
+export const SERVICES: readonly ServiceDefinition[] = [mongodb, sftp, s3, ftp, webdav, blob];
 
 /** The definition named `name`; throws listing the known names otherwise. */
 export function serviceDefinition(name: string): ServiceDefinition {

@@ -136,8 +136,8 @@ async function ensureSshd(ctx: ServiceContext): Promise<string> {
   return sshd;
 }
 
-/** Creates the test user when missing and sets its password; returns the password. */
-async function ensureUser(ctx: ServiceContext): Promise<string> {
+/** Creates the test user when missing and sets its password; returns the password. The ftp service logs in as the same user. */
+export async function ensureUser(ctx: ServiceContext): Promise<string> {
   requireRoot(`create the sftp test user ${SFTP_TEST_USER}`);
   if (spawnSync('id', ['-u', SFTP_TEST_USER], { env: ctx.env as NodeJS.ProcessEnv }).status !== 0) {
     ctx.log(`sftp: creating the system user ${SFTP_TEST_USER} (no shell, sftp only)`);

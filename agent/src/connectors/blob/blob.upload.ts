@@ -1,0 +1,170 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { BlockBlobClient, BlockBlobUploadOptions } from '@azure/storage-blob';
+import { ConnectorError, type WriteResult } from '../types.js';
+import type { BlobTuning } from './blob.config.js';
+
+const MiB = 1024 * 1024;
+/** Azure's limits: at most 50,000 committed blocks per blob, each at most 4,000 MiB. */
+const MAX_BLOCKS = 50_000;
+const MAX_GROWN_BLOCK_BYTES = 512 * MiB;
+
+/**
+ * Uploads `body` to one block blob, atomically: a body that ends within the first block goes in
+ * one Put Blob; a longer one is staged in blocks (up to `queueBlocks` in flight) that become the
+ * blob only when Put Block List commits them. Nothing is committed on a failure or abort: the
+ * service never shows uncommitted blocks and discards them (at the blob's next commit, or after a
+ * week). Every request carries Content-MD5, so the service checks every byte; the blob's
+ * Content-MD5 property is set to the MD5 of the whole file, so `stat` and `list` report it.
+ * Memory: about (queueBlocks + 1) × block size, whatever the file size.
+ */
+export async function uploadBlob(blob: BlockBlobClient, body: AsyncIterable<unknown>, options: { size?: number; signal?: AbortSignal }, tuning: BlobTuning): Promise<WriteResult> {
+  const blockSize = (n: number) => blockBytes(n, options.size, tuning.blockBytes);
+  const reader = new BlockReader(body);
+  try {
+    const first = (await reader.next(blockSize(1))) ?? Buffer.alloc(0);
+    const second = first.length < blockSize(1) ? null : await reader.next(blockSize(2));
+    if (!second) return await putSingle(blob, first, options.signal);
+    return await putBlocks(blob, reader, [first, second], blockSize, options.signal, tuning.queueBlocks);
+  } finally {
+    await reader.close();
+  }
+}
+
+async function putSingle(blob: BlockBlobClient, data: Buffer, signal: AbortSignal | undefined): Promise<WriteResult> {
+  const md5 = createHash('md5').update(data).digest();
+  // Put Blob checks both against the body: Content-MD5 (the SDK sends it though its type omits
+  // it) and x-ms-blob-content-md5, which it also keeps as the blob's Content-MD5 property.
+  const upload: UploadWithMd5 = { abortSignal: signal, transactionalContentMD5: md5, blobHTTPHeaders: { blobContentMD5: md5 } };
+  await blob.upload(data, data.length, upload);
+  // The service checked the one request's Content-MD5 against every byte it stored.
+  return { size: data.length, checksum: { algorithm: 'md5', value: md5.toString('hex') }, storeVerified: 'content-md5' };
+}
+
+async function putBlocks(
+  blob: BlockBlobClient,
+  reader: BlockReader,
+  firstBlocks: Buffer[],
+  blockSize: (n: number) => number,
+  signal: AbortSignal | undefined,
+  queueBlocks: number,
+): Promise<WriteResult> {
+  // Block ids must have one length per blob; a random part keeps two writers of one blob from
+  // overwriting each other's uncommitted blocks.
+  const nonce = randomBytes(6).toString('hex');
+  const ids: string[] = [];
+  const whole = createHash('md5');
+  const inflight = new Set<Promise<void>>();
+  let failure: { err: unknown } | undefined;
+  let size = 0;
+  const stage = (data: Buffer) => {
+    if (ids.length >= MAX_BLOCKS) throw new ConnectorError('CONFLICT', `the file needs more than ${MAX_BLOCKS} blocks`);
+    const id = Buffer.from(`${nonce}-${String(ids.length).padStart(6, '0')}`).toString('base64');
+    ids.push(id);
+    size += data.length;
+    whole.update(data);
+    const md5 = createHash('md5').update(data).digest();
+    const done: Promise<void> = blob
+      .stageBlock(id, data, data.length, { abortSignal: signal, transactionalContentMD5: md5 })
+      .then(
+        () => undefined,
+        (err: unknown) => {
+          failure ??= { err };
+        },
+      )
+      .finally(() => inflight.delete(done));
+    inflight.add(done);
+  };
+  try {
+    for (const block of firstBlocks) stage(block);
+    for (;;) {
+      while (inflight.size >= queueBlocks && !failure) await Promise.race(inflight);
+      if (failure) break;
+      const block = await reader.next(blockSize(ids.length + 1));
+      if (!block) break;
+      stage(block);
+    }
+  } finally {
+    // Never leave a request running past the write, whatever happened.
+    await Promise.all(inflight);
+  }
+  if (failure) throw failure.err;
+  signal?.throwIfAborted();
+  const md5 = whole.digest();
+  await blob.commitBlockList(ids, { abortSignal: signal, blobHTTPHeaders: { blobContentMD5: md5 } });
+  // The commit names exactly the blocks staged (it fails if one is missing); the properties
+  // confirm the whole: the size the service assembled and the Content-MD5 it keeps.
+  const props = await blob.getProperties({ abortSignal: signal });
+  const storedMd5 = props.contentMD5 ? Buffer.from(props.contentMD5).toString('hex') : undefined;
+  if (props.contentLength !== size || (storedMd5 !== undefined && storedMd5 !== md5.toString('hex'))) {
+    await blob.deleteIfExists().catch(() => undefined);
+    throw new ConnectorError('TRANSIENT', `the committed blob holds ${props.contentLength} bytes of ${size} sent`);
+  }
+  return { size, checksum: { algorithm: 'md5', value: md5.toString('hex') }, storeVerified: 'md5-blocks' };
+}
+
+/** Upload options with the Content-MD5 the SDK passes on (BlockBlobClient.upload) but does not declare. */
+export type UploadWithMd5 = BlockBlobUploadOptions & { transactionalContentMD5?: Uint8Array };
+
+/**
+ * Size of block `n` (1-based): the base size, grown so that a file of `sizeHint` bytes fits in
+ * 50,000 blocks, or, without a hint, doubled every 5,000 blocks (up to 512 MiB), so that a stream
+ * of unknown length can reach about 9 TB.
+ */
+export function blockBytes(n: number, sizeHint: number | undefined, base: number): number {
+  if (sizeHint !== undefined) {
+    let size = base;
+    while (size * (MAX_BLOCKS - 1) < sizeHint && size < MAX_GROWN_BLOCK_BYTES) size *= 2;
+    return size;
+  }
+  return Math.min(base * 2 ** Math.floor((n - 1) / 5000), MAX_GROWN_BLOCK_BYTES);
+}
+
+/** Cuts an async iterable of chunks into blocks of an asked size. */
+class BlockReader {
+  private readonly iterator: AsyncIterator<unknown>;
+  private leftover: Buffer | null = null;
+  private ended = false;
+
+  constructor(body: AsyncIterable<unknown>) {
+    this.iterator = body[Symbol.asyncIterator]();
+  }
+
+  /** The next `size` bytes (fewer at the end), or null when the body is exhausted. */
+  async next(size: number): Promise<Buffer | null> {
+    const chunks: Buffer[] = [];
+    let have = 0;
+    const take = (chunk: Buffer) => {
+      const need = size - have;
+      if (chunk.length > need) {
+        chunks.push(chunk.subarray(0, need));
+        this.leftover = chunk.subarray(need);
+        have = size;
+      } else {
+        chunks.push(chunk);
+        have += chunk.length;
+      }
+    };
+    if (this.leftover) {
+      const rest = this.leftover;
+      this.leftover = null;
+      take(rest);
+    }
+    while (have < size && !this.ended) {
+      const step = await this.iterator.next();
+      if (step.done) this.ended = true;
+      else take(toBuffer(step.value));
+    }
+    if (have === 0) return null;
+    return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, have);
+  }
+
+  async close(): Promise<void> {
+    if (!this.ended) await this.iterator.return?.();
+  }
+}
+
+function toBuffer(value: unknown): Buffer {
+  if (Buffer.isBuffer(value)) return value;
+  if (typeof value === 'string') return Buffer.from(value);
+  return Buffer.from(value as Uint8Array);
+}

@@ -1,0 +1,254 @@
+import type { IncomingMessage } from 'node:http';
+import { Readable } from 'node:stream';
+import type { ConnectionSettings } from '@xfer/shared';
+import { joinRel, parentOf, relativePath } from '../paths.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type Entry, type WriteResult } from '../types.js';
+import { DavClient, type DavResource } from './webdav.client.js';
+import { webdavConfig, type WebdavConfig } from './webdav.config.js';
+import { requestError, type WebdavErrorContext } from './webdav.errors.js';
+
+/**
+ * WebDAV (RFC 4918) over HTTP(S) with Basic auth. Listing is PROPFIND `Depth: 1`, one collection
+ * at a time (never `Depth: infinity`, which servers refuse or answer with the whole tree in one
+ * body); writes are one streamed PUT (chunked when the length is unknown); `rename` is MOVE with
+ * `Overwrite: T`, so the engine writes a temporary name and renames it into place.
+ */
+export class WebdavConnector implements Connector {
+  readonly type = 'webdav' as const;
+  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true };
+  private readonly config: WebdavConfig;
+  private readonly dav: DavClient;
+
+  constructor(settings: ConnectionSettings) {
+    this.config = webdavConfig(settings);
+    this.dav = new DavClient(this.config);
+  }
+
+  async *list(path: string, options: { recursive: boolean; signal?: AbortSignal }): AsyncIterable<Entry> {
+    const rel = relativePath(path);
+    const self = await this.dav.propfind(this.serverPath(rel), 0, this.ctx('list', rel), options.signal);
+    if (!self?.[0]) throw new ConnectorError('NOT_FOUND', `list ${JSON.stringify(rel)} on ${this.config.endpoint}: no such directory`);
+    if (!self[0].collection) throw new ConnectorError('CONFLICT', `list ${JSON.stringify(rel)} on ${this.config.endpoint}: not a directory`);
+    yield* this.walk(rel, options.recursive, options.signal);
+  }
+
+  /** One collection's children; a child collection's subtree follows it at once when recursive. */
+  private async *walk(rel: string, recursive: boolean, signal?: AbortSignal): AsyncIterable<Entry> {
+    const resources = await this.dav.propfind(this.serverPath(rel), 1, this.ctx('list', rel), signal);
+    // Gone between the listing of its parent and now: nothing to list.
+    if (!resources) return;
+    const own = this.serverPath(rel);
+    for (const resource of resources) {
+      if (resource.serverPath === own) continue;
+      const child = this.childPath(resource, own, rel);
+      if (child === null) continue;
+      yield this.entry(child, resource);
+      if (recursive && resource.collection) yield* this.walk(child, true, signal);
+    }
+  }
+
+  async stat(path: string, options?: { signal?: AbortSignal }): Promise<Entry | null> {
+    const rel = relativePath(path);
+    const found = await this.dav.propfind(this.serverPath(rel), 0, this.ctx('stat', rel), options?.signal);
+    return found?.[0] ? this.entry(rel, found[0]) : null;
+  }
+
+  async read(path: string, options: { start?: number; end?: number; signal?: AbortSignal } = {}): Promise<Readable> {
+    const rel = relativePath(path);
+    const ctx = this.ctx('read', rel);
+    const start = options.start ?? 0;
+    const ranged = start > 0 || options.end !== undefined;
+    if (options.end !== undefined && options.end < start) return Readable.from([]);
+    const res = await this.dav.request({
+      method: 'GET', serverPath: this.serverPath(rel), signal: options.signal, ctx, accept: [416],
+      headers: ranged ? { Range: `bytes=${start}-${options.end ?? ''}` } : {},
+    });
+    // 416: the range starts past the end, so there is nothing to read.
+    if (res.status === 416) {
+      res.discard();
+      return Readable.from([]);
+    }
+    // A server that ignores Range answers 200 with the whole file: cut the range out here.
+    const skip = ranged && res.status === 200 ? start : 0;
+    const limit = ranged && res.status === 200 && options.end !== undefined ? options.end - start + 1 : Infinity;
+    return Readable.from(bodyChunks(res.body, { skip, limit, ctx, signal: options.signal }), { objectMode: false });
+  }
+
+  async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal }): Promise<WriteResult> {
+    const rel = relativePath(path);
+    const ctx = this.ctx('write', rel);
+    if (rel === '') throw new ConnectorError('CONFLICT', 'write needs a file path, not the base path');
+    if (options.signal?.aborted) {
+      body.destroy();
+      throw requestError(options.signal.reason, ctx, options.signal);
+    }
+    let size = 0;
+    let sourceError: unknown;
+    async function* counted(): AsyncIterable<Uint8Array> {
+      try {
+        for await (const chunk of body) {
+          const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Buffer);
+          // An empty chunk would go out as the chunked encoding's terminator and end the body early.
+          if (bytes.length === 0) continue;
+          size += bytes.length;
+          yield bytes;
+        }
+      } catch (err) {
+        sourceError = err;
+        throw err;
+      }
+    }
+    let sent = false;
+    try {
+      await this.mkdirs(parentOf(rel), options.signal);
+      sent = true;
+      await this.dav.request({
+        method: 'PUT', serverPath: this.serverPath(rel), signal: options.signal, ctx, body: Readable.from(counted()),
+        headers: { 'Content-Type': 'application/octet-stream' },
+      });
+      return { size };
+    } catch (err) {
+      body.destroy();
+      const mapped = sourceError !== undefined && !options.signal?.aborted
+        ? new ConnectorError('TRANSIENT', `write ${JSON.stringify(rel)}: reading the source failed: ${(sourceError as Error)?.message ?? sourceError}`, { cause: sourceError })
+        : requestError(err, ctx, options.signal);
+      // Bytes may have landed at the path: remove them (without the caller's signal, which may
+      // be the reason we are here). A refused PUT created nothing.
+      if (sent && mapped.code !== 'AUTH' && mapped.code !== 'PERMISSION') await this.remove(rel).catch(() => undefined);
+      throw mapped;
+    }
+  }
+
+  async mkdir(path: string, options?: { signal?: AbortSignal }): Promise<void> {
+    await this.mkdirs(relativePath(path), options?.signal);
+  }
+
+  /**
+   * MKCOL `rel`; on 409 (a parent is missing) its parent first, one level at a time, then again.
+   * 405 means something is there already: fine when it is a collection, CONFLICT otherwise.
+   */
+  private async mkdirs(rel: string, signal?: AbortSignal): Promise<void> {
+    if (rel === '') return;
+    const ctx = this.ctx('mkdir', rel);
+    const mkcol = () => this.dav.request({ method: 'MKCOL', serverPath: this.serverPath(rel), collection: true, signal, ctx, accept: [405, 409] });
+    let res = await mkcol();
+    if (res.status === 409) {
+      await this.mkdirs(parentOf(rel), signal);
+      res = await mkcol();
+    }
+    res.discard();
+    if (res.status === 405) {
+      const found = await this.dav.propfind(this.serverPath(rel), 0, ctx, signal);
+      if (found?.[0]?.collection) return;
+      throw new ConnectorError('CONFLICT', `mkdir ${JSON.stringify(rel)} on ${this.config.endpoint}: a file is in the way`);
+    }
+    if (res.status === 409) throw new ConnectorError('CONFLICT', `mkdir ${JSON.stringify(rel)} on ${this.config.endpoint}: a parent is not a directory`);
+  }
+
+  async remove(path: string, options?: { signal?: AbortSignal }): Promise<void> {
+    const rel = relativePath(path);
+    if (rel === '') throw new ConnectorError('PERMISSION', 'refusing to remove the connection\'s base path');
+    // DELETE of a collection removes everything below it (RFC 4918 9.6.1): one request.
+    const res = await this.dav.request({ method: 'DELETE', serverPath: this.serverPath(rel), signal: options?.signal, ctx: this.ctx('remove', rel), accept: [404] });
+    res.discard();
+  }
+
+  async rename(from: string, to: string, options?: { signal?: AbortSignal }): Promise<void> {
+    const src = relativePath(from);
+    const dst = relativePath(to);
+    const ctx = this.ctx('rename', src);
+    if (src === '' || dst === '') throw new ConnectorError('PERMISSION', 'rename cannot move the base path or onto it');
+    await this.mkdirs(parentOf(dst), options?.signal);
+    try {
+      const res = await this.dav.request({
+        method: 'MOVE', serverPath: this.serverPath(src), signal: options?.signal, ctx,
+        headers: { Destination: this.dav.url(this.serverPath(dst)), Overwrite: 'T' },
+      });
+      res.discard();
+    } catch (err) {
+      // Some servers (rclone) answer a missing source with 403: tell the two apart.
+      if (err instanceof ConnectorError && err.code === 'PERMISSION' && !(await this.stat(src, options))) {
+        throw new ConnectorError('NOT_FOUND', `rename ${JSON.stringify(src)} on ${this.config.endpoint}: not found`, { cause: err });
+      }
+      throw err;
+    }
+  }
+
+  async test(options?: { signal?: AbortSignal }): Promise<string> {
+    const ctx = this.ctx('test', '');
+    const found = await this.dav.propfind(this.serverPath(''), 0, ctx, options?.signal);
+    const where = `${this.config.origin}${this.config.basePath}`;
+    if (!found?.[0]) throw new ConnectorError('NOT_FOUND', `base path ${this.config.basePath} does not exist on ${where.replace(/\/[^/]*$/, '') || this.config.origin}`);
+    if (!found[0].collection) throw new ConnectorError('CONFLICT', `base path ${this.config.basePath} on ${this.config.origin} is not a directory`);
+    return `connected to WebDAV server ${this.config.origin} as the given user; ${this.config.basePath} is a directory`;
+  }
+
+  async close(): Promise<void> {
+    this.dav.close();
+  }
+
+  private ctx(op: string, path: string): WebdavErrorContext {
+    return { op, path, endpoint: this.config.endpoint };
+  }
+
+  private serverPath(rel: string): string {
+    const base = this.config.basePath === '/' ? '' : this.config.basePath;
+    return rel === '' ? base || '/' : `${base}/${rel}`;
+  }
+
+  /** The relative path of a child in a listing of `own`; null when the server names something else or an unusable name. */
+  private childPath(resource: DavResource, own: string, rel: string): string | null {
+    const prefix = own === '/' ? '/' : `${own}/`;
+    if (!resource.serverPath.startsWith(prefix)) return null;
+    const name = resource.serverPath.slice(prefix.length);
+    if (name === '' || name.includes('/')) return null;
+    try {
+      return relativePath(joinRel(rel, name)) === joinRel(rel, name) ? joinRel(rel, name) : null;
+    } catch {
+      return null;
+    }
+  }
+
+  private entry(rel: string, resource: DavResource): Entry {
+    return {
+      path: rel, kind: resource.collection ? 'directory' : 'file', size: resource.collection ? 0 : resource.size,
+      ...(resource.modifiedAt ? { modifiedAt: resource.modifiedAt } : {}),
+      ...(resource.etag ? { etag: resource.etag } : {}),
+    };
+  }
+}
+
+/** The body's bytes, skipping `skip` and stopping after `limit`; errors and aborts as ConnectorErrors. */
+async function* bodyChunks(
+  body: IncomingMessage,
+  opts: { skip: number; limit: number; ctx: WebdavErrorContext; signal?: AbortSignal },
+): AsyncIterable<Buffer> {
+  let skip = opts.skip;
+  let left = opts.limit;
+  try {
+    for await (const data of body) {
+      if (opts.signal?.aborted) throw requestError(opts.signal.reason, opts.ctx, opts.signal);
+      let chunk = data as Buffer;
+      if (skip > 0) {
+        const cut = Math.min(skip, chunk.length);
+        skip -= cut;
+        chunk = chunk.subarray(cut);
+      }
+      if (chunk.length > left) chunk = chunk.subarray(0, left);
+      left -= chunk.length;
+      if (chunk.length > 0) yield chunk;
+      if (left <= 0) return;
+    }
+    // A connection cut mid-body ends the stream early on some Node versions instead of erroring.
+    if (!body.complete) throw new Error('the connection closed before the whole body arrived');
+  } catch (err) {
+    throw requestError(err, opts.ctx, opts.signal);
+  } finally {
+    if (!body.readableEnded) body.destroy();
+  }
+}
+
+/** The registry's factory (connectors/index.ts). */
+export function createWebdavConnector(settings: ConnectionSettings): Connector {
+  return new WebdavConnector(settings);
+}

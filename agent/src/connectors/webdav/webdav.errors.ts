@@ -1,0 +1,89 @@
+import { ConnectorError, type ConnectorErrorCode } from '../types.js';
+
+/** What went wrong where: the operation and the connector path, for messages. */
+export interface WebdavErrorContext {
+  op: string;
+  path: string;
+  endpoint: string;
+}
+
+const TLS_PLAIN = 'TLS handshake failed (is the server plain HTTP? set options.secure to false)';
+
+/** Network failures (the `code` of fetch's cause) by what to tell the user. */
+const NETWORK: Record<string, string> = {
+  ENOTFOUND: 'cannot resolve the host name',
+  EAI_AGAIN: 'cannot resolve the host name (DNS did not answer)',
+  ECONNREFUSED: 'connection refused (is a WebDAV server listening on that port?)',
+  ETIMEDOUT: 'timed out',
+  UND_ERR_CONNECT_TIMEOUT: 'timed out connecting',
+  UND_ERR_HEADERS_TIMEOUT: 'timed out waiting for the server',
+  UND_ERR_BODY_TIMEOUT: 'timed out waiting for data',
+  EHOSTUNREACH: 'host unreachable',
+  ENETUNREACH: 'network unreachable',
+  ECONNRESET: 'connection reset by the server',
+  EPIPE: 'connection closed by the server',
+  UND_ERR_SOCKET: 'connection closed by the server',
+  EPROTO: TLS_PLAIN,
+  ERR_SSL_WRONG_VERSION_NUMBER: TLS_PLAIN,
+  ERR_SSL_PACKET_LENGTH_TOO_LONG: TLS_PLAIN,
+  DEPTH_ZERO_SELF_SIGNED_CERT: 'the server presented a self-signed certificate',
+  SELF_SIGNED_CERT_IN_CHAIN: 'the server certificate chain is self-signed',
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: 'the server certificate cannot be verified',
+  CERT_HAS_EXPIRED: 'the server certificate has expired',
+  ERR_TLS_CERT_ALTNAME_INVALID: 'the server certificate does not name this host',
+};
+
+/** The code for an HTTP status the server answered with (RFC 4918 and RFC 9110 meanings). */
+export function statusCode(status: number): ConnectorErrorCode {
+  if (status === 401) return 'AUTH';
+  if (status === 403) return 'PERMISSION';
+  // 409 from PUT, MKCOL, MOVE: an intermediate collection is missing.
+  if (status === 404 || status === 409 || status === 410) return 'NOT_FOUND';
+  if (status === 408 || status === 429 || status >= 500 && status !== 501 && status !== 505 && status !== 507) return 'TRANSIENT';
+  if (status === 405 || status === 501) return 'UNSUPPORTED';
+  // 412 precondition, 413 too large, 415, 423 locked, 507 insufficient storage, ...
+  return 'CONFLICT';
+}
+
+/** A ConnectorError for a response with an unexpected status. */
+export function httpError(status: number, statusText: string, ctx: WebdavErrorContext): ConnectorError {
+  const code = statusCode(status);
+  const what = `${ctx.op} ${JSON.stringify(ctx.path)} on ${ctx.endpoint}`;
+  const why = code === 'AUTH' ? 'authentication failed (wrong username or password)'
+    : status === 403 ? 'permission denied'
+    : code === 'NOT_FOUND' ? 'not found'
+    : status === 507 ? 'the server has no space left'
+    : `the server answered ${status} ${statusText}`.trim();
+  return new ConnectorError(code, `${what}: ${why} (HTTP ${status})`, { cause: new Error(`HTTP ${status} ${statusText}`) });
+}
+
+/** A ConnectorError for a request that got no answer (network, TLS, abort). */
+export function requestError(err: unknown, ctx: WebdavErrorContext, signal?: AbortSignal): ConnectorError {
+  if (err instanceof ConnectorError) return err;
+  if (signal?.aborted || (err as Error)?.name === 'AbortError') {
+    return new ConnectorError('TRANSIENT', `${ctx.op} ${JSON.stringify(ctx.path)}: aborted`, { cause: err });
+  }
+  // fetch refuses the ports the Fetch standard blocks (e.g. 21, 22, 25, 6000, 10080) without a request.
+  if (causeOf(err)?.message === 'bad port') {
+    return new ConnectorError('CONFLICT', `${ctx.op} on ${ctx.endpoint}: HTTP clients refuse this port (it belongs to another protocol); serve WebDAV on another port`, { cause: err });
+  }
+  const code = networkCode(err);
+  const why = (code && NETWORK[code]) ?? (/wrong version number|packet length too long/i.test(String(causeOf(err)?.message)) ? TLS_PLAIN : undefined)
+    ?? (causeOf(err)?.message || (err as Error)?.message || String(err));
+  return new ConnectorError('TRANSIENT', `${ctx.op} ${JSON.stringify(ctx.path)} on ${ctx.endpoint}: ${why}`, { cause: err });
+}
+
+/** The error fetch wraps in its `TypeError: fetch failed`. */
+function causeOf(err: unknown): (Error & { code?: string; errors?: unknown[] }) | undefined {
+  // Duck-typed: errors from another realm (undici's, in a test VM) fail `instanceof Error`.
+  const cause = (err as { cause?: unknown })?.cause;
+  return typeof cause === 'object' && cause !== null && 'message' in cause ? (cause as Error & { code?: string }) : undefined;
+}
+
+/** The system or undici code, looking through fetch's cause and Happy Eyeballs' AggregateError. */
+function networkCode(err: unknown): string | undefined {
+  const cause = causeOf(err) ?? (err as Error & { code?: string });
+  if (cause?.code) return cause.code;
+  const first = (cause as { errors?: Array<{ code?: string }> })?.errors?.[0];
+  return first?.code;
+}

@@ -1,0 +1,49 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { acceptsTcp, startServerProcess } from '@xfer/control-plane';
+import { ensureRclone, RCLONE_VERSION } from '../tools/rclone.js';
+import type { ServiceDefinition } from './types.js';
+
+/**
+ * A real WebDAV server: `rclone serve webdav` (the current rclone the benchmarks fetch and cache,
+ * not Debian's 1.60) over a directory in the data dir, plain HTTP on a free 127.0.0.1 port, one
+ * user with Basic auth and a password random per start.
+ */
+export const webdav: ServiceDefinition = {
+  name: 'webdav',
+  summary: `WebDAV (rclone ${RCLONE_VERSION} serve webdav over a directory)`,
+  provides: ['XFER_TEST_WEBDAV_HOST', 'XFER_TEST_WEBDAV_PORT', 'XFER_TEST_WEBDAV_USER', 'XFER_TEST_WEBDAV_PASSWORD', 'XFER_TEST_WEBDAV_ROOT'],
+  async install(ctx) {
+    await ensureRclone(ctx);
+  },
+  async start(ctx) {
+    const bin = await ensureRclone(ctx);
+    const root = join(ctx.dataDir, 'root');
+    await mkdir(root);
+    const user = 'xfer';
+    const password = randomBytes(18).toString('base64url');
+    const { pid, port } = await startServerProcess({
+      name: 'rclone serve webdav',
+      bin,
+      // `--config ''`: no rclone.conf of the machine's user is read. The data dir names the process.
+      args: (port) => ['serve', 'webdav', root, '--addr', `127.0.0.1:${port}`, '--config', '', '--log-level', 'NOTICE'],
+      logPath: join(ctx.dataDir, 'rclone-webdav.log'),
+      // Credentials through the environment (rclone reads RCLONE_<FLAG>), never the process list.
+      env: { ...ctx.env, RCLONE_USER: user, RCLONE_PASS: password },
+      timeoutMs: 15_000,
+    });
+    return {
+      pid,
+      env: {
+        XFER_TEST_WEBDAV_HOST: '127.0.0.1',
+        XFER_TEST_WEBDAV_PORT: String(port),
+        XFER_TEST_WEBDAV_USER: user,
+        XFER_TEST_WEBDAV_PASSWORD: password,
+        // The served directory: the conformance suite's raw checks read it through the file system too.
+        XFER_TEST_WEBDAV_ROOT: root,
+      },
+    };
+  },
+  isHealthy: (record) => acceptsTcp(Number(record.env.XFER_TEST_WEBDAV_PORT)),
+};
