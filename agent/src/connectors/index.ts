@@ -1,6 +1,7 @@
 import type { ConnectionType } from '@xfer/shared';
 import { ConnectorError, type Connector, type ConnectorFactory } from './types.js';
 import { createBlobConnector } from './blob/blob.connector.js';
+import { createFtpConnector } from './ftp/ftp.connector.js';
 import { createS3Connector } from './s3/s3.connector.js';
 import { createSftpConnector } from './sftp/sftp.connector.js';
 import { createWebdavConnector } from './webdav/webdav.connector.js';
@@ -14,6 +15,7 @@ export * from './paths.js';
  */
 const FACTORIES: Partial<Record<ConnectionType, ConnectorFactory>> = {
   sftp: createSftpConnector,
+  ftp: createFtpConnector,
   s3: createS3Connector,
   r2: createS3Connector,
   gcs: createS3Connector,

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { Agent } from 'node:http';
 import { createClient, type FileStat, type WebDAVClient } from 'webdav';
 import type { RawStore } from './conformance.suite.js';
 
@@ -10,7 +11,9 @@ export class RawWebdav implements RawStore {
   private readonly client: WebDAVClient;
 
   constructor(opts: { url: string; username: string; password: string; base: string }) {
-    this.client = createClient(opts.url, { username: opts.username, password: opts.password });
+    // A fresh connection per request: a kept-alive one the server closes as it is reused fails
+    // with "socket hang up", and this client does not retry.
+    this.client = createClient(opts.url, { username: opts.username, password: opts.password, httpAgent: new Agent({ keepAlive: false }) });
     this.base = opts.base.replace(/\/+$/, '');
   }
 
@@ -35,9 +38,23 @@ export class RawWebdav implements RawStore {
     const parts = rel.split('/').slice(0, -1);
     for (let i = 1; i <= parts.length; i++) {
       const dir = this.abs(parts.slice(0, i).join('/'));
-      if (!(await this.client.exists(dir))) await this.client.createDirectory(dir);
+      await this.ensureDirectory(dir);
     }
     await this.client.putFileContents(this.abs(rel), data, { overwrite: true });
+  }
+
+  /** Parallel puts race to create one directory: a refusal (405 exists, 423 locked) is fine once it is there. */
+  private async ensureDirectory(dir: string): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      if (await this.client.exists(dir)) return;
+      try {
+        await this.client.createDirectory(dir);
+        return;
+      } catch (err) {
+        if (attempt >= 20) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 10 * (attempt + 1)));
+      }
+    }
   }
 
   async sha256(rel: string): Promise<string | null> {

@@ -5,17 +5,39 @@ import { runConformance } from './conformance.suite.js';
 import { bodyOf, closedPort, expectCode, uniqueName } from './helpers.js';
 import { RawWebdav } from './webdav.raw.js';
 
-// rclone serve webdav of `npm run services` (e2e/src/services/webdav.service.ts), started by jest's global setup.
+interface DavServer {
+  name: string;
+  host: string;
+  port: number;
+  username: string;
+  password: string;
+  /** Where the writable WebDAV tree starts on the server. */
+  prefix: string;
+  /** A collection the user may read but not write (403 on PUT/MKCOL), when the server has one. */
+  readonlyPath?: string;
+}
+
+// The servers of `npm run services` (e2e/src/services/webdav.service.ts), started by jest's global setup.
 const env = process.env;
-const server = {
+const rclone: DavServer = {
+  name: 'rclone serve webdav',
   host: env.XFER_TEST_WEBDAV_HOST!,
   port: Number(env.XFER_TEST_WEBDAV_PORT),
   username: env.XFER_TEST_WEBDAV_USER!,
   password: env.XFER_TEST_WEBDAV_PASSWORD!,
+  prefix: '',
 };
-const url = `http://${server.host}:${server.port}`;
+const apache: DavServer = {
+  name: 'Apache mod_dav',
+  host: env.XFER_TEST_APACHE_DAV_HOST!,
+  port: Number(env.XFER_TEST_APACHE_DAV_PORT),
+  username: env.XFER_TEST_APACHE_DAV_USER!,
+  password: env.XFER_TEST_APACHE_DAV_PASSWORD!,
+  prefix: env.XFER_TEST_APACHE_DAV_PREFIX!,
+  readonlyPath: env.XFER_TEST_APACHE_DAV_READONLY_PATH,
+};
 
-function settings(base: string, over: Partial<ConnectionSettings> = {}, credentials: Record<string, string> = {}): ConnectionSettings {
+function settings(server: DavServer, base: string, over: Partial<ConnectionSettings> = {}, credentials: Record<string, string> = {}): ConnectionSettings {
   return {
     id: '000000000000000000000001', name: 'webdav conformance', type: 'webdav', host: server.host, port: server.port,
     path: base, options: { secure: false }, agent_id: null,
@@ -23,39 +45,45 @@ function settings(base: string, over: Partial<ConnectionSettings> = {}, credenti
   };
 }
 
-runConformance('webdav (rclone serve webdav), base path with a space', async () => {
-  const base = `/${uniqueName('conformance')}/with space`;
-  const raw = new RawWebdav({ url, username: server.username, password: server.password, base });
-  await raw.mkdirs();
-  const port = await closedPort();
-  return {
-    // Through the registry, as the agent builds it.
-    connector: () => createConnector(settings(base)),
-    raw,
-    failures: [
-      { name: 'wrong password', connector: () => new WebdavConnector(settings(base, {}, { password: 'not-the-password' })), code: 'AUTH', message: /authentication failed/ },
-      { name: 'unknown user', connector: () => new WebdavConnector(settings(base, {}, { username: 'no-such-user' })), code: 'AUTH', message: /authentication failed/ },
-      { name: 'wrong port', connector: () => new WebdavConnector(settings(base, { port })), code: 'TRANSIENT', message: /connection refused/ },
-      { name: 'unknown host', connector: () => new WebdavConnector(settings(base, { host: 'no-such-host.invalid' })), code: 'TRANSIENT', message: /cannot resolve/ },
-      { name: 'missing base path', connector: () => new WebdavConnector(settings(`${base}/missing`)), code: 'NOT_FOUND', message: /does not exist/ },
-      {
-        name: 'HTTPS to a plain-HTTP server', code: 'TRANSIENT', message: /TLS handshake failed.*secure to false/,
-        connector: () => new WebdavConnector(settings(base, { options: { secure: true } })),
-      },
-    ],
-    unreachable: () => new WebdavConnector(settings(base, { port })),
-    listPastOnePage: true,
-    cleanup: () => raw.destroy(),
-  };
-});
+function rawClient(server: DavServer, base: string): RawWebdav {
+  return new RawWebdav({ url: `http://${server.host}:${server.port}`, username: server.username, password: server.password, base });
+}
+
+for (const server of [rclone, apache]) {
+  runConformance(`webdav (${server.name}), base path with a space`, async () => {
+    const base = `${server.prefix}/${uniqueName('conformance')}/with space`;
+    const raw = rawClient(server, base);
+    await raw.mkdirs();
+    const port = await closedPort();
+    const make = (over: Partial<ConnectionSettings> = {}, credentials: Record<string, string> = {}) => () => new WebdavConnector(settings(server, base, over, credentials));
+    return {
+      // Through the registry, as the agent builds it.
+      connector: () => createConnector(settings(server, base)),
+      raw,
+      failures: [
+        { name: 'wrong password', connector: make({}, { password: 'not-the-password' }), code: 'AUTH', message: /authentication failed/ },
+        { name: 'unknown user', connector: make({}, { username: 'no-such-user' }), code: 'AUTH', message: /authentication failed/ },
+        { name: 'wrong port', connector: make({ port }), code: 'TRANSIENT', message: /connection refused/ },
+        { name: 'unknown host', connector: make({ host: 'no-such-host.invalid' }), code: 'TRANSIENT', message: /cannot resolve/ },
+        { name: 'missing base path', connector: () => new WebdavConnector(settings(server, `${base}/missing`)), code: 'NOT_FOUND', message: /does not exist/ },
+        { name: 'HTTPS to a plain-HTTP server', connector: make({ options: { secure: true } }), code: 'TRANSIENT', message: /TLS handshake failed.*secure to false/ },
+      ],
+      ...(server.readonlyPath ? { readOnly: () => new WebdavConnector(settings(server, server.readonlyPath!)) } : {}),
+      unreachable: make({ port }),
+      listPastOnePage: true,
+      cleanup: () => raw.destroy(),
+    };
+  });
+}
 
 describe('webdav connector', () => {
+  const server = rclone;
   const base = `/${uniqueName('webdav')}`;
-  const raw = new RawWebdav({ url, username: server.username, password: server.password, base });
+  const raw = rawClient(server, base);
   let c: WebdavConnector;
   beforeAll(async () => {
     await raw.mkdirs();
-    c = new WebdavConnector(settings(base));
+    c = new WebdavConnector(settings(server, base));
   });
   afterAll(async () => {
     await c.close();
@@ -75,12 +103,12 @@ describe('webdav connector', () => {
 
   it('a base path that is a file is CONFLICT', async () => {
     await raw.put('plain.txt', Buffer.from('x'));
-    const onFile = new WebdavConnector(settings(`${base}/plain.txt`));
+    const onFile = new WebdavConnector(settings(server, `${base}/plain.txt`));
     await expectCode(onFile.test(), 'CONFLICT', /not a directory/);
     await onFile.close();
   });
 
   it('refuses a user name with a colon (HTTP Basic cannot send it) before any request', () => {
-    expect(() => new WebdavConnector(settings(base, {}, { username: 'a:b' }))).toThrow(/must not contain ':'/);
+    expect(() => new WebdavConnector(settings(server, base, {}, { username: 'a:b' }))).toThrow(/must not contain ':'/);
   });
 });

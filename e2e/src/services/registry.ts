@@ -1,3 +1,4 @@
+import { apacheDav } from './apache-dav.service.js';
 import { blob } from './azurite.service.js';
 import { mongodb } from './mongodb.service.js';
 import { s3 } from './s3.service.js';
@@ -7,7 +8,7 @@ import { webdav } from './webdav.service.js';
 import type { ServiceDefinition } from './types.js';
 
 /** Every service `npm run services` and the jest setup know, by name. A new service: one file, one line here. */
-export const SERVICES: readonly ServiceDefinition[] = [mongodb, sftp, s3, ftp, webdav, blob];
+export const SERVICES: readonly ServiceDefinition[] = [mongodb, sftp, s3, ftp, webdav, apacheDav, blob];
 
 /** The definition named `name`; throws listing the known names otherwise. */
 export function serviceDefinition(name: string): ServiceDefinition {

@@ -112,6 +112,10 @@ export const CONNECTION_TYPE_SPECS: Readonly<Record<ConnectionType, ConnectionTy
     hostRequired: true, defaultHost: none, defaultEndpoint: 'none: host is required', defaultPort: 21,
     options: {
       secure: { type: 'string', enum: ['none', 'explicit', 'implicit'], default: 'explicit', description: 'TLS: none (plain FTP), explicit (AUTH TLS) or implicit (FTPS)' },
+      tls_cert_sha256: {
+        type: 'string', pattern: /^([0-9A-Fa-f]{2}:){31}[0-9A-Fa-f]{2}$|^[0-9A-Fa-f]{64}$/,
+        description: "Pinned SHA-256 fingerprint of the server's TLS certificate (openssl x509 -fingerprint -sha256), for self-signed servers; the connection fails on any other certificate",
+      },
     },
   },
   smb: {

@@ -46,6 +46,8 @@ const PROPFIND_BODY = '<?xml version="1.0" encoding="utf-8"?><D:propfind xmlns:D
 
 /** Same-origin redirects followed for requests without a streamed body (a collection's missing slash). */
 const MAX_REDIRECTS = 5;
+/** Socket inactivity before an answer starts (while a body is sent, the socket is active). */
+const ANSWER_TIMEOUT_MS = 120_000;
 
 /**
  * HTTP/1.1 requests to one WebDAV server with Basic auth, through node:http(s) and a keep-alive
@@ -90,29 +92,45 @@ export class DavClient {
     }
   }
 
-  private async send(url: string, req: DavRequest): Promise<IncomingMessage> {
+  private async send(url: string, req: DavRequest, retried = false): Promise<IncomingMessage> {
     if (req.signal?.aborted) throw requestError(req.signal.reason, req.ctx, req.signal);
     const headers: Record<string, string> = { Authorization: this.config.authorization, ...req.headers };
     if (typeof req.body === 'string') headers['Content-Length'] = String(Buffer.byteLength(req.body));
     else if (req.body === undefined) headers['Content-Length'] = '0';
     const request = (this.secure ? httpsRequest : httpRequest)(url, { method: req.method, headers, agent: this.agent, signal: req.signal });
+    // Until the answer starts: a server that accepts and then says nothing. Not afterwards, when
+    // a slow consumer may legitimately leave a response body unread for long.
+    request.setTimeout(ANSWER_TIMEOUT_MS, () => request.destroy(Object.assign(new Error('no answer'), { code: 'ETIMEDOUT' })));
+    let answered: IncomingMessage | undefined;
     const response = new Promise<IncomingMessage>((resolve, reject) => {
-      request.once('response', resolve);
+      request.once('response', (res) => {
+        request.setTimeout(0);
+        answered = res;
+        resolve(res);
+      });
       request.once('error', reject);
     });
     response.catch(() => undefined);
     try {
       if (typeof req.body === 'object') {
+        // An early refusal (401, 403, 413 before the body is read): stop sending at once rather
+        // than stream the rest of the body to a server that will not keep it.
+        response.then((res) => (res.statusCode ?? 0) >= 300 && request.destroy(), () => undefined);
         const failed = await pipeline(req.body, request).then(() => null, (err: unknown) => err);
-        // A broken source or an abort is the answer. Otherwise the server may have answered
-        // early (a 401 before reading the body) and closed: its answer wins over the broken pipe.
-        if (failed && (req.body.errored || req.signal?.aborted)) throw failed;
+        // An answer that came before the body was sent (and cut it) wins over the broken pipe.
+        if (failed && !(answered && !req.signal?.aborted)) throw failed;
         return await response;
       }
       request.end(req.body);
       return await response;
     } catch (err) {
       request.destroy();
+      // A kept-alive connection the server closed just as it was reused: the request never
+      // reached it, so one without a streamed body is sent once more on a fresh connection.
+      const code = (err as { code?: string }).code;
+      if (!retried && typeof req.body !== 'object' && request.reusedSocket && (code === 'ECONNRESET' || code === 'EPIPE') && !req.signal?.aborted) {
+        return this.send(url, req, true);
+      }
       throw requestError(err, req.ctx, req.signal);
     }
   }

@@ -18,6 +18,8 @@ export class WebdavConnector implements Connector {
   readonly capabilities: ConnectorCapabilities = { rename: true, directories: true };
   private readonly config: WebdavConfig;
   private readonly dav: DavClient;
+  /** mkdir chains in flight, by relative path. */
+  private readonly creating = new Map<string, Promise<void>>();
 
   constructor(settings: ConnectionSettings) {
     this.config = webdavConfig(settings);
@@ -25,19 +27,21 @@ export class WebdavConnector implements Connector {
   }
 
   async *list(path: string, options: { recursive: boolean; signal?: AbortSignal }): AsyncIterable<Entry> {
-    const rel = relativePath(path);
-    const self = await this.dav.propfind(this.serverPath(rel), 0, this.ctx('list', rel), options.signal);
-    if (!self?.[0]) throw new ConnectorError('NOT_FOUND', `list ${JSON.stringify(rel)} on ${this.config.endpoint}: no such directory`);
-    if (!self[0].collection) throw new ConnectorError('CONFLICT', `list ${JSON.stringify(rel)} on ${this.config.endpoint}: not a directory`);
-    yield* this.walk(rel, options.recursive, options.signal);
+    yield* this.walk(relativePath(path), options.recursive, options.signal, true);
   }
 
-  /** One collection's children; a child collection's subtree follows it at once when recursive. */
-  private async *walk(rel: string, recursive: boolean, signal?: AbortSignal): AsyncIterable<Entry> {
-    const resources = await this.dav.propfind(this.serverPath(rel), 1, this.ctx('list', rel), signal);
-    // Gone between the listing of its parent and now: nothing to list.
-    if (!resources) return;
+  /**
+   * One collection's children (one PROPFIND `Depth: 1`); a child collection's subtree follows it
+   * at once when recursive, so only the levels on the way down are in memory.
+   */
+  private async *walk(rel: string, recursive: boolean, signal: AbortSignal | undefined, top = false): AsyncIterable<Entry> {
     const own = this.serverPath(rel);
+    const resources = await this.dav.propfind(own, 1, this.ctx('list', rel), signal);
+    const self = resources?.find((r) => r.serverPath === own);
+    if (top && !resources) throw new ConnectorError('NOT_FOUND', `list ${JSON.stringify(rel)} on ${this.config.endpoint}: no such directory`);
+    if (top && self && !self.collection) throw new ConnectorError('CONFLICT', `list ${JSON.stringify(rel)} on ${this.config.endpoint}: not a directory`);
+    // Gone since its parent was listed: nothing to list.
+    if (!resources) return;
     for (const resource of resources) {
       if (resource.serverPath === own) continue;
       const child = this.childPath(resource, own, rel);
@@ -102,10 +106,11 @@ export class WebdavConnector implements Connector {
     try {
       await this.mkdirs(parentOf(rel), options.signal);
       sent = true;
-      await this.dav.request({
+      const res = await this.dav.request({
         method: 'PUT', serverPath: this.serverPath(rel), signal: options.signal, ctx, body: Readable.from(counted()),
         headers: { 'Content-Type': 'application/octet-stream' },
       });
+      res.discard();
       return { size };
     } catch (err) {
       body.destroy();
@@ -114,7 +119,7 @@ export class WebdavConnector implements Connector {
         : requestError(err, ctx, options.signal);
       // Bytes may have landed at the path: remove them (without the caller's signal, which may
       // be the reason we are here). A refused PUT created nothing.
-      if (sent && mapped.code !== 'AUTH' && mapped.code !== 'PERMISSION') await this.remove(rel).catch(() => undefined);
+      if (sent && mapped.code !== 'AUTH' && mapped.code !== 'PERMISSION') await this.removeCutUpload(rel);
       throw mapped;
     }
   }
@@ -125,24 +130,38 @@ export class WebdavConnector implements Connector {
 
   /**
    * MKCOL `rel`; on 409 (a parent is missing) its parent first, one level at a time, then again.
-   * 405 means something is there already: fine when it is a collection, CONFLICT otherwise.
+   * 405 (or 423: another request is creating it) means something is there: fine when it is a
+   * collection, CONFLICT otherwise. Concurrent calls for one path share one request chain
+   * (parallel writes into one new directory), so the map holds only what is in flight.
    */
-  private async mkdirs(rel: string, signal?: AbortSignal): Promise<void> {
-    if (rel === '') return;
+  private mkdirs(rel: string, signal?: AbortSignal): Promise<void> {
+    if (rel === '') return Promise.resolve();
+    const running = this.creating.get(rel);
+    if (running) return running;
+    const created = this.mkcol(rel, signal).finally(() => this.creating.delete(rel));
+    this.creating.set(rel, created);
+    return created;
+  }
+
+  private async mkcol(rel: string, signal?: AbortSignal): Promise<void> {
     const ctx = this.ctx('mkdir', rel);
-    const mkcol = () => this.dav.request({ method: 'MKCOL', serverPath: this.serverPath(rel), collection: true, signal, ctx, accept: [405, 409] });
-    let res = await mkcol();
-    if (res.status === 409) {
+    const mkcol = async () => {
+      const res = await this.dav.request({ method: 'MKCOL', serverPath: this.serverPath(rel), collection: true, signal, ctx, accept: [405, 409, 423] });
+      res.discard();
+      return res.status;
+    };
+    let status = await mkcol();
+    if (status === 409) {
       await this.mkdirs(parentOf(rel), signal);
-      res = await mkcol();
+      status = await mkcol();
     }
-    res.discard();
-    if (res.status === 405) {
+    if (status === 405 || status === 423) {
       const found = await this.dav.propfind(this.serverPath(rel), 0, ctx, signal);
       if (found?.[0]?.collection) return;
-      throw new ConnectorError('CONFLICT', `mkdir ${JSON.stringify(rel)} on ${this.config.endpoint}: a file is in the way`);
+      if (found?.[0]) throw new ConnectorError('CONFLICT', `mkdir ${JSON.stringify(rel)} on ${this.config.endpoint}: a file is in the way`);
+      throw new ConnectorError(status === 423 ? 'TRANSIENT' : 'CONFLICT', `mkdir ${JSON.stringify(rel)} on ${this.config.endpoint}: the server refused it (HTTP ${status})`);
     }
-    if (res.status === 409) throw new ConnectorError('CONFLICT', `mkdir ${JSON.stringify(rel)} on ${this.config.endpoint}: a parent is not a directory`);
+    if (status === 409) throw new ConnectorError('CONFLICT', `mkdir ${JSON.stringify(rel)} on ${this.config.endpoint}: a parent is not a directory`);
   }
 
   async remove(path: string, options?: { signal?: AbortSignal }): Promise<void> {
@@ -151,6 +170,40 @@ export class WebdavConnector implements Connector {
     // DELETE of a collection removes everything below it (RFC 4918 9.6.1): one request.
     const res = await this.dav.request({ method: 'DELETE', serverPath: this.serverPath(rel), signal: options?.signal, ctx: this.ctx('remove', rel), accept: [404] });
     res.discard();
+  }
+
+  /**
+   * Removes what a failed PUT left. Best effort: a failure here must not hide the write's own.
+   * The server may still be handling the cut upload: while it has the file open it answers 423
+   * Locked (rclone), retried with backoff. Until a 423 shows that the server had the upload
+   * open and then closed it, the handler may not have opened the file yet (it would create it
+   * after our DELETE), so the path is watched for about 1.5 s more and removed if it appears.
+   */
+  private async removeCutUpload(rel: string): Promise<void> {
+    const ctx = this.ctx('remove', rel);
+    const del = async (): Promise<number> => {
+      const res = await this.dav.request({ method: 'DELETE', serverPath: this.serverPath(rel), ctx, accept: [404, 423] });
+      res.discard();
+      return res.status;
+    };
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    try {
+      let sawLock = false;
+      for (let delayMs = 25; ; delayMs *= 2) {
+        const status = await del();
+        if (status !== 423) break;
+        sawLock = true;
+        if (delayMs > 6_000) return;
+        await sleep(delayMs);
+      }
+      if (sawLock) return;
+      for (let delayMs = 100; delayMs <= 800; delayMs *= 2) {
+        await sleep(delayMs);
+        if (await this.stat(rel)) return this.removeCutUpload(rel);
+      }
+    } catch {
+      // Left for the engine's cleanup of temporary names; the write's own error is what matters.
+    }
   }
 
   async rename(from: string, to: string, options?: { signal?: AbortSignal }): Promise<void> {
@@ -177,10 +230,10 @@ export class WebdavConnector implements Connector {
   async test(options?: { signal?: AbortSignal }): Promise<string> {
     const ctx = this.ctx('test', '');
     const found = await this.dav.propfind(this.serverPath(''), 0, ctx, options?.signal);
-    const where = `${this.config.origin}${this.config.basePath}`;
-    if (!found?.[0]) throw new ConnectorError('NOT_FOUND', `base path ${this.config.basePath} does not exist on ${where.replace(/\/[^/]*$/, '') || this.config.origin}`);
-    if (!found[0].collection) throw new ConnectorError('CONFLICT', `base path ${this.config.basePath} on ${this.config.origin} is not a directory`);
-    return `connected to WebDAV server ${this.config.origin} as the given user; ${this.config.basePath} is a directory`;
+    const { origin, basePath } = this.config;
+    if (!found?.[0]) throw new ConnectorError('NOT_FOUND', `base path ${basePath} does not exist on the WebDAV server ${origin}`);
+    if (!found[0].collection) throw new ConnectorError('CONFLICT', `base path ${basePath} on ${origin} is not a directory`);
+    return `WebDAV server ${origin} accepted the credentials; base path ${basePath} is a directory`;
   }
 
   async close(): Promise<void> {

@@ -9,20 +9,16 @@ export interface WebdavErrorContext {
 
 const TLS_PLAIN = 'TLS handshake failed (is the server plain HTTP? set options.secure to false)';
 
-/** Network failures (the `code` of fetch's cause) by what to tell the user. */
+/** Network and TLS failures (node:http's error `code`) by what to tell the user. */
 const NETWORK: Record<string, string> = {
   ENOTFOUND: 'cannot resolve the host name',
   EAI_AGAIN: 'cannot resolve the host name (DNS did not answer)',
   ECONNREFUSED: 'connection refused (is a WebDAV server listening on that port?)',
-  ETIMEDOUT: 'timed out',
-  UND_ERR_CONNECT_TIMEOUT: 'timed out connecting',
-  UND_ERR_HEADERS_TIMEOUT: 'timed out waiting for the server',
-  UND_ERR_BODY_TIMEOUT: 'timed out waiting for data',
+  ETIMEDOUT: 'timed out (no answer within 2 minutes)',
   EHOSTUNREACH: 'host unreachable',
   ENETUNREACH: 'network unreachable',
   ECONNRESET: 'connection reset by the server',
   EPIPE: 'connection closed by the server',
-  UND_ERR_SOCKET: 'connection closed by the server',
   EPROTO: TLS_PLAIN,
   ERR_SSL_WRONG_VERSION_NUMBER: TLS_PLAIN,
   ERR_SSL_PACKET_LENGTH_TOO_LONG: TLS_PLAIN,
@@ -39,9 +35,10 @@ export function statusCode(status: number): ConnectorErrorCode {
   if (status === 403) return 'PERMISSION';
   // 409 from PUT, MKCOL, MOVE: an intermediate collection is missing.
   if (status === 404 || status === 409 || status === 410) return 'NOT_FOUND';
-  if (status === 408 || status === 429 || status >= 500 && status !== 501 && status !== 505 && status !== 507) return 'TRANSIENT';
+  // 423 Locked: a lock held by another client (or the server still finishing an upload); it ends.
+  if (status === 408 || status === 423 || status === 429 || status >= 500 && status !== 501 && status !== 505 && status !== 507) return 'TRANSIENT';
   if (status === 405 || status === 501) return 'UNSUPPORTED';
-  // 412 precondition, 413 too large, 415, 423 locked, 507 insufficient storage, ...
+  // 412 precondition, 413 too large, 415, 507 insufficient storage, ...
   return 'CONFLICT';
 }
 
@@ -63,24 +60,20 @@ export function requestError(err: unknown, ctx: WebdavErrorContext, signal?: Abo
   if (signal?.aborted || (err as Error)?.name === 'AbortError') {
     return new ConnectorError('TRANSIENT', `${ctx.op} ${JSON.stringify(ctx.path)}: aborted`, { cause: err });
   }
-  // fetch refuses the ports the Fetch standard blocks (e.g. 21, 22, 25, 6000, 10080) without a request.
-  if (causeOf(err)?.message === 'bad port') {
-    return new ConnectorError('CONFLICT', `${ctx.op} on ${ctx.endpoint}: HTTP clients refuse this port (it belongs to another protocol); serve WebDAV on another port`, { cause: err });
-  }
   const code = networkCode(err);
   const why = (code && NETWORK[code]) ?? (/wrong version number|packet length too long/i.test(String(causeOf(err)?.message)) ? TLS_PLAIN : undefined)
     ?? (causeOf(err)?.message || (err as Error)?.message || String(err));
   return new ConnectorError('TRANSIENT', `${ctx.op} ${JSON.stringify(ctx.path)} on ${ctx.endpoint}: ${why}`, { cause: err });
 }
 
-/** The error fetch wraps in its `TypeError: fetch failed`. */
+/** A wrapped error's cause, if any. */
 function causeOf(err: unknown): (Error & { code?: string; errors?: unknown[] }) | undefined {
   // Duck-typed: errors from another realm (undici's, in a test VM) fail `instanceof Error`.
   const cause = (err as { cause?: unknown })?.cause;
   return typeof cause === 'object' && cause !== null && 'message' in cause ? (cause as Error & { code?: string }) : undefined;
 }
 
-/** The system or undici code, looking through fetch's cause and Happy Eyeballs' AggregateError. */
+/** The system code, looking through a cause and Happy Eyeballs' AggregateError. */
 function networkCode(err: unknown): string | undefined {
   const cause = causeOf(err) ?? (err as Error & { code?: string });
   if (cause?.code) return cause.code;
