@@ -129,7 +129,8 @@ try {
     const xferSeconds = Number(process.hrtime.bigint() - t0) / 1e9;
     if (done.status !== 200 || !done.body.success) throw new Error(`xfer ${dir} failed: ${JSON.stringify(done.body)}`);
     const xferCopied = await countObjects(`xfer-${dir}/`);
-    log(`${label}: xfer ${xferSeconds.toFixed(2)} s`);
+    const verifiedBy = [...new Set((await api.data('GET', `/transfers/${job.id}/files?limit=1000`)).map((f) => f.verified_by))].join(', ');
+    log(`${label}: xfer ${xferSeconds.toFixed(2)} s (verified by ${verifiedBy})`);
 
     t0 = process.hrtime.bigint();
     const rc = spawnSync(rclone, ['copy', `src:${join(srcRoot, dir)}`, `dst:${bucket}/rclone-${dir}`, '--transfers', String(CONCURRENCY),

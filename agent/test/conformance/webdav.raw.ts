@@ -60,7 +60,7 @@ export class RawWebdav implements RawStore {
   async sha256(rel: string): Promise<string | null> {
     if (!(await this.client.exists(this.abs(rel)))) return null;
     const hash = createHash('sha256');
-    for await (const chunk of this.client.createReadStream(this.abs(rel)) as AsyncIterable<Buffer>) hash.update(chunk);
+    for await (const chunk of this.client.createReadStream(this.abs(rel)) as unknown as AsyncIterable<Buffer>) hash.update(chunk);
     return hash.digest('hex');
   }
 
