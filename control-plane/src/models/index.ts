@@ -6,6 +6,7 @@ import { connectionModel } from './connection.model.js';
 import { rateLimitSlotModel } from './rate-limit-slot.model.js';
 import { settingModel } from './setting.model.js';
 import { userModel } from './user.model.js';
+import { otpUseModel } from './otp-use.model.js';
 import { agentModel } from './agent.model.js';
 import { agentRequestModel } from './agent-request.model.js';
 import { transferModel } from './transfer.model.js';
@@ -17,6 +18,7 @@ export function registerModels(conn: Connection) {
   return {
     accounts: accountModel(conn),
     users: userModel(conn),
+    otpUses: otpUseModel(conn),
     apiKeys: apiKeyModel(conn),
     auditEvents: auditEventModel(conn),
     connections: connectionModel(conn),

@@ -33,9 +33,9 @@ export type LoginCodeCheck = 'ok' | 'wrong otp' | 'otp replayed';
 /**
  * TOTP second factor of console users (RFC 6238: SHA-1, 6 digits, 30 s, ±1 step), stored on the
  * user document: `mfa_pending_secret` from enrolment until its first valid code, then
- * `mfa_secret` while MFA is on, both sealed by the vault. `last_otp_step` makes each code
- * single-use: a code is accepted only through an update conditional on its step being newer,
- * so two requests racing with one code cannot both win.
+ * `mfa_secret` while MFA is on, both sealed by the vault. A code is single-use: its step
+ * must be newer than `last_otp_step`, and it is claimed in `otp_uses`, whose unique index lets
+ * one of two requests racing with one code win.
  */
 export class MfaService {
   constructor(
@@ -126,10 +126,20 @@ export class MfaService {
     const active = user.mfa_secret as Sealed;
     const step = this.matchStep(active, code);
     if (step === null) return 'wrong otp';
+    if (step <= user.last_otp_step) return 'otp replayed';
+    // The claim is what makes a code single-use under concurrency (models/otp-use.model.ts).
+    try {
+      await this.db.otpUses.create({ user_id: user._id, secret_iv: active.iv, step });
+    } catch (err) {
+      if ((err as { code?: number }).code === 11000) return 'otp replayed';
+      throw err;
+    }
     const updated = await this.db.users.updateOne(
-      { _id: user._id, 'mfa_secret.iv': active.iv, last_otp_step: { $lt: step } },
-      { $set: { ...alsoSet, last_otp_step: step } },
+      { _id: user._id, 'mfa_secret.iv': active.iv },
+      { $set: { ...alsoSet, last_otp_step: Math.max(step, user.last_otp_step) } },
     );
+    // Claims older than the drift window can never match again.
+    await this.db.otpUses.deleteMany({ user_id: user._id, step: { $lt: step - 10 } });
     return updated.matchedCount === 1 ? 'ok' : 'otp replayed';
   }
 
