@@ -90,7 +90,11 @@ describe('a job on an agent', () => {
     expect(page2.data).toHaveLength(4);
     expect(page2.next_cursor).toBeNull();
 
-    const events = await app.db.outboxEvents.find({ account_id: new Types.ObjectId(ctx.account.accountId) }).sort({ _id: 1 }).lean();
+    // The end's event follows the job's change of state (two writes): wait for it.
+    const events = await eventually(async () => {
+      const all = await app.db.outboxEvents.find({ account_id: new Types.ObjectId(ctx.account.accountId) }).sort({ _id: 1 }).lean();
+      return all.length >= 2 && all;
+    }, 'transfer.completed event');
     expect(events.map((e) => [e.type, e.data])).toEqual([
       ['transfer.started', { id: ctx.job.id, name: ctx.job.name, attempt: 1, agent_id: ctx.agent.id }],
       ['transfer.completed', { id: ctx.job.id, files_transferred: 10, bytes_transferred: 1000 }],
@@ -239,8 +243,9 @@ describe('a job on an agent', () => {
       return j.status === 'failed' && j;
     }, 'job failed by the sweeper');
     expect(failed.error).toMatch(new RegExp(`^Agent ${ctx.agent.name} stopped responding; the job was failed after \\d+ s without contact$`));
-    const event = await app.db.outboxEvents.findOne({ type: 'transfer.failed', 'data.id': ctx.job.id }).lean();
-    expect(event!.data.error).toBe(failed.error);
+    // The event is written right after the job's change of state (two writes): wait for it.
+    const event = await eventually(() => app.db.outboxEvents.findOne({ type: 'transfer.failed', 'data.id': ctx.job.id }).lean(), 'transfer.failed event');
+    expect(event.data.error).toBe(failed.error);
   });
 
   test('while the agent stays connected, its job\'s lease is renewed', async () => {
