@@ -81,6 +81,12 @@ export interface ConnectorCapabilities {
   rename: boolean;
   /** Real directories exist (not only key prefixes): empty directories are created with `mkdir`. */
   directories: boolean;
+  /**
+   * Every write is checked by the store against checksums the connector computes over the bytes
+   * it sends (Content-MD5 on each request), and the write reports so in `storeVerified`: the
+   * engine then computes no MD5 of its own to compare with the store's.
+   */
+  verifiesWrites?: boolean;
 }
 
 export interface Entry {

@@ -2,6 +2,8 @@ import { createHash, type Hash } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
 import { SourceChangedError } from './errors.js';
 
+const HIGH_WATER_MARK = 512 * 1024;
+
 export interface HashingOptions {
   /** Also compute MD5 (to compare with an MD5 or plain ETag the destination reports). */
   md5: boolean;
@@ -24,7 +26,9 @@ export class HashingStream extends Transform {
   sourceError: Error | null = null;
 
   constructor(private readonly options: HashingOptions) {
-    super();
+    // Room for a few source chunks (sftp reads 128 KiB at a time): with the 16 KiB default every
+    // chunk stopped the source until the destination had taken it, and the source's read-ahead with it.
+    super({ highWaterMark: HIGH_WATER_MARK });
     this.md5 = options.md5 ? createHash('md5') : null;
   }
 

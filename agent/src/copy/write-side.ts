@@ -38,12 +38,17 @@ const MAX_FILE_ERROR_CHARS = 2000;
  */
 export class WriteSide {
   private readonly root: string;
-  /** MD5 is computed only for stores that report one: from the start for object stores, and from the first file that shows one. */
+  /**
+   * MD5 is computed only for stores that report one and do not check each write themselves: from
+   * the start for object stores, and from the first file that shows one. (A second MD5 pass over
+   * every byte costs as much CPU as reading them over SSH.)
+   */
   private wantMd5: boolean;
 
   constructor(private readonly o: WriteSideOptions) {
     this.root = relativePath(o.destinationPath);
-    this.wantMd5 = !o.destination.capabilities.rename;
+    const { rename, verifiesWrites } = o.destination.capabilities;
+    this.wantMd5 = !rename && !verifiesWrites;
   }
 
   /** Creates the destination directory. A file in its place fails the job. */

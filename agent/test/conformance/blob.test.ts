@@ -154,7 +154,7 @@ describe('blob connector: the service checks the bytes', () => {
 });
 
 describe('copy engine through the blob connector', () => {
-  it('fs → blob → fs: byte-identical, verified by MD5 without a re-read, unchanged files skipped by MD5', async () => {
+  it('fs → blob → fs: byte-identical, verified by the service through MD5 without a re-read, unchanged files skipped by MD5', async () => {
     const container = uniqueName('conf-blob-engine');
     const raw = new RawBlob(server.connectionString, container, '');
     await raw.createContainer();
@@ -176,8 +176,8 @@ describe('copy engine through the blob connector', () => {
       expect(up.outcome.status).toBe('completed');
       // The engine hashes MD5 too for an object store and compares it with the MD5 the write
       // returned (the one the service checked and keeps): no read-back.
-      expect(up.files['small.txt']).toMatchObject({ status: 'copied', verified_by: 'md5' });
-      expect(up.files['big/twenty.bin']).toMatchObject({ status: 'copied', verified_by: 'md5' });
+      expect(up.files['small.txt']).toMatchObject({ status: 'copied', verified_by: 'content-md5' });
+      expect(up.files['big/twenty.bin']).toMatchObject({ status: 'copied', verified_by: 'md5-blocks' });
       const down = await run({ source: blob, destination: fsConnector(back) });
       expect(down.outcome.status).toBe('completed');
       expect(snapshot(back)).toEqual(snapshot(src));

@@ -51,8 +51,9 @@ function s3Target(type: ConnectionType, prefix: string): () => Promise<Conforman
       readOnly: () => new S3Connector(settings(type, base, { credentials: { access_key_id: server.limitedAccessKeyId, secret_access_key: server.limitedSecretAccessKey, region: 'us-east-1' } })),
       unreachable: () => new S3Connector(settings(type, base, { port })),
       listPastOnePage: true,
-      // versitygw answers standard multipart ETags: the connector verifies the upload without a read-back.
-      largeStoreVerified: 'md5-parts',
+      // versitygw answers standard composite checksums: the connector verifies the upload without a
+      // read-back, by CRC32 parts for s3 and by MD5 parts (the multipart ETag) for r2 and gcs.
+      largeStoreVerified: type === 's3' ? 'crc32-parts' : 'md5-parts',
       cleanup: () => raw.destroy(),
     };
   };
@@ -67,15 +68,15 @@ describe('s3 connector: endpoints and parts', () => {
     expect(() => new S3Connector(settings('s3', '/'))).toThrow(/must name a bucket/);
   });
 
-  it('returns the SHA-256 the store confirmed for a single PUT (s3), the MD5 ETag elsewhere', async () => {
+  it('returns the SHA-256 the store confirmed for a single PUT (s3), the MD5 ETag elsewhere, and that the ETag is the Content-MD5 sent', async () => {
     const bucket = uniqueName('conf-sum');
     const raw = new RawS3(server, bucket, '');
     await raw.createBucket();
     try {
       const s3 = new S3Connector(settings('s3', `/${bucket}`));
       const gcs = new S3Connector(settings('gcs', `/${bucket}`));
-      expect(await s3.write('a.txt', bodyOf('abc'), {})).toEqual({ size: 3, checksum: { algorithm: 'sha256', value: 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad' } });
-      expect(await gcs.write('b.txt', bodyOf('abc'), {})).toEqual({ size: 3, checksum: { algorithm: 'etag', value: '900150983cd24fb0d6963f7d28e17f72' } });
+      expect(await s3.write('a.txt', bodyOf('abc'), {})).toEqual({ size: 3, checksum: { algorithm: 'sha256', value: 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad' }, storeVerified: 'content-md5' });
+      expect(await gcs.write('b.txt', bodyOf('abc'), {})).toEqual({ size: 3, checksum: { algorithm: 'etag', value: '900150983cd24fb0d6963f7d28e17f72' }, storeVerified: 'content-md5' });
       expect((await s3.stat('a.txt'))?.checksum).toEqual({ algorithm: 'sha256', value: 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad' });
       await Promise.all([s3.close(), gcs.close()]);
     } finally {

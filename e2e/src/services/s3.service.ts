@@ -33,7 +33,10 @@ export const s3: ServiceDefinition = {
     const { pid, port } = await startServerProcess({
       name: 'versitygw',
       bin,
-      args: (port) => ['--port', `127.0.0.1:${port}`, '--iam-dir', iam, '--quiet', 'posix', data],
+      // --keep-alive: versitygw closes every connection after one request unless told otherwise;
+      // the S3 services it stands in for keep connections open, and a TCP handshake per object is
+      // not what a client pays against them.
+      args: (port) => ['--port', `127.0.0.1:${port}`, '--iam-dir', iam, '--quiet', '--keep-alive', 'posix', data],
       logPath: join(ctx.dataDir, 'versitygw.log'),
       // Credentials through the environment, so they do not show in the process list.
       env: { ...ctx.env, ROOT_ACCESS_KEY: accessKey, ROOT_SECRET_KEY: secretKey },

@@ -19,7 +19,7 @@ const PAGE = 1000;
  */
 export class BlobConnector implements Connector {
   readonly type = 'blob' as const;
-  readonly capabilities: ConnectorCapabilities = { rename: false, directories: false };
+  readonly capabilities: ConnectorCapabilities = { rename: false, directories: false, verifiesWrites: true };
   private readonly target: BlobTarget;
   private readonly container: ContainerClient;
   private readonly tuning: BlobTuning;

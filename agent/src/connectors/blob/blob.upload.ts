@@ -77,10 +77,12 @@ async function putBlocks(
   try {
     for (const block of firstBlocks) stage(block);
     for (;;) {
-      while (inflight.size >= queueBlocks && !failure) await Promise.race(inflight);
+      // The next block is read while the others upload, so the source never waits for a free slot.
       if (failure) break;
       const block = await reader.next(blockSize(ids.length + 1));
       if (!block) break;
+      while (inflight.size >= queueBlocks && !failure) await Promise.race(inflight);
+      if (failure) break;
       stage(block);
     }
   } finally {

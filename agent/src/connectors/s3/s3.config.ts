@@ -34,6 +34,13 @@ export interface S3Quirks {
    * x-amz-checksum-* headers, and R2 is left on MD5, which every S3 implementation checks.
    */
   sha256: boolean;
+  /**
+   * What each part of a multipart upload carries for the store to check, and so how the object's
+   * composite checksum is verified: `crc32` (x-amz-checksum-crc32, ChecksumCRC32 `...-N`) for
+   * s3, whose API has it; `md5` (Content-MD5, multipart ETag `...-N`) for r2 and gcs, whose
+   * S3 layers are only known to check MD5.
+   */
+  partChecksum: 'crc32' | 'md5';
   /** Multi-object delete (POST ?delete); the GCS XML API has none. */
   batchDelete: boolean;
 }
@@ -80,7 +87,7 @@ export function s3Target(settings: ConnectionSettings, tuning: S3Tuning): S3Targ
     bucket,
     prefix,
     where: endpoint ?? `AWS S3 (${region})`,
-    quirks: { sha256: type === 's3', batchDelete: type !== 'gcs' },
+    quirks: { sha256: type === 's3', partChecksum: type === 's3' ? 'crc32' : 'md5', batchDelete: type !== 'gcs' },
     clientConfig: {
       region,
       endpoint,

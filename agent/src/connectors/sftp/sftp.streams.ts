@@ -14,8 +14,11 @@ interface Slot {
 /**
  * Reads `[start, end]` of an open remote file with up to `depth` READ requests in flight, so a
  * file streams at the link's bandwidth rather than one round trip per chunk (ssh2's own read
- * stream has one request in flight). Chunks are pushed in order; requests stop while the
- * consumer is not reading, so memory stays at `depth × chunkBytes`. Closes the handle and
+ * stream has one request in flight). Chunks are pushed in order. While the consumer is not
+ * reading, answered chunks wait in their slots and the requests keep going until `depth` slots
+ * are taken: memory stays at `depth × chunkBytes` (plus the stream's buffer), and a consumer that
+ * pauses briefly (an upload part being cut) finds the next chunks already there instead of
+ * restarting the pipeline from empty. Closes the handle and
  * calls `onClose` exactly once however the stream ends; every error it emits is a ConnectorError.
  */
 export class SftpReadStream extends Readable {
@@ -43,7 +46,7 @@ export class SftpReadStream extends Readable {
   }
 
   private fill(): void {
-    while (!this.destroyed && !this.paused && this.slots.length < this.tuning.depth && this.next <= this.end) {
+    while (!this.destroyed && this.slots.length < this.tuning.depth && this.next <= this.end) {
       const length = Math.min(this.tuning.chunkBytes, this.end - this.next + 1);
       this.request({ position: this.next, length });
       this.next += length;
@@ -66,9 +69,9 @@ export class SftpReadStream extends Readable {
     );
   }
 
-  /** Pushes the completed chunks at the head of the queue, in file order. */
+  /** Pushes the completed chunks at the head of the queue, in file order, while the consumer wants more. */
   private deliver(): void {
-    while (!this.destroyed && this.slots.length > 0) {
+    while (!this.destroyed && !this.paused && this.slots.length > 0) {
       const head = this.slots[0]!;
       if (head.error !== undefined) {
         this.destroy(sftpError(head.error, this.path, 'read'));
