@@ -1,6 +1,8 @@
+import { createHash } from 'node:crypto';
 import type { ConnectionSettings, ConnectionType } from '@xfer/shared';
 import { createConnector } from '../../src/connectors/index.js';
 import { S3Connector } from '../../src/connectors/s3/s3.connector.js';
+import type { ConnectorErrorCode } from '../../src/connectors/types.js';
 import { partBytes } from '../../src/connectors/s3/s3.upload.js';
 import { runConformance, type ConformanceTarget } from './conformance.suite.js';
 import { bodyOf, closedPort, expectCode, uniqueName } from './helpers.js';
@@ -105,6 +107,35 @@ describe('s3 connector: endpoints and parts', () => {
       await raw.put('d/file.txt', Buffer.from('x'));
       const c = new S3Connector(settings('s3', `/${bucket}`));
       await expectCode(c.read('d'), 'NOT_FOUND');
+      await c.close();
+    } finally {
+      await raw.destroy();
+    }
+  });
+
+  it('single PUTs (sent without the SDK) map failures like every other request, and keep keys exact', async () => {
+    const bucket = uniqueName('conf-put');
+    const raw = new RawS3(server, bucket, '');
+    await raw.createBucket();
+    const port = await closedPort();
+    const cases: Array<[string, S3Connector, string, RegExp]> = [
+      ['wrong secret', new S3Connector(settings('s3', `/${bucket}`, { credentials: { ...keys, region: 'us-east-1', secret_access_key: 'wrong' } })), 'AUTH', /secret access key is not accepted/],
+      ['missing bucket', new S3Connector(settings('s3', `/${bucket}-missing`)), 'NOT_FOUND', new RegExp(`bucket ${bucket}-missing does not exist`)],
+      ['closed port', new S3Connector(settings('s3', `/${bucket}`, { port })), 'TRANSIENT', /connection refused/],
+      ['HTTPS to plain HTTP', new S3Connector(settings('s3', `/${bucket}`, { options: { secure: true } })), 'TRANSIENT', /TLS/],
+    ];
+    try {
+      for (const [name, c, code, message] of cases) {
+        await expectCode(c.write('x.txt', bodyOf('x'), {}), code as ConnectorErrorCode, message).catch((err: Error) => {
+          throw new Error(`${name}: ${err.message}`);
+        });
+        await c.close();
+      }
+      // Characters SigV4 and S3 encode differently from encodeURIComponent, in a virtual-hosted-capable name.
+      const c = new S3Connector(settings('s3', `/${bucket}`));
+      const key = "odd/it's (1) *star* ~tilde~ ü+plus=eq&amp;.txt";
+      await c.write(key, bodyOf('odd'), {});
+      expect(await raw.sha256(key)).toBe(createHash('sha256').update('odd').digest('hex'));
       await c.close();
     } finally {
       await raw.destroy();

@@ -15,6 +15,7 @@ import { relativePath } from '../paths.js';
 import { ConnectorError, type Connector, type ConnectorCapabilities, type Entry, type WriteResult } from '../types.js';
 import { DEFAULT_S3_TUNING, s3Target, type S3Target, type S3Tuning } from './s3.config.js';
 import { s3Error } from './s3.errors.js';
+import { DirectPut } from './s3.put.js';
 import { storeChecksum, uploadObject } from './s3.upload.js';
 
 /** Listing passes of one remove before a marker that stays "not empty" fails it. */
@@ -32,6 +33,7 @@ export class S3Connector implements Connector {
   readonly type: S3Target['type'];
   private readonly target: S3Target;
   private readonly client: S3Client;
+  private readonly direct: DirectPut;
   private readonly tuning: S3Tuning;
 
   constructor(settings: ConnectionSettings, tuning: Partial<S3Tuning> = {}) {
@@ -39,6 +41,7 @@ export class S3Connector implements Connector {
     this.target = s3Target(settings, this.tuning);
     this.type = this.target.type;
     this.client = new S3Client(this.target.clientConfig);
+    this.direct = new DirectPut(this.target, this.tuning);
     // Typed structurally below: the SDK's middleware types live in a package the agent does not depend on.
     this.client.middlewareStack.add(payloadHashMiddleware as never, { step: 'build', name: 'xferPayloadHash' });
   }
@@ -150,7 +153,7 @@ export class S3Connector implements Connector {
     const onAbort = () => body.destroy(aborted());
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      return await uploadObject({ client: this.client, bucket: this.target.bucket, key: this.key(rel), quirks: this.target.quirks, tuning: this.tuning }, body, options);
+      return await uploadObject({ client: this.client, direct: this.direct, bucket: this.target.bucket, key: this.key(rel), quirks: this.target.quirks, tuning: this.tuning }, body, options);
     } catch (err) {
       body.destroy();
       if (signal?.aborted) throw aborted();
@@ -216,6 +219,7 @@ export class S3Connector implements Connector {
 
   async close(): Promise<void> {
     this.client.destroy();
+    this.direct.close();
   }
 
   private key(rel: string): string {

@@ -5,7 +5,6 @@ import {
   CompleteMultipartUploadCommand,
   DeleteObjectCommand,
   CreateMultipartUploadCommand,
-  PutObjectCommand,
   UploadPartCommand,
   type CompletedPart,
   type UploadPartCommandInput,
@@ -13,6 +12,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { ConnectorError, type Checksum, type WriteResult } from '../types.js';
 import type { S3Quirks, S3Tuning } from './s3.config.js';
+import type { DirectPut } from './s3.put.js';
 
 const MiB = 1024 * 1024;
 /** S3's limits: at most 10,000 parts, each (but the last) at least 5 MiB and at most 5 GiB. */
@@ -21,6 +21,8 @@ const MAX_GROWN_PART_BYTES = 512 * MiB;
 
 export interface UploadTarget {
   client: S3Client;
+  /** Single PUTs, without the SDK's middleware (s3.put.ts). */
+  direct: DirectPut;
   bucket: string;
   key: string;
   quirks: S3Quirks;
@@ -55,12 +57,11 @@ export async function uploadObject(t: UploadTarget, body: AsyncIterable<unknown>
 
 async function putSingle(t: UploadTarget, data: Buffer, signal: AbortSignal | undefined): Promise<WriteResult> {
   const digests = partDigests(data, t.quirks);
-  const res = await t.client.send(
-    new PutObjectCommand({ Bucket: t.bucket, Key: t.key, Body: data, ContentLength: data.length, ContentMD5: digests.md5, ChecksumSHA256: digests.sha256 }),
-    { abortSignal: signal },
-  );
-  const checksum = storeChecksum(res.ChecksumSHA256, res.ETag);
-  return { size: data.length, checksum, ...(await singleVerdict(t, res.ETag, digests.md5)) };
+  const headers: Record<string, string> = { 'content-md5': digests.md5 };
+  if (digests.sha256) headers['x-amz-checksum-sha256'] = digests.sha256;
+  const res = await t.direct.put(t.bucket, t.key, data, headers, signal);
+  const checksum = storeChecksum(res.checksumSha256, res.etag);
+  return { size: data.length, checksum, ...(await singleVerdict(t, res.etag, digests.md5)) };
 }
 
 /**
