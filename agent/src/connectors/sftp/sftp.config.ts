@@ -20,10 +20,11 @@ export interface SftpTuning {
 
 export const DEFAULT_SFTP_TUNING: SftpTuning = {
   channels: 4,
-  // 1 MiB in flight per file: half of ssh2's 2 MiB channel window. A full window (16 × 128 KiB)
-  // stalls on window adjustments and read at half the speed over loopback.
+  // 2 MiB in flight per file, ssh2's channel window: enough to keep reading while the consumer
+  // pauses (an upload part being cut). Deeper pipelines once stalled at some depths; the cause
+  // was Nagle's algorithm on the requests (the session now sets TCP_NODELAY), not the window.
   chunkBytes: 128 * 1024,
-  depth: 8,
+  depth: 16,
   readyTimeoutMs: 20_000,
   keepaliveIntervalMs: 15_000,
   keepaliveCountMax: 3,
