@@ -75,7 +75,7 @@ export class AgentRuns {
         const batch = fresh.next;
         fresh.next = null;
         try {
-          if (!(await this.o.jobs.progress(id, session.agent.id, attempt, batch))) this.stop(session, id);
+          if (!(await this.o.jobs.progress(id, session.agent, attempt, batch))) this.stop(session, id);
         } catch (err) {
           // A failed progress write is not fatal: the next report carries the counters again.
           this.o.log.warn({ err, jobId: id }, 'could not record job progress');

@@ -253,17 +253,20 @@ export class JobService {
     return res.matchedCount > 0;
   }
 
-  /** Counters are cumulative, so each message simply replaces them; file results are upserted. */
-  async progress(id: string, agentId: string, attempt: number, p: PayloadOf<typeof AgentToServer, 'job.progress'>): Promise<boolean> {
+  /**
+   * Counters are cumulative, so each message simply replaces them; file results are inserted.
+   * `accountId` is the reporting agent's: an update, not a find-and-modify, as nothing of the job
+   * needs reading back (FerretDB runs find-and-modify as a query plus a write).
+   */
+  async progress(id: string, agent: { id: string; accountId: string }, attempt: number, p: PayloadOf<typeof AgentToServer, 'job.progress'>): Promise<boolean> {
     const now = new Date();
     return this.write(id, async () => {
-      const job = await this.o.db.transfers.findOneAndUpdate(
-        this.running(id, agentId, attempt),
+      const res = await this.o.db.transfers.updateOne(
+        { ...this.running(id, agent.id, attempt), account_id: oid(agent.accountId) },
         { $set: { ...countersOf(p), updated_at: now } },
-        { new: true },
-      ).lean();
-      if (!job) return false;
-      if (p.files.length > 0) await this.recordFiles(id, attempt, job.account_id, p.files, now);
+      );
+      if (res.matchedCount === 0) return false;
+      if (p.files.length > 0) await this.recordFiles(id, attempt, oid(agent.accountId), p.files, now);
       return true;
     });
   }
@@ -271,7 +274,9 @@ export class JobService {
   /**
    * One document per (job, attempt, path), inserted in one unordered batch: a result sent twice
    * (a report re-sent after a reconnect) meets the unique index and is skipped. Plain inserts, as
-   * upserts cost FerretDB a query and a write each.
+   * upserts cost FerretDB a query and a write each. Lean: the documents are built complete and
+   * typed here, and mongoose's casting and validation of each was most of the server's CPU on a
+   * copy of small files.
    */
   private async recordFiles(id: string, attempt: number, accountId: Types.ObjectId, files: PayloadOf<typeof AgentToServer, 'job.progress'>['files'], now: Date): Promise<void> {
     const docs = files.map((f) => ({
@@ -279,7 +284,7 @@ export class JobService {
       status: f.status, size: f.size, sha256: f.sha256 ?? null, verified_by: f.verified_by ?? null, error: f.error ?? null,
     }));
     try {
-      await this.o.db.transferFiles.insertMany(docs, { ordered: false });
+      await this.o.db.transferFiles.insertMany(docs, { ordered: false, lean: true });
     } catch (err) {
       const writeErrors = (err as { writeErrors?: Array<{ code?: number; err?: { code?: number } }> }).writeErrors;
       const duplicatesOnly = Array.isArray(writeErrors) && writeErrors.every((e) => (e.code ?? e.err?.code) === 11000);
