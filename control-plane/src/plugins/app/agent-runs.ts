@@ -14,6 +14,13 @@ interface PendingProgress {
   writer: Promise<void>;
 }
 
+/**
+ * How long a progress write waits for more reports of the same run to join it. An agent copying
+ * small files reports 100 times a second (every 5 files); each write is an update plus an insert,
+ * and on FerretDB they cost the control plane as much CPU as the agent spent copying. Waiting this
+ * long makes a write carry ~50 files instead of ~5, and delays what the API shows by no more.
+ */
+const PROGRESS_LINGER_MS = 100;
 /** How long a stopped run may take to report its end before the job may go to the same agent again. */
 const STOP_ACK_MS = 10_000;
 /** How long after the welcome jobs the agent did not list are settled when the resync ping goes unanswered. */
@@ -57,7 +64,7 @@ export class AgentRuns {
    * one write per report. Reports then never queue up behind the database: an agent copying
    * hundreds of small files a second would otherwise outrun it, its session would stop reading
    * (backpressure), and neither its frames nor its pongs would be seen until the lease expired.
-   * The persisted counters trail the agent by at most one write.
+   * The persisted counters trail the agent by at most one write and `PROGRESS_LINGER_MS`.
    */
   private queueProgress(session: AgentSession, id: string, attempt: number, progress: Progress): void {
     let byJob = this.pending.get(session);
@@ -69,9 +76,9 @@ export class AgentRuns {
     }
     const fresh: PendingProgress = { attempt, next: progress, writer: Promise.resolve() };
     fresh.writer = (async () => {
-      // Let the reports already received join this write.
-      await new Promise((resolve) => setImmediate(resolve));
       while (fresh.next) {
+        // Let the reports arriving meanwhile join this write.
+        await new Promise((resolve) => setTimeout(resolve, PROGRESS_LINGER_MS));
         const batch = fresh.next;
         fresh.next = null;
         try {
