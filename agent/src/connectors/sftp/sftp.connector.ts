@@ -57,11 +57,15 @@ export class SftpConnector implements Connector {
     try {
       handle = await ops.openFile(lease.sftp, this.remote(rel), 'r');
       signal?.throwIfAborted();
-      const stats = await ops.fstat(lease.sftp, handle);
-      if (stats.isDirectory()) throw new ConnectorError('CONFLICT', `read ${shown(rel)}: is a directory`);
+      // The size and the first chunk in one round trip: most files are one chunk.
       const start = options.start ?? 0;
-      const end = Math.min(options.end ?? Infinity, stats.size - 1);
-      const stream = new SftpReadStream(lease.sftp, handle, rel, start, end, this.tuning, () => lease.release());
+      const want = Math.min(this.tuning.chunkBytes, (options.end ?? Infinity) - start + 1);
+      const [stats, first] = await Promise.allSettled([ops.fstat(lease.sftp, handle), want > 0 ? ops.readAt(lease.sftp, handle, want, start) : Promise.resolve(Buffer.alloc(0))]);
+      if (stats.status === 'rejected') throw stats.reason;
+      if (stats.value.isDirectory()) throw new ConnectorError('CONFLICT', `read ${shown(rel)}: is a directory`);
+      if (first.status === 'rejected') throw first.reason;
+      const end = Math.min(options.end ?? Infinity, stats.value.size - 1);
+      const stream = new SftpReadStream(lease.sftp, handle, rel, start, end, this.tuning, () => lease.release(), first.value);
       if (signal) {
         const onAbort = () => stream.destroy(abortedError(rel, 'read', signal));
         signal.addEventListener('abort', onAbort, { once: true });

@@ -34,9 +34,16 @@ export class SftpReadStream extends Readable {
     private readonly end: number,
     private readonly tuning: { chunkBytes: number; depth: number },
     private readonly onClose: () => void,
+    /** The bytes at `start`, already read (with the size, when the file was opened). */
+    prefetched?: Buffer,
   ) {
     super({ highWaterMark: tuning.chunkBytes * 2 });
     this.next = start;
+    if (prefetched && end >= start) {
+      const length = Math.min(tuning.chunkBytes, end - start + 1);
+      this.slots.push({ position: start, length, data: prefetched.subarray(0, length) });
+      this.next = start + length;
+    }
   }
 
   override _read(): void {
@@ -96,13 +103,12 @@ export class SftpReadStream extends Readable {
   }
 
   override _destroy(err: Error | null, callback: (error?: Error | null) => void): void {
-    const mapped = err ? sftpError(err, this.path, 'read') : null;
+    // The handle is closed in the background (nobody waits for a read handle's close: a round
+    // trip per file saved); the session slot is given back once it is closed.
     closeFile(this.sftp, this.handle)
       .catch(() => undefined)
-      .finally(() => {
-        this.onClose();
-        callback(mapped);
-      });
+      .finally(() => this.onClose());
+    callback(err ? sftpError(err, this.path, 'read') : null);
   }
 }
 
