@@ -1,26 +1,24 @@
 import type { ConnectionType } from '@xfer/shared';
 import { ConnectorError, type Connector, type ConnectorFactory } from './types.js';
-import { createBlobConnector } from './blob/blob.connector.js';
-import { createFtpConnector } from './ftp/ftp.connector.js';
-import { createS3Connector } from './s3/s3.connector.js';
-import { createSftpConnector } from './sftp/sftp.connector.js';
-import { createWebdavConnector } from './webdav/webdav.connector.js';
 
 export * from './types.js';
 export * from './paths.js';
 
+const s3 = async () => (await import('./s3/s3.connector.js')).createS3Connector;
+
 /**
  * The connector of each connection type this agent has; `hello.connector_types` is its keys.
- * A new type: one folder under connectors/, one line here.
+ * A new type: one folder under connectors/, one line here. Each is loaded on first use, so an
+ * agent holds the libraries of the types it serves only (the AWS SDK alone is 13 MiB of memory).
  */
-const FACTORIES: Partial<Record<ConnectionType, ConnectorFactory>> = {
-  sftp: createSftpConnector,
-  ftp: createFtpConnector,
-  s3: createS3Connector,
-  r2: createS3Connector,
-  gcs: createS3Connector,
-  blob: createBlobConnector,
-  webdav: createWebdavConnector,
+const FACTORIES: Partial<Record<ConnectionType, () => Promise<ConnectorFactory>>> = {
+  sftp: async () => (await import('./sftp/sftp.connector.js')).createSftpConnector,
+  ftp: async () => (await import('./ftp/ftp.connector.js')).createFtpConnector,
+  s3,
+  r2: s3,
+  gcs: s3,
+  blob: async () => (await import('./blob/blob.connector.js')).createBlobConnector,
+  webdav: async () => (await import('./webdav/webdav.connector.js')).createWebdavConnector,
 };
 
 /** Connection types this agent can serve. */
@@ -29,8 +27,8 @@ export function connectorTypes(): ConnectionType[] {
 }
 
 /** A connector for `settings`; UNSUPPORTED when this agent has none for its type. */
-export function createConnector(settings: Parameters<ConnectorFactory>[0]): Connector {
-  const factory = FACTORIES[settings.type];
-  if (!factory) throw new ConnectorError('UNSUPPORTED', `this agent has no connector for ${settings.type} connections`);
-  return factory(settings);
+export async function createConnector(settings: Parameters<ConnectorFactory>[0]): Promise<Connector> {
+  const load = FACTORIES[settings.type];
+  if (!load) throw new ConnectorError('UNSUPPORTED', `this agent has no connector for ${settings.type} connections`);
+  return (await load())(settings);
 }

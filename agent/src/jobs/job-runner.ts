@@ -119,9 +119,9 @@ export class JobRunner {
     const opened: Connector[] = [];
     let outcome: CopyOutcome | null = null;
     try {
-      const source = this.o.connectors.create(assign.source);
+      const source = await this.o.connectors.create(assign.source);
       opened.push(source);
-      const destination = this.o.connectors.create(assign.destination);
+      const destination = await this.o.connectors.create(assign.destination);
       opened.push(destination);
       reporter.start();
       outcome = await copyTree({

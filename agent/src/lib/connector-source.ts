@@ -10,7 +10,7 @@ export interface ConnectorSource {
   /** Connection types announced in `hello`. */
   types(): ConnectionType[];
   /** A connector for the settings; throws ConnectorError('UNSUPPORTED') for a type this agent lacks. */
-  create(settings: ConnectionSettings): Connector;
+  create(settings: ConnectionSettings): Connector | Promise<Connector>;
 }
 
 export const registryConnectors: ConnectorSource = { types: connectorTypes, create: createConnector };

@@ -17,7 +17,7 @@ export async function testConnection(connectors: ConnectorSource, settings: Conn
   let timer: NodeJS.Timeout | undefined;
   let connector: Connector | undefined;
   try {
-    connector = connectors.create(settings);
+    connector = await connectors.create(settings);
     const test = connector.test({ signal: controller.signal });
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {

@@ -1,8 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { AccountSASPermissions, BlobServiceClient, AccountSASResourceTypes, AccountSASServices, StorageSharedKeyCredential, generateAccountSASQueryParameters } from '@azure/storage-blob';
 import type { ConnectionSettings, FileResult } from '@xfer/shared';
-import { createConnector } from '../../src/connectors/index.js';
-import { BlobConnector } from '../../src/connectors/blob/blob.connector.js';
+import { BlobConnector, createBlobConnector } from '../../src/connectors/blob/blob.connector.js';
 import { DEFAULT_BLOB_TUNING, blobTarget } from '../../src/connectors/blob/blob.config.js';
 import { blobError } from '../../src/connectors/blob/blob.errors.js';
 import { blockBytes } from '../../src/connectors/blob/blob.upload.js';
@@ -55,7 +54,7 @@ function blobSuite(prefix: string): () => Promise<ConformanceTarget> {
     const port = await closedPort();
     const cs = (s: string) => ({ connection_string: s });
     return {
-      connector: () => createConnector(settings(base)),
+      connector: () => createBlobConnector(settings(base)),
       raw,
       failures: [
         { name: 'wrong account key', connector: () => new BlobConnector(settings(base, cs(connectionString({ key: Buffer.from('wrong key').toString('base64') })))), code: 'AUTH', message: /account name or key is not accepted/ },

@@ -1,6 +1,5 @@
 import type { ConnectionSettings } from '@xfer/shared';
-import { createConnector } from '../../src/connectors/index.js';
-import { FtpConnector } from '../../src/connectors/ftp/ftp.connector.js';
+import { createFtpConnector, FtpConnector } from '../../src/connectors/ftp/ftp.connector.js';
 import { runConformance, type ConformanceTarget } from './conformance.suite.js';
 import { closedPort, collect, expectCode, readAll, uniqueName } from './helpers.js';
 import { RawFtp } from './ftp.raw.js';
@@ -36,7 +35,7 @@ function ftpTarget(options: Record<string, unknown>): () => Promise<ConformanceT
     const port = await closedPort();
     return {
       // Through the registry, as the agent builds it.
-      connector: () => createConnector(settings(base, options)),
+      connector: () => createFtpConnector(settings(base, options)),
       raw,
       failures: [
         { name: 'wrong password', connector: () => new FtpConnector(settings(base, options, { credentials: { username: server.username, password: 'not-the-password' } })), code: 'AUTH', message: /login failed.*wrong username or password/ },

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ConnectionSettings, ConnectionType } from '@xfer/shared';
-import { createConnector } from '../../src/connectors/index.js';
-import { S3Connector } from '../../src/connectors/s3/s3.connector.js';
+import { createS3Connector, S3Connector } from '../../src/connectors/s3/s3.connector.js';
 import type { ConnectorErrorCode } from '../../src/connectors/types.js';
 import { partBytes } from '../../src/connectors/s3/s3.upload.js';
 import { runConformance, type ConformanceTarget } from './conformance.suite.js';
@@ -39,7 +38,7 @@ function s3Target(type: ConnectionType, prefix: string): () => Promise<Conforman
     const base = prefix === '' ? `/${bucket}` : `/${bucket}/${prefix}`;
     const port = await closedPort();
     return {
-      connector: () => createConnector(settings(type, base)),
+      connector: () => createS3Connector(settings(type, base)),
       raw,
       failures: [
         { name: 'wrong secret key', connector: () => new S3Connector(settings(type, base, { credentials: { ...keys, region: 'us-east-1', secret_access_key: 'wrong-secret' } })), code: 'AUTH', message: /secret access key is not accepted/ },

@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { ConnectionSettings } from '@xfer/shared';
-import { createConnector } from '../../src/connectors/index.js';
-import { SftpConnector } from '../../src/connectors/sftp/sftp.connector.js';
+import { createSftpConnector, SftpConnector } from '../../src/connectors/sftp/sftp.connector.js';
 import { runConformance, type ConformanceTarget } from './conformance.suite.js';
 import { closedPort, expectCode, uniqueName } from './helpers.js';
 import { RawSftp } from './sftp.raw.js';
@@ -39,7 +38,7 @@ function sftpTarget(make: (base: string) => ConnectionSettings): () => Promise<C
     const port = await closedPort();
     return {
       // Through the registry, as the agent builds it.
-      connector: () => createConnector(make(base)),
+      connector: () => createSftpConnector(make(base)),
       raw,
       failures: [
         { name: 'wrong password', connector: () => new SftpConnector(settings(base, { password: 'not-the-password' })), code: 'AUTH', message: /authentication failed/ },

@@ -1,6 +1,5 @@
 import type { ConnectionSettings } from '@xfer/shared';
-import { createConnector } from '../../src/connectors/index.js';
-import { WebdavConnector } from '../../src/connectors/webdav/webdav.connector.js';
+import { createWebdavConnector, WebdavConnector } from '../../src/connectors/webdav/webdav.connector.js';
 import { runConformance } from './conformance.suite.js';
 import { bodyOf, closedPort, expectCode, uniqueName } from './helpers.js';
 import { RawWebdav } from './webdav.raw.js';
@@ -58,7 +57,7 @@ for (const server of [rclone, apache]) {
     const make = (over: Partial<ConnectionSettings> = {}, credentials: Record<string, string> = {}) => () => new WebdavConnector(settings(server, base, over, credentials));
     return {
       // Through the registry, as the agent builds it.
-      connector: () => createConnector(settings(server, base)),
+      connector: () => createWebdavConnector(settings(server, base)),
       raw,
       failures: [
         { name: 'wrong password', connector: make({}, { password: 'not-the-password' }), code: 'AUTH', message: /authentication failed/ },
