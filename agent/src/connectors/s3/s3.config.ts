@@ -20,7 +20,8 @@ export interface S3Tuning {
 
 export const DEFAULT_S3_TUNING: S3Tuning = {
   partBytes: 8 * 1024 * 1024,
-  queueParts: 4,
+  // 3 uploaded while the 4th is read: as fast as 4 against versitygw, and 8 MiB less per write.
+  queueParts: 3,
   deleteParallel: 16,
   connectTimeoutMs: 10_000,
   socketTimeoutMs: 120_000,
