@@ -1,3 +1,4 @@
+import { jest } from '@jest/globals';
 import { Types } from 'mongoose';
 import { CloseCodes } from '@xfer/shared';
 import type { App } from '../src/app.js';
@@ -232,6 +233,27 @@ describe('a job on an agent', () => {
     const actions = (await app.db.auditEvents.find({ 'resource.id': ctx.job.id }).lean()).map((e) => e.action);
     expect(actions).toEqual(['transfer.create', 'transfer.execute', 'transfer.retry', 'transfer.execute']);
     ctx.client.close();
+  });
+
+  test('reports arriving faster than the database takes them are merged into few writes; the end is not delayed', async () => {
+    const ctx = await setup();
+    await startAndAssign(ctx);
+    const inserts = jest.spyOn(app.db.transferFiles, 'insertMany');
+    try {
+      // 1,000 files in 200 reports of 5, as an agent copying small files sends them.
+      for (let i = 0; i < 200; i++) ctx.client.send('job.progress', { job_id: ctx.job.id, ...counters(1000, 5 * (i + 1), 500 * (i + 1)), listing_done: true, files: files(5 * i, 5) });
+      ctx.client.send('job.completed', { job_id: ctx.job.id, ...counters(1000, 1000, 100_000) });
+      const ended = Date.now();
+      await eventually(async () => (await getTransfer(app, ctx.key, ctx.job.id)).status === 'completed', 'job completed');
+      expect(await getTransfer(app, ctx.key, ctx.job.id)).toMatchObject({ files_transferred: 1000, bytes_transferred: 100_000 });
+      expect(await app.db.transferFiles.countDocuments({ job_id: new Types.ObjectId(ctx.job.id) })).toBe(1000);
+      expect(inserts.mock.calls.length).toBeLessThanOrEqual(20);
+      // The end's report cut the wait for more reports short (it would be 100 ms per write left).
+      expect(Date.now() - ended).toBeLessThan(2000);
+    } finally {
+      inserts.mockRestore();
+      ctx.client.close();
+    }
   });
 
   test('an agent that goes silent loses its job when the lease expires, with a clear error', async () => {

@@ -12,6 +12,9 @@ interface PendingProgress {
   attempt: number;
   next: Progress | null;
   writer: Promise<void>;
+  /** Ends the wait for more reports, and those to come: the run's end arrived, nothing more will join. */
+  flush: () => void;
+  ending: boolean;
 }
 
 /**
@@ -74,11 +77,19 @@ export class AgentRuns {
       entry.next = entry.next ? { ...progress, files: [...entry.next.files, ...progress.files] } : progress;
       return;
     }
-    const fresh: PendingProgress = { attempt, next: progress, writer: Promise.resolve() };
+    const fresh: PendingProgress = { attempt, next: progress, writer: Promise.resolve(), flush: () => undefined, ending: false };
     fresh.writer = (async () => {
       while (fresh.next) {
         // Let the reports arriving meanwhile join this write.
-        await new Promise((resolve) => setTimeout(resolve, PROGRESS_LINGER_MS));
+        if (!fresh.ending) {
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, PROGRESS_LINGER_MS);
+            fresh.flush = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
+        }
         const batch = fresh.next;
         fresh.next = null;
         try {
@@ -95,7 +106,12 @@ export class AgentRuns {
 
   /** Waits until every progress report of the job received so far is written. */
   private async progressWritten(session: AgentSession, id: string): Promise<void> {
-    await this.pending.get(session)?.get(id)?.writer;
+    const entry = this.pending.get(session)?.get(id);
+    if (entry) {
+      entry.ending = true;
+      entry.flush();
+      await entry.writer;
+    }
   }
 
   /** The request id of the resync ping sent right after a welcome. */
