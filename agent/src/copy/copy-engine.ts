@@ -29,9 +29,14 @@ export async function copyTree(request: CopyRequest, log?: Logger): Promise<Copy
   });
   const queue = new PQueue({ concurrency: options.concurrency });
   let jobError: string | null = null;
+  // The destination is prepared while the source connects and lists its first page; nothing is
+  // written before it is ready. (Awaited below; the catch only keeps an early failure from being
+  // reported as unhandled meanwhile.)
+  const prepared = writer.prepare();
+  prepared.catch(() => undefined);
   try {
-    await writer.prepare();
     for await (const item of readSide(request.source, request.sourcePath, signal)) {
+      await prepared;
       if (signal.aborted) break;
       if (item.entry.kind === 'file') stats.fileListed();
       // Back-pressure on the listing: take the next entry only when the queue has room.
@@ -39,6 +44,7 @@ export async function copyTree(request: CopyRequest, log?: Logger): Promise<Copy
       if (signal.aborted) break;
       void queue.add(() => writer.consume(item));
     }
+    await prepared;
     if (!signal.aborted) stats.listingDone();
   } catch (err) {
     if (!signal.aborted) {

@@ -119,10 +119,11 @@ export class JobRunner {
     const opened: Connector[] = [];
     let outcome: CopyOutcome | null = null;
     try {
-      const source = await this.o.connectors.create(assign.source);
-      opened.push(source);
-      const destination = await this.o.connectors.create(assign.destination);
-      opened.push(destination);
+      // Both at once: each may load its connector's library on first use.
+      const created = await Promise.allSettled([this.o.connectors.create(assign.source), this.o.connectors.create(assign.destination)]);
+      for (const c of created) if (c.status === 'fulfilled') opened.push(c.value);
+      for (const c of created) if (c.status === 'rejected') throw c.reason;
+      const [source, destination] = opened as [Connector, Connector];
       reporter.start();
       outcome = await copyTree({
         source, sourcePath: assign.source_path, destination, destinationPath: assign.destination_path,
