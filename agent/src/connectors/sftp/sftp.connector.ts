@@ -9,6 +9,9 @@ import * as ops from './sftp.ops.js';
 import { abortable, SftpSession } from './sftp.session.js';
 import { abortedError, pipelinedWrite, SftpReadStream } from './sftp.streams.js';
 
+
+/** Bytes read with the size when a file is opened (see read). */
+const PREFETCH_BYTES = 64 * 1024;
 /** Unlinks in flight at once while removing a directory tree. */
 const REMOVE_PARALLEL = 16;
 
@@ -57,9 +60,10 @@ export class SftpConnector implements Connector {
     try {
       handle = await ops.openFile(lease.sftp, this.remote(rel), 'r');
       signal?.throwIfAborted();
-      // The size and the first chunk in one round trip: most files are one chunk.
+      // The size and the first bytes in one round trip: most files fit in them. Not a whole chunk:
+      // a 128 KiB buffer per small file was most of the agent's memory churn on many small files.
       const start = options.start ?? 0;
-      const want = Math.min(this.tuning.chunkBytes, (options.end ?? Infinity) - start + 1);
+      const want = Math.min(PREFETCH_BYTES, this.tuning.chunkBytes, (options.end ?? Infinity) - start + 1);
       const [stats, first] = await Promise.allSettled([ops.fstat(lease.sftp, handle), want > 0 ? ops.readAt(lease.sftp, handle, want, start) : Promise.resolve(Buffer.alloc(0))]);
       if (stats.status === 'rejected') throw stats.reason;
       if (stats.value.isDirectory()) throw new ConnectorError('CONFLICT', `read ${shown(rel)}: is a directory`);

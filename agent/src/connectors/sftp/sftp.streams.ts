@@ -40,7 +40,7 @@ export class SftpReadStream extends Readable {
     super({ highWaterMark: tuning.chunkBytes * 2 });
     this.next = start;
     if (prefetched && end >= start) {
-      const length = Math.min(tuning.chunkBytes, end - start + 1);
+      const length = Math.min(prefetched.length, end - start + 1);
       this.slots.push({ position: start, length, data: prefetched.subarray(0, length) });
       this.next = start + length;
     }
