@@ -12,12 +12,18 @@ export interface PutAnswer {
   checksumSha256?: string;
 }
 
+/** Errors worth sending the same bytes again for: the network, the store's 5xx and throttling, damaged bytes. */
+const RETRYABLE = new Set(['BadDigest', 'RequestTimeout', 'SlowDown', 'InternalError', 'ServiceUnavailable', 'TimeoutError']);
+const ATTEMPTS = 3;
+
 /**
- * PutObject of one buffered body, signed with the SDK's own SigV4 signer and sent with
- * `node:http(s)` on a keep-alive agent, without the SDK's middleware stack. That stack cost
- * 1.2 ms of CPU per request (schemas, endpoint rules, retry and checksum middleware) against
- * 0.5 ms here, and a copy of many small files is made of little else (docs/connectors.md).
- * Everything else (multipart, listing, HEAD, DELETE) stays on the SDK.
+ * PutObject and UploadPart of a buffered body (a list of chunks, sent as they are: no copy into
+ * one buffer), signed with the SDK's own SigV4 signer and sent with `node:http(s)` on a
+ * keep-alive agent, without the SDK's middleware stack. That stack cost 1.2 ms of CPU per request
+ * (schemas, endpoint rules, retry and checksum middleware) against 0.5 ms here, and a copy of
+ * many small files is made of little else (docs/connectors.md). A request failing on the network,
+ * a 5xx, throttling or a damaged body is sent again (3 attempts in all), as the SDK would.
+ * Everything else (creating and completing multipart uploads, listing, HEAD, DELETE) stays on the SDK.
  *
  * A failure is thrown shaped like the SDK's service exceptions (`name` = the S3 error code,
  * `$metadata.httpStatusCode`, `$response.headers`), so `s3Error` maps both alike; network errors
@@ -40,23 +46,38 @@ export class DirectPut {
     this.agent = this.origin.protocol === 'https:' ? new https.Agent({ keepAlive: true, maxSockets: 64 }) : new http.Agent({ keepAlive: true, maxSockets: 64 });
   }
 
-  async put(bucket: string, key: string, body: Buffer, headers: Record<string, string>, signal?: AbortSignal): Promise<PutAnswer> {
+  /** PUT `body` to `key` (with `query`, an UploadPart); resolves with what the store answered. */
+  async put(bucket: string, key: string, body: readonly Buffer[], headers: Record<string, string>, options: { signal?: AbortSignal; query?: Record<string, string> } = {}): Promise<PutAnswer> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.send(bucket, key, body, headers, options);
+      } catch (err) {
+        if (attempt >= ATTEMPTS || options.signal?.aborted || !retryable(err)) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** attempt * Math.random()));
+      }
+    }
+  }
+
+  private async send(bucket: string, key: string, body: readonly Buffer[], headers: Record<string, string>, options: { signal?: AbortSignal; query?: Record<string, string> }): Promise<PutAnswer> {
     const encodedKey = key.split('/').map(encodeSegment).join('/');
     const hostname = this.pathStyle ? this.origin.hostname : `${bucket}.${this.origin.hostname}`;
     const host = this.origin.port ? `${hostname}:${this.origin.port}` : hostname;
     const path = this.pathStyle ? `/${encodeSegment(bucket)}/${encodedKey}` : `/${encodedKey}`;
+    const query = options.query ?? {};
+    const search = Object.keys(query).sort().map((k) => `${encodeSegment(k)}=${encodeSegment(query[k]!)}`).join('&');
+    const length = body.reduce((n, chunk) => n + chunk.length, 0);
     const signed = await this.signer.sign({
-      method: 'PUT', protocol: this.origin.protocol, hostname, port: this.origin.port ? Number(this.origin.port) : undefined, path, query: {},
+      method: 'PUT', protocol: this.origin.protocol, hostname, port: this.origin.port ? Number(this.origin.port) : undefined, path, query,
       headers: {
-        host, 'content-type': 'application/octet-stream', 'content-length': String(body.length),
-        // The payload is checked by the store through Content-MD5 (and x-amz-checksum-sha256): see payloadHashMiddleware.
+        host, 'content-type': 'application/octet-stream', 'content-length': String(length),
+        // The payload is checked by the store through Content-MD5 or x-amz-checksum-*: see payloadHashMiddleware.
         'x-amz-content-sha256': 'UNSIGNED-PAYLOAD', ...headers,
       },
     });
     return await new Promise<PutAnswer>((resolve, reject) => {
       const request = (this.origin.protocol === 'https:' ? https : http).request({
         agent: this.agent, method: 'PUT', hostname: this.origin.hostname.replace(/^\[|\]$/g, ''), port: this.origin.port || undefined,
-        path, headers: signed.headers, signal, servername: this.origin.protocol === 'https:' ? hostname : undefined,
+        path: search ? `${path}?${search}` : path, headers: signed.headers, signal: options.signal, servername: this.origin.protocol === 'https:' ? hostname : undefined,
       }, (response) => {
         const status = response.statusCode ?? 0;
         if (status >= 200 && status < 300) {
@@ -74,13 +95,24 @@ export class DirectPut {
       });
       request.setTimeout(this.tuning.socketTimeoutMs, () => request.destroy(Object.assign(new Error(`no answer within ${this.tuning.socketTimeoutMs} ms`), { name: 'TimeoutError' })));
       request.once('error', reject);
-      request.end(body);
+      // One writev for the headers and every chunk.
+      request.cork();
+      for (const chunk of body) request.write(chunk);
+      request.end();
     });
   }
 
   close(): void {
     this.agent.destroy();
   }
+}
+
+function retryable(err: unknown): boolean {
+  const e = err as { code?: unknown; name?: string; $metadata?: { httpStatusCode?: number } };
+  if (e.name === 'AbortError') return false;
+  if (typeof e.code === 'string') return true;
+  const status = e.$metadata?.httpStatusCode ?? 0;
+  return status >= 500 || status === 429 || RETRYABLE.has(e.name ?? '');
 }
 
 /** The SDK's error shape for an S3 error document (or a bare status, e.g. a HEAD-like empty 404). */
