@@ -19,7 +19,7 @@ const MAX_GROWN_PART_BYTES = 512 * MiB;
 
 export interface UploadTarget {
   client: S3Client;
-  /** Single PUTs, without the SDK's middleware (s3.put.ts). */
+  /** PutObject and UploadPart, without the SDK's middleware (s3.put.ts). */
   direct: DirectPut;
   bucket: string;
   key: string;
