@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
+import net from 'node:net';
 import type { ConnectionSettings, ConnectionType } from '@xfer/shared';
 import { createS3Connector, S3Connector } from '../../src/connectors/s3/s3.connector.js';
 import type { ConnectorErrorCode } from '../../src/connectors/types.js';
 import { partBytes } from '../../src/connectors/s3/s3.upload.js';
 import { runConformance, type ConformanceTarget } from './conformance.suite.js';
-import { bodyOf, closedPort, expectCode, uniqueName } from './helpers.js';
+import { bodyOf, closedPort, expectCode, randomBody, uniqueName } from './helpers.js';
 import { RawS3 } from './s3.raw.js';
 
 // The versitygw of `npm run services` (e2e/src/services/s3.service.ts), started by jest's global
@@ -137,6 +138,52 @@ describe('s3 connector: endpoints and parts', () => {
       expect(await raw.sha256(key)).toBe(createHash('sha256').update('odd').digest('hex'));
       await c.close();
     } finally {
+      await raw.destroy();
+    }
+  });
+
+  it('a PUT or part whose connection is cut is sent again; cut three times, the write fails TRANSIENT and leaves nothing', async () => {
+    const bucket = uniqueName('conf-cut');
+    const raw = new RawS3(server, bucket, '');
+    await raw.createBucket();
+    // A TCP relay to the real server that, while `cuts` > 0, cuts the connection a request's bytes
+    // arrive on (new or kept alive) instead of passing them on.
+    let cuts = 0;
+    const relay = net.createServer((client) => {
+      const upstream = net.connect(server.port, server.host);
+      const close = () => { client.destroy(); upstream.destroy(); };
+      client.on('data', (data) => {
+        if (cuts > 0) {
+          cuts--;
+          close();
+        } else upstream.write(data);
+      });
+      upstream.pipe(client);
+      client.on('error', close).on('close', close);
+      upstream.on('error', close).on('close', close);
+    });
+    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+    const port = (relay.address() as net.AddressInfo).port;
+    const c = new S3Connector(settings('s3', `/${bucket}`, { host: '127.0.0.1', port }), { partBytes: 5 * 1024 * 1024 });
+    try {
+      cuts = 2;
+      const small = await c.write('small.txt', bodyOf('sent twice'), {});
+      expect(cuts).toBe(0);
+      expect(small.storeVerified).toBe('content-md5');
+      expect(await raw.sha256('small.txt')).toBe(createHash('sha256').update('sent twice').digest('hex'));
+      const big = randomBody(12 * 1024 * 1024);
+      // The first two requests of the multipart upload are cut (CreateMultipartUpload through the
+      // SDK's own retries, or parts through ours): the upload still completes, verified.
+      cuts = 2;
+      expect((await c.write('big.bin', big.body, {})).storeVerified).toBe('crc32-parts');
+      expect(cuts).toBe(0);
+      expect(await raw.sha256('big.bin')).toBe(big.sha256());
+      cuts = 3;
+      await expectCode(c.write('never.txt', bodyOf('x'), {}), 'TRANSIENT', /connection/);
+      expect(await raw.sha256('never.txt')).toBeNull();
+    } finally {
+      await c.close();
+      relay.close();
       await raw.destroy();
     }
   });
