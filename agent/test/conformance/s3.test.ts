@@ -65,66 +65,60 @@ runConformance('s3 (versitygw), bucket root', s3Target('s3', ''));
 runConformance('r2 (versitygw), prefix with a space', s3Target('r2', 'r2 base/data'));
 runConformance('gcs (versitygw), prefix, no multi-object delete', s3Target('gcs', 'gcs-base'));
 
+/** Runs `fn` with a bucket of its own, removed afterwards whatever happened. */
+async function withBucket(prefix: string, fn: (bucket: string, raw: RawS3) => Promise<void>): Promise<void> {
+  const bucket = uniqueName(prefix);
+  const raw = new RawS3(server, bucket, '');
+  await raw.createBucket();
+  try {
+    await fn(bucket, raw);
+  } finally {
+    await raw.destroy();
+  }
+}
+
 describe('s3 connector: endpoints and parts', () => {
   it('needs a bucket in the path', () => {
     expect(() => new S3Connector(settings('s3', '/'))).toThrow(/must name a bucket/);
   });
 
   it('returns the SHA-256 the store confirmed for a single PUT (s3), the MD5 ETag elsewhere, and that the ETag is the Content-MD5 sent', async () => {
-    const bucket = uniqueName('conf-sum');
-    const raw = new RawS3(server, bucket, '');
-    await raw.createBucket();
-    try {
+    await withBucket('conf-sum', async (bucket, raw) => {
       const s3 = new S3Connector(settings('s3', `/${bucket}`));
       const gcs = new S3Connector(settings('gcs', `/${bucket}`));
       expect(await s3.write('a.txt', bodyOf('abc'), {})).toEqual({ size: 3, checksum: { algorithm: 'sha256', value: 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad' }, storeVerified: 'content-md5' });
       expect(await gcs.write('b.txt', bodyOf('abc'), {})).toEqual({ size: 3, checksum: { algorithm: 'etag', value: '900150983cd24fb0d6963f7d28e17f72' }, storeVerified: 'content-md5' });
       expect((await s3.stat('a.txt'))?.checksum).toEqual({ algorithm: 'sha256', value: 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad' });
       await Promise.all([s3.close(), gcs.close()]);
-    } finally {
-      await raw.destroy();
-    }
+    });
   });
 
   it('test() on an empty prefix says the first write creates it', async () => {
-    const bucket = uniqueName('conf-test');
-    const raw = new RawS3(server, bucket, '');
-    await raw.createBucket();
-    try {
+    await withBucket('conf-test', async (bucket, raw) => {
       const c = new S3Connector(settings('s3', `/${bucket}/not/yet`));
       await expect(c.test()).resolves.toMatch(/prefix not\/yet\/ is empty so far/);
       await c.close();
-    } finally {
-      await raw.destroy();
-    }
+    });
   });
 
   it('reading a directory-like prefix that is no object is NOT_FOUND', async () => {
-    const bucket = uniqueName('conf-dir');
-    const raw = new RawS3(server, bucket, '');
-    await raw.createBucket();
-    try {
+    await withBucket('conf-dir', async (bucket, raw) => {
       await raw.put('d/file.txt', Buffer.from('x'));
       const c = new S3Connector(settings('s3', `/${bucket}`));
       await expectCode(c.read('d'), 'NOT_FOUND');
       await c.close();
-    } finally {
-      await raw.destroy();
-    }
+    });
   });
 
   it('single PUTs (sent without the SDK) map failures like every other request, and keep keys exact', async () => {
-    const bucket = uniqueName('conf-put');
-    const raw = new RawS3(server, bucket, '');
-    await raw.createBucket();
-    const port = await closedPort();
-    const cases: Array<[string, S3Connector, string, RegExp]> = [
-      ['wrong secret', new S3Connector(settings('s3', `/${bucket}`, { credentials: { ...keys, region: 'us-east-1', secret_access_key: 'wrong' } })), 'AUTH', /secret access key is not accepted/],
-      ['missing bucket', new S3Connector(settings('s3', `/${bucket}-missing`)), 'NOT_FOUND', new RegExp(`bucket ${bucket}-missing does not exist`)],
-      ['closed port', new S3Connector(settings('s3', `/${bucket}`, { port })), 'TRANSIENT', /connection refused/],
-      ['HTTPS to plain HTTP', new S3Connector(settings('s3', `/${bucket}`, { options: { secure: true } })), 'TRANSIENT', /TLS/],
-    ];
-    try {
+    await withBucket('conf-put', async (bucket, raw) => {
+      const port = await closedPort();
+      const cases: Array<[string, S3Connector, string, RegExp]> = [
+        ['wrong secret', new S3Connector(settings('s3', `/${bucket}`, { credentials: { ...keys, region: 'us-east-1', secret_access_key: 'wrong' } })), 'AUTH', /secret access key is not accepted/],
+        ['missing bucket', new S3Connector(settings('s3', `/${bucket}-missing`)), 'NOT_FOUND', new RegExp(`bucket ${bucket}-missing does not exist`)],
+        ['closed port', new S3Connector(settings('s3', `/${bucket}`, { port })), 'TRANSIENT', /connection refused/],
+        ['HTTPS to plain HTTP', new S3Connector(settings('s3', `/${bucket}`, { options: { secure: true } })), 'TRANSIENT', /TLS/],
+      ];
       for (const [name, c, code, message] of cases) {
         await expectCode(c.write('x.txt', bodyOf('x'), {}), code as ConnectorErrorCode, message).catch((err: Error) => {
           throw new Error(`${name}: ${err.message}`);
@@ -137,55 +131,51 @@ describe('s3 connector: endpoints and parts', () => {
       await c.write(key, bodyOf('odd'), {});
       expect(await raw.sha256(key)).toBe(createHash('sha256').update('odd').digest('hex'));
       await c.close();
-    } finally {
-      await raw.destroy();
-    }
+    });
   });
 
   it('a PUT or part whose connection is cut is sent again; cut three times, the write fails TRANSIENT and leaves nothing', async () => {
-    const bucket = uniqueName('conf-cut');
-    const raw = new RawS3(server, bucket, '');
-    await raw.createBucket();
-    // A TCP relay to the real server that, while `cuts` > 0, cuts the connection a request's bytes
-    // arrive on (new or kept alive) instead of passing them on.
-    let cuts = 0;
-    const relay = net.createServer((client) => {
-      const upstream = net.connect(server.port, server.host);
-      const close = () => { client.destroy(); upstream.destroy(); };
-      client.on('data', (data) => {
-        if (cuts > 0) {
-          cuts--;
-          close();
-        } else upstream.write(data);
+    await withBucket('conf-cut', async (bucket, raw) => {
+      // A TCP relay to the real server that, while `cuts` > 0, cuts the connection a request's bytes
+      // arrive on (new or kept alive) instead of passing them on.
+      let cuts = 0;
+      const relay = net.createServer((client) => {
+        const upstream = net.connect(server.port, server.host);
+        const close = () => { client.destroy(); upstream.destroy(); };
+        client.on('data', (data) => {
+          if (cuts > 0) {
+            cuts--;
+            close();
+          } else upstream.write(data);
+        });
+        upstream.pipe(client);
+        client.on('error', close).on('close', close);
+        upstream.on('error', close).on('close', close);
       });
-      upstream.pipe(client);
-      client.on('error', close).on('close', close);
-      upstream.on('error', close).on('close', close);
+      await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+      const port = (relay.address() as net.AddressInfo).port;
+      const c = new S3Connector(settings('s3', `/${bucket}`, { host: '127.0.0.1', port }), { partBytes: 5 * 1024 * 1024 });
+      try {
+        cuts = 2;
+        const small = await c.write('small.txt', bodyOf('sent twice'), {});
+        expect(cuts).toBe(0);
+        expect(small.storeVerified).toBe('content-md5');
+        expect(await raw.sha256('small.txt')).toBe(createHash('sha256').update('sent twice').digest('hex'));
+        const big = randomBody(12 * 1024 * 1024);
+        // The first two requests of the multipart upload are cut (CreateMultipartUpload through the
+        // SDK's own retries, or parts through ours): the upload still completes, verified.
+        cuts = 2;
+        expect((await c.write('big.bin', big.body, {})).storeVerified).toBe('crc32-parts');
+        expect(cuts).toBe(0);
+        expect(await raw.sha256('big.bin')).toBe(big.sha256());
+        cuts = 3;
+        await expectCode(c.write('never.txt', bodyOf('x'), {}), 'TRANSIENT', /connection/);
+        expect(await raw.sha256('never.txt')).toBeNull();
+      } finally {
+        await c.close();
+        relay.close();
+      }
     });
-    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
-    const port = (relay.address() as net.AddressInfo).port;
-    const c = new S3Connector(settings('s3', `/${bucket}`, { host: '127.0.0.1', port }), { partBytes: 5 * 1024 * 1024 });
-    try {
-      cuts = 2;
-      const small = await c.write('small.txt', bodyOf('sent twice'), {});
-      expect(cuts).toBe(0);
-      expect(small.storeVerified).toBe('content-md5');
-      expect(await raw.sha256('small.txt')).toBe(createHash('sha256').update('sent twice').digest('hex'));
-      const big = randomBody(12 * 1024 * 1024);
-      // The first two requests of the multipart upload are cut (CreateMultipartUpload through the
-      // SDK's own retries, or parts through ours): the upload still completes, verified.
-      cuts = 2;
-      expect((await c.write('big.bin', big.body, {})).storeVerified).toBe('crc32-parts');
-      expect(cuts).toBe(0);
-      expect(await raw.sha256('big.bin')).toBe(big.sha256());
-      cuts = 3;
-      await expectCode(c.write('never.txt', bodyOf('x'), {}), 'TRANSIENT', /connection/);
-      expect(await raw.sha256('never.txt')).toBeNull();
-    } finally {
-      await c.close();
-      relay.close();
-      await raw.destroy();
-    }
   });
 
   it('sizes parts to fit 10,000 and grows them for streams of unknown length', () => {
