@@ -1,4 +1,5 @@
 import { ConnectorError, type ConnectorErrorCode } from '../types.js';
+import { networkMessages } from '../network-errors.js';
 
 /** Azure Storage error codes (`x-ms-error-code`) by what the engine should do about them. */
 const CODES: Record<string, ConnectorErrorCode> = {
@@ -37,21 +38,7 @@ const CODES: Record<string, ConnectorErrorCode> = {
   OperationTimedOut: 'TRANSIENT',
 };
 
-const NETWORK: Record<string, string> = {
-  ENOTFOUND: 'cannot resolve the host name',
-  EAI_AGAIN: 'cannot resolve the host name (DNS did not answer)',
-  ECONNREFUSED: 'connection refused (is a Blob service listening on that port?)',
-  ETIMEDOUT: 'timed out',
-  EHOSTUNREACH: 'host unreachable',
-  ENETUNREACH: 'network unreachable',
-  ECONNRESET: 'connection reset by the server',
-  EPIPE: 'connection closed by the server',
-  EPROTO: 'TLS handshake failed (is the server plain HTTP? use a connection string with DefaultEndpointsProtocol=http)',
-  ERR_SSL_WRONG_VERSION_NUMBER: 'TLS handshake failed (is the server plain HTTP? use a connection string with DefaultEndpointsProtocol=http)',
-  DEPTH_ZERO_SELF_SIGNED_CERT: 'the server presented a self-signed certificate',
-  CERT_HAS_EXPIRED: 'the server certificate has expired',
-  ERR_TLS_CERT_ALTNAME_INVALID: 'the server certificate does not name this host',
-};
+const NETWORK = networkMessages('a Blob service', 'use a connection string with DefaultEndpointsProtocol=http');
 
 interface RestErrorLike {
   name?: string;

@@ -1,17 +1,8 @@
 import { FTPError } from 'basic-ftp';
 import { ConnectorError } from '../types.js';
+import { networkMessages } from '../network-errors.js';
 
-const NETWORK: Record<string, string> = {
-  ENOTFOUND: 'cannot resolve the host name',
-  EAI_AGAIN: 'cannot resolve the host name (DNS did not answer)',
-  ECONNREFUSED: 'connection refused (is an FTP server listening on that port?)',
-  ETIMEDOUT: 'timed out',
-  EHOSTUNREACH: 'host unreachable',
-  ENETUNREACH: 'network unreachable',
-  ECONNRESET: 'connection reset by the server',
-  EPIPE: 'connection closed by the server',
-  ECONNABORTED: 'connection aborted',
-};
+const NETWORK = networkMessages('an FTP server');
 
 /** Node's codes for a TLS certificate that does not verify. */
 const UNTRUSTED = /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|UNABLE_TO_GET_ISSUER|ERR_TLS_CERT_ALTNAME_INVALID/;

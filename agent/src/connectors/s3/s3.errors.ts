@@ -1,4 +1,5 @@
 import { ConnectorError, type ConnectorErrorCode } from '../types.js';
+import { networkMessages } from '../network-errors.js';
 
 /** S3 error codes (the SDK's `err.name`) by what the engine should do about them. */
 const CODES: Record<string, ConnectorErrorCode> = {
@@ -49,18 +50,7 @@ const CODES: Record<string, ConnectorErrorCode> = {
 };
 
 const NETWORK: Record<string, string> = {
-  ENOTFOUND: 'cannot resolve the host name',
-  EAI_AGAIN: 'cannot resolve the host name (DNS did not answer)',
-  ECONNREFUSED: 'connection refused (is an S3 server listening on that port?)',
-  ETIMEDOUT: 'timed out',
-  EHOSTUNREACH: 'host unreachable',
-  ENETUNREACH: 'network unreachable',
-  ECONNRESET: 'connection reset by the server',
-  EPIPE: 'connection closed by the server',
-  EPROTO: 'TLS handshake failed (is the server plain HTTP? set options.secure to false)',
-  ERR_SSL_WRONG_VERSION_NUMBER: 'TLS handshake failed (is the server plain HTTP? set options.secure to false)',
-  DEPTH_ZERO_SELF_SIGNED_CERT: 'the server presented a self-signed certificate',
-  CERT_HAS_EXPIRED: 'the server certificate has expired',
+  ...networkMessages('an S3 server', 'set options.secure to false'),
   ERR_TLS_CERT_ALTNAME_INVALID: 'the server certificate does not name this host (try force_path_style for bucket names with dots)',
 };
 

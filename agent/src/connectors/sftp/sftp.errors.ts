@@ -1,4 +1,5 @@
 import { ConnectorError, type ConnectorErrorCode } from '../types.js';
+import { networkMessages } from '../network-errors.js';
 
 /** SFTP status codes (draft-ietf-secsh-filexfer-02 §7) as ssh2 puts them on `err.code`. */
 export const SFTP_STATUS = { EOF: 1, NO_SUCH_FILE: 2, PERMISSION_DENIED: 3, FAILURE: 4, BAD_MESSAGE: 5, NO_CONNECTION: 6, CONNECTION_LOST: 7, OP_UNSUPPORTED: 8 } as const;
@@ -16,17 +17,7 @@ const STATUS: Record<number, [ConnectorErrorCode, string]> = {
   [SFTP_STATUS.OP_UNSUPPORTED]: ['UNSUPPORTED', 'operation not supported by the server'],
 };
 
-const NETWORK: Record<string, string> = {
-  ENOTFOUND: 'cannot resolve the host name',
-  EAI_AGAIN: 'cannot resolve the host name (DNS did not answer)',
-  ECONNREFUSED: 'connection refused (is an SSH server listening on that port?)',
-  ETIMEDOUT: 'timed out',
-  EHOSTUNREACH: 'host unreachable',
-  ENETUNREACH: 'network unreachable',
-  ECONNRESET: 'connection reset by the server',
-  EPIPE: 'connection closed by the server',
-  ECONNABORTED: 'connection aborted',
-};
+const NETWORK = networkMessages('an SSH server');
 
 /** The SFTP status of an ssh2 SFTP error, or undefined for other errors. */
 export function sftpStatus(err: unknown): number | undefined {

@@ -1,4 +1,5 @@
 import { ConnectorError, type ConnectorErrorCode } from '../types.js';
+import { networkMessages } from '../network-errors.js';
 
 /** What went wrong where: the operation and the connector path, for messages. */
 export interface WebdavErrorContext {
@@ -7,27 +8,12 @@ export interface WebdavErrorContext {
   endpoint: string;
 }
 
-const TLS_PLAIN = 'TLS handshake failed (is the server plain HTTP? set options.secure to false)';
-
 /** Network and TLS failures (node:http's error `code`) by what to tell the user. */
 const NETWORK: Record<string, string> = {
-  ENOTFOUND: 'cannot resolve the host name',
-  EAI_AGAIN: 'cannot resolve the host name (DNS did not answer)',
-  ECONNREFUSED: 'connection refused (is a WebDAV server listening on that port?)',
+  ...networkMessages('a WebDAV server', 'set options.secure to false'),
   ETIMEDOUT: 'timed out (no answer within 2 minutes)',
-  EHOSTUNREACH: 'host unreachable',
-  ENETUNREACH: 'network unreachable',
-  ECONNRESET: 'connection reset by the server',
-  EPIPE: 'connection closed by the server',
-  EPROTO: TLS_PLAIN,
-  ERR_SSL_WRONG_VERSION_NUMBER: TLS_PLAIN,
-  ERR_SSL_PACKET_LENGTH_TOO_LONG: TLS_PLAIN,
-  DEPTH_ZERO_SELF_SIGNED_CERT: 'the server presented a self-signed certificate',
-  SELF_SIGNED_CERT_IN_CHAIN: 'the server certificate chain is self-signed',
-  UNABLE_TO_VERIFY_LEAF_SIGNATURE: 'the server certificate cannot be verified',
-  CERT_HAS_EXPIRED: 'the server certificate has expired',
-  ERR_TLS_CERT_ALTNAME_INVALID: 'the server certificate does not name this host',
 };
+const TLS_PLAIN = NETWORK.EPROTO!;
 
 /** The code for an HTTP status the server answered with (RFC 4918 and RFC 9110 meanings). */
 export function statusCode(status: number): ConnectorErrorCode {
