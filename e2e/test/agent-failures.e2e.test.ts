@@ -113,8 +113,13 @@ test('kill -9 of the agent: the job fails after the lease with a clear error; re
 
   const failed = await waitFor('the lease to expire', () => job(id), (j) => j.status !== 'in-progress', LEASE_MS * 5);
   expect(failed.status).toBe('failed');
-  expect(failed.error).toMatch(/stopped responding/);
-  expect(Date.now() - killedAt).toBeGreaterThanOrEqual(LEASE_MS - 1000);
+  // The lease runs from when the agent was last heard from, which may be a heartbeat or two before
+  // the kill (a busy agent's heartbeats can lag), so the time since the kill is only bounded loosely;
+  // the silence the server counted must be the whole lease.
+  const silence = /stopped responding; the job was failed after (\d+) s without contact/.exec(failed.error);
+  expect(silence).not.toBeNull();
+  expect(Number(silence![1])).toBeGreaterThanOrEqual(LEASE_MS / 1000);
+  expect(Date.now() - killedAt).toBeGreaterThanOrEqual(LEASE_MS / 2);
   const copiedBefore = (await digestBucket(s3, bucket, 'kill-dst')).files;
   // Nothing half-written: every object there is whole.
   expect(treeDiff(expected, copiedBefore).filter((p) => !p.startsWith('missing'))).toEqual([]);
