@@ -1,0 +1,129 @@
+import { spawnSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { CreateBucketCommand } from '@aws-sdk/client-s3';
+import { BlobServiceClient } from '@azure/storage-blob';
+import type { ConnectionType } from '@xfer/shared';
+import { s3Client } from './trees.js';
+
+/**
+ * How e2e tests reach each connection type's test server of `npm run services`: a working
+ * connection body for the API, the place it needs created first, and the same connection broken
+ * in each way a user gets it wrong (host, port, credentials, base path) with the message
+ * `POST /connections/:id/test` must give. One table, used by the ring and the connection tests.
+ */
+export type ConnectionBody = Record<string, unknown> & { type: ConnectionType; path: string };
+
+export interface TypeFixture {
+  /** A connection whose base path is the directory, bucket or container `place` (made by `prepare`). */
+  body(place: string): ConnectionBody;
+  /** Creates `place` on the server, empty. */
+  prepare(place: string): Promise<void>;
+  /** The connection with an unresolvable host, and with `port` (a closed one). */
+  wrongHost(body: ConnectionBody): ConnectionBody;
+  wrongPort(body: ConnectionBody, port: number): ConnectionBody;
+  /** The connection with credentials the server refuses, and what the test must then say. */
+  wrongCredentials(body: ConnectionBody): ConnectionBody;
+  credentialsMessage: RegExp;
+}
+
+/** What every type must say for the other three mistakes. */
+export const MESSAGES = { host: /cannot resolve/, port: /connection refused/, path: /does not exist/ } as const;
+
+export const NO_SUCH_HOST = 'no-such-host.invalid';
+
+const env = process.env;
+
+/** Host and port fields: the usual way a connection names its server. */
+const hostPort = {
+  wrongHost: (b: ConnectionBody): ConnectionBody => ({ ...b, host: NO_SUCH_HOST }),
+  wrongPort: (b: ConnectionBody, port: number): ConnectionBody => ({ ...b, port }),
+};
+
+const withCredentials = (b: ConnectionBody, over: Record<string, unknown>): ConnectionBody =>
+  ({ ...b, credentials: { ...(b.credentials as Record<string, unknown>), ...over } });
+
+/** A directory under a service's root on this machine, owned by the service's login user. */
+function localDir(root: string, owner: string | undefined) {
+  return async (place: string) => {
+    mkdirSync(join(root, place), { recursive: true });
+    if (owner) spawnSync('chown', ['-R', `${owner}:`, join(root, place)]);
+  };
+}
+
+const s3Family = (type: 's3' | 'r2' | 'gcs'): TypeFixture => ({
+  body: (bucket) => ({
+    type, host: env.XFER_TEST_S3_HOST, port: Number(env.XFER_TEST_S3_PORT), path: `/${bucket}`,
+    options: type === 's3' ? { secure: false, force_path_style: true } : { secure: false },
+    // versitygw signs for us-east-1 only; r2 and gcs would default to their own region names.
+    credentials: { access_key_id: env.XFER_TEST_S3_ACCESS_KEY, secret_access_key: env.XFER_TEST_S3_SECRET_KEY, region: 'us-east-1' },
+  }),
+  prepare: async (bucket) => { await s3Client(env).send(new CreateBucketCommand({ Bucket: bucket })); },
+  ...hostPort,
+  wrongCredentials: (b) => withCredentials(b, { secret_access_key: 'not-the-secret-key' }),
+  credentialsMessage: /secret access key is not accepted/,
+});
+
+/** Blob connections name their server in the connection string's BlobEndpoint. */
+const blobEndpoint = (b: ConnectionBody, endpoint: string): ConnectionBody => withCredentials(b, {
+  connection_string: String((b.credentials as Record<string, string>).connection_string)
+    .replace(/BlobEndpoint=[^;]*/, `BlobEndpoint=${endpoint}`),
+});
+
+export const FIXTURES: Partial<Record<ConnectionType, TypeFixture>> = {
+  sftp: {
+    body: (dir) => ({
+      type: 'sftp', host: env.XFER_TEST_SFTP_HOST, port: Number(env.XFER_TEST_SFTP_PORT), path: `${env.XFER_TEST_SFTP_ROOT}/${dir}`,
+      credentials: { username: env.XFER_TEST_SFTP_USER, password: env.XFER_TEST_SFTP_PASSWORD },
+    }),
+    prepare: localDir(env.XFER_TEST_SFTP_ROOT!, env.XFER_TEST_SFTP_USER),
+    ...hostPort,
+    wrongCredentials: (b) => withCredentials(b, { password: 'not-the-password' }),
+    credentialsMessage: /authentication failed/,
+  },
+  ftp: {
+    body: (dir) => ({
+      type: 'ftp', host: env.XFER_TEST_FTP_HOST, port: Number(env.XFER_TEST_FTP_PORT), path: `${env.XFER_TEST_FTP_ROOT}/${dir}`,
+      options: { secure: 'explicit', tls_cert_sha256: env.XFER_TEST_FTP_CERT_SHA256 },
+      credentials: { username: env.XFER_TEST_FTP_USER, password: env.XFER_TEST_FTP_PASSWORD },
+    }),
+    prepare: localDir(env.XFER_TEST_FTP_ROOT!, env.XFER_TEST_FTP_USER),
+    ...hostPort,
+    wrongCredentials: (b) => withCredentials(b, { password: 'not-the-password' }),
+    credentialsMessage: /login failed.*wrong username or password/,
+  },
+  webdav: {
+    body: (dir) => ({
+      type: 'webdav', host: env.XFER_TEST_WEBDAV_HOST, port: Number(env.XFER_TEST_WEBDAV_PORT), path: `/${dir}`, options: { secure: false },
+      credentials: { username: env.XFER_TEST_WEBDAV_USER, password: env.XFER_TEST_WEBDAV_PASSWORD },
+    }),
+    prepare: localDir(env.XFER_TEST_WEBDAV_ROOT!, undefined),
+    ...hostPort,
+    wrongCredentials: (b) => withCredentials(b, { password: 'not-the-password' }),
+    credentialsMessage: /authentication failed/,
+  },
+  blob: {
+    body: (container) => ({ type: 'blob', path: `/${container}`, credentials: { connection_string: env.XFER_TEST_BLOB_CONNECTION_STRING } }),
+    prepare: async (container) => { await BlobServiceClient.fromConnectionString(env.XFER_TEST_BLOB_CONNECTION_STRING!).getContainerClient(container).create(); },
+    wrongHost: (b) => blobEndpoint(b, env.XFER_TEST_BLOB_ENDPOINT!.replace('127.0.0.1', NO_SUCH_HOST)),
+    wrongPort: (b, port) => blobEndpoint(b, env.XFER_TEST_BLOB_ENDPOINT!.replace(`:${env.XFER_TEST_BLOB_PORT}`, `:${port}`)),
+    wrongCredentials: (b) => withCredentials(b, {
+      connection_string: String((b.credentials as Record<string, string>).connection_string)
+        .replace(/AccountKey=[^;]*/, `AccountKey=${Buffer.from('not the account key').toString('base64')}`),
+    }),
+    credentialsMessage: /account name or key is not accepted/,
+  },
+  s3: s3Family('s3'),
+  r2: s3Family('r2'),
+  gcs: s3Family('gcs'),
+};
+
+/** A port nothing listens on (bound, then released). */
+export async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((res) => server.listen(0, '127.0.0.1', res));
+  const { port } = server.address() as { port: number };
+  await new Promise((res) => server.close(res));
+  return port;
+}
