@@ -19,6 +19,7 @@ const FACTORIES: Partial<Record<ConnectionType, () => Promise<ConnectorFactory>>
   gcs: s3,
   blob: async () => (await import('./blob/blob.connector.js')).createBlobConnector,
   webdav: async () => (await import('./webdav/webdav.connector.js')).createWebdavConnector,
+  smb: async () => (await import('./smb/smb.connector.js')).createSmbConnector,
 };
 
 /** Connection types this agent can serve. */

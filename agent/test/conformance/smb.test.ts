@@ -1,0 +1,78 @@
+import type { ConnectionSettings } from '@xfer/shared';
+import { createSmbConnector, SmbConnector } from '../../src/connectors/smb/smb.connector.js';
+import { runConformance, type ConformanceTarget } from './conformance.suite.js';
+import { closedPort, expectCode, uniqueName } from './helpers.js';
+import { RawSmbShare } from './smb.raw.js';
+
+// The smbd of `npm run services` (e2e/src/services/samba.service.ts), started by jest's global
+// setup; `smb-signed` is a second one with `server signing = mandatory`.
+const env = process.env;
+function serverOf(prefix: string) {
+  return {
+    host: env[`${prefix}_HOST`]!,
+    port: Number(env[`${prefix}_PORT`]),
+    username: env[`${prefix}_USER`]!,
+    password: env[`${prefix}_PASSWORD`]!,
+    share: env[`${prefix}_SHARE`]!,
+    root: env[`${prefix}_ROOT`]!,
+    readonlyShare: env[`${prefix}_READONLY_SHARE`]!,
+  };
+}
+type Server = ReturnType<typeof serverOf>;
+const server = serverOf('XFER_TEST_SMB');
+const signed = serverOf('XFER_TEST_SMB_SIGNED');
+
+function smbSettings(s: Server, path: string, over: Partial<ConnectionSettings> = {}): ConnectionSettings {
+  return {
+    id: '000000000000000000000005', name: 'smb conformance', type: 'smb', host: s.host, port: s.port,
+    path, options: {}, agent_id: null, credentials: { username: s.username, password: s.password }, ...over,
+  };
+}
+
+/** A fresh directory in the share, and connectors on it. */
+function smbTarget(s: Server, dirName: (name: string) => string = (name) => name): () => Promise<ConformanceTarget> {
+  return async () => {
+    const dir = dirName(uniqueName('conformance'));
+    const raw = await RawSmbShare.open(s.root, dir);
+    const base = `/${s.share}/${dir}`;
+    const port = await closedPort();
+    const settings = (over: Partial<ConnectionSettings> = {}, path = base) => smbSettings(s, path, over);
+    return {
+      // Through the registry's factory, as the agent builds it.
+      connector: () => createSmbConnector(settings()),
+      raw,
+      failures: [
+        { name: 'wrong password', connector: () => new SmbConnector(settings({ credentials: { username: s.username, password: 'not-the-password' } })), code: 'AUTH', message: /login failed for .*wrong username or password/ },
+        { name: 'unknown user', connector: () => new SmbConnector(settings({ credentials: { username: 'no-such-user', password: 'x' } })), code: 'AUTH', message: /login failed/ },
+        { name: 'wrong port', connector: () => new SmbConnector(settings({ port })), code: 'TRANSIENT', message: /connection refused/ },
+        { name: 'unknown host', connector: () => new SmbConnector(settings({ host: 'no-such-host.invalid' })), code: 'TRANSIENT', message: /cannot resolve/ },
+        { name: 'missing base path', connector: () => new SmbConnector(settings({}, `${base}/missing`)), code: 'NOT_FOUND', message: /base path .*missing does not exist/ },
+        { name: 'missing share', connector: () => new SmbConnector(settings({}, '/no-such-share/dir')), code: 'NOT_FOUND', message: /share no-such-share does not exist/ },
+      ],
+      readOnly: () => new SmbConnector(settings({}, `/${s.readonlyShare}`)),
+      unreachable: () => new SmbConnector(settings({ port })),
+      listPastOnePage: true,
+      largeBytes: 24 * 1024 * 1024,
+      cleanup: () => raw.destroy(),
+    };
+  };
+}
+
+runConformance('smb (Samba smbd), default async I/O', smbTarget(server));
+
+runConformance('smb (Samba smbd, server signing = mandatory), base path with a space', smbTarget(signed, (name) => `with space ${name}`));
+
+describe('smb connector: server specifics', () => {
+  it('test() names the dialect and that requests are signed', async () => {
+    const c = new SmbConnector(smbSettings(server, `/${server.share}`));
+    await expect(c.test()).resolves.toMatch(/SMB 3\.0\.2, signed/);
+    await c.close();
+    const s = new SmbConnector(smbSettings(signed, `/${signed.share}`));
+    await expect(s.test()).resolves.toMatch(/signed, as the server requires/);
+    await s.close();
+  });
+
+  it('a path without a share is refused before connecting', () => {
+    expect(() => new SmbConnector(smbSettings(server, '/'))).toThrow(/share in the path/);
+  });
+});
