@@ -62,6 +62,8 @@ export class SmbConnection {
   signAll = false;
   largeMtu = false;
   closed = false;
+  /** Interim STATUS_PENDING answers seen (tests prove the async path ran). */
+  interimResponses = 0;
   private credits = 1;
   private nextMessageId = 0;
   private readonly pending = new Map<number, Pending>();
@@ -233,6 +235,7 @@ export class SmbConnection {
     if (!entry) return;
     if (status === Status.PENDING && flags & Flags.ASYNC) {
       // Interim answer: the final one follows with the same MessageId; the server is working on it.
+      this.interimResponses++;
       entry.timer.refresh();
       return;
     }
