@@ -17,6 +17,7 @@ function serverOf(prefix: string) {
     share: env[`${prefix}_SHARE`]!,
     root: env[`${prefix}_ROOT`]!,
     readonlyShare: env[`${prefix}_READONLY_SHARE`]!,
+    encryptedShare: env[`${prefix}_ENCRYPTED_SHARE`]!,
   };
 }
 type Server = ReturnType<typeof serverOf>;
@@ -71,6 +72,12 @@ describe('smb connector: server specifics', () => {
     const s = new SmbConnector(smbSettings(signed, `/${signed.share}`));
     await expect(s.test()).resolves.toMatch(/signed, as the server requires/);
     await s.close();
+  });
+
+  it('a share that requires encryption is refused with a message that says so', async () => {
+    const c = new SmbConnector(smbSettings(server, `/${server.encryptedShare}`));
+    await expectCode(c.test(), 'PERMISSION', /refused the share enc .*requires SMB3 encryption .*does not support/);
+    await c.close();
   });
 
   it('a path without a share is refused before connecting', () => {

@@ -13,7 +13,8 @@ export const SMB_TEST_USER = 'xfer-smb';
 /**
  * Samba's smbd (Debian `samba`) for the smb connector, as root, with an smb.conf, passdb, state
  * and log of its own in the data dir, on a free 127.0.0.1 port, without nmbd or systemd. Shares:
- * `xfer` (writable, owned by SMB_TEST_USER) and `ro` (read only: writes are ACCESS_DENIED). Async
+ * `xfer` (writable, owned by SMB_TEST_USER), `ro` (read only: writes are ACCESS_DENIED) and `enc`
+ * (`smb encrypt = required`). Async
  * I/O stays at Samba's default, so reads and writes get interim STATUS_PENDING answers — the
  * path a client must handle. `smb-signed` is the same with `server signing = mandatory`.
  */
@@ -72,6 +73,7 @@ function sambaService(name: string, prefix: string, summary: string, extraGlobal
           [`${prefix}_ROOT`]: root,
           [`${prefix}_READONLY_SHARE`]: 'ro',
           [`${prefix}_READONLY_ROOT`]: readonly,
+          [`${prefix}_ENCRYPTED_SHARE`]: 'enc',
         },
       };
     },
@@ -151,6 +153,13 @@ function smbConfig(o: { dir: string; port: number; root: string; readonly: strin
     `path = ${o.readonly}`,
     'read only = yes',
     `valid users = ${SMB_TEST_USER}`,
+    '',
+    // A share only encrypting clients may use: how the connector says it cannot.
+    '[enc]',
+    `path = ${o.readonly}`,
+    'read only = yes',
+    `valid users = ${SMB_TEST_USER}`,
+    'smb encrypt = required',
     '',
   ].join('\n');
 }

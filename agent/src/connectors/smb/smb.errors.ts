@@ -12,6 +12,7 @@ const NETWORK: Record<string, string> = {
 };
 
 const S = Status;
+const NO_ENCRYPTION = 'SMB3 encryption (smb encrypt = required), which this connector does not support yet';
 /** What each NTSTATUS means for the engine, and in words. */
 const STATUS: Record<number, [ConnectorErrorCode, string]> = {
   [S.OBJECT_NAME_NOT_FOUND]: ['NOT_FOUND', 'does not exist'],
@@ -69,7 +70,11 @@ export function connectError(err: unknown, where: string, share: string): Connec
     const name = statusName(err.status);
     if (err.command === Command.TREE_CONNECT) {
       if (err.status === S.BAD_NETWORK_NAME) return new ConnectorError('NOT_FOUND', `connected to ${where}, but the share ${share} does not exist on the host (${name})`, { cause: err });
-      if (err.status === S.ACCESS_DENIED) return new ConnectorError('PERMISSION', `connected to ${where}, but the user may not use the share ${share} (${name})`, { cause: err });
+      if (err.status === S.ACCESS_DENIED) return new ConnectorError('PERMISSION', `connected to ${where}, but the server refused the share ${share} (${name}): the user may not use it, or it requires ${NO_ENCRYPTION}`, { cause: err });
+    }
+    if (err.command === Command.SESSION_SETUP && err.status === S.ACCESS_DENIED) {
+      // Samba answers so after a correct password when the server requires encryption.
+      return new ConnectorError('PERMISSION', `login refused for ${where} (${name}): the server may require ${NO_ENCRYPTION}, or the account may not log in`, { cause: err });
     }
     if (err.command === Command.SESSION_SETUP) {
       const [code, words] = STATUS[err.status] ?? ['AUTH', 'the server refused the login'];
@@ -79,7 +84,7 @@ export function connectError(err: unknown, where: string, share: string): Connec
     return smbError(err, '', `connecting to ${where}:`);
   }
   if (err instanceof SmbEncryptionRequired) {
-    return new ConnectorError('UNSUPPORTED', `connecting to ${where}: ${err.message} (smb encrypt = required), which this connector does not support yet`, { cause: err });
+    return new ConnectorError('UNSUPPORTED', `connecting to ${where}: ${err.message}: ${NO_ENCRYPTION}`, { cause: err });
   }
   const [code, message] = transport(err, `connecting to ${where}`);
   return new ConnectorError(code, message.replace(`connecting to ${where}: connection closed by the server`, `connecting to ${where}: the server closed the connection (is it an SMB2 server?)`), { cause: err });
