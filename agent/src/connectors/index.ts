@@ -18,6 +18,7 @@ const FACTORIES: Partial<Record<ConnectionType, () => Promise<ConnectorFactory>>
   r2: s3,
   gcs: s3,
   blob: async () => (await import('./blob/blob.connector.js')).createBlobConnector,
+  fileshare: async () => (await import('./fileshare/fileshare.connector.js')).createFileshareConnector,
   webdav: async () => (await import('./webdav/webdav.connector.js')).createWebdavConnector,
   smb: async () => (await import('./smb/smb.connector.js')).createSmbConnector,
 };

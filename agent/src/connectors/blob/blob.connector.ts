@@ -1,11 +1,12 @@
 import { createHash } from 'node:crypto';
-import { PassThrough, Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import type { BlobItem, BlobPrefix, ContainerClient } from '@azure/storage-blob';
 import type { ConnectionSettings } from '@xfer/shared';
 import { relativePath } from '../paths.js';
 import { ConnectorError, type Connector, type ConnectorCapabilities, type Entry, type WriteResult } from '../types.js';
 import { DEFAULT_BLOB_TUNING, blobTarget, type BlobTarget, type BlobTuning } from './blob.config.js';
 import { blobError } from './blob.errors.js';
+import { connectorReadStream } from '../azure/read-stream.js';
 import { uploadBlob, type UploadWithMd5 } from './blob.upload.js';
 
 const EMPTY_MD5 = createHash('md5').update(Buffer.alloc(0)).digest();
@@ -114,19 +115,7 @@ export class BlobConnector implements Connector {
       throw blobError(err, this.context('read', rel));
     }
     if (!body) return Readable.from([]);
-    const source = body as Readable;
-    // A stream of our own, so that every error the reader sees is a ConnectorError.
-    const out = new PassThrough({ highWaterMark: 1024 * 1024 });
-    source.once('error', (err) => out.destroy(blobError(err, this.context('read', rel))));
-    out.once('close', () => source.destroy());
-    if (signal) {
-      const onAbort = () => out.destroy(new ConnectorError('TRANSIENT', `read ${rel}: aborted`, { cause: signal.reason }));
-      if (signal.aborted) onAbort();
-      signal.addEventListener('abort', onAbort, { once: true });
-      out.once('close', () => signal.removeEventListener('abort', onAbort));
-    }
-    source.pipe(out);
-    return out;
+    return connectorReadStream(body as Readable, rel, (err) => blobError(err, this.context('read', rel)), signal);
   }
 
   async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal } = {}): Promise<WriteResult> {
