@@ -135,7 +135,13 @@ export const CONNECTION_TYPE_SPECS: Readonly<Record<ConnectionType, ConnectionTy
     credentialFields: { client_id: str, client_secret: str, tenant_id: str, refresh_token: str },
     credentialsRequired: [['client_id', 'client_secret', 'tenant_id', 'refresh_token']],
     hostRequired: false, defaultHost: fixed('graph.microsoft.com'), defaultEndpoint: 'graph.microsoft.com', defaultPort: 443,
-    options: { drive_id: { type: 'string', pattern: /^[A-Za-z0-9!._-]{1,200}$/, description: 'Drive to use instead of the signed-in user\'s default drive' } },
+    options: {
+      drive_id: { type: 'string', pattern: /^[A-Za-z0-9!._-]{1,200}$/, description: 'Drive to use instead of the signed-in user\'s default drive' },
+      login_host: {
+        type: 'string', pattern: /^[A-Za-z0-9]([A-Za-z0-9.-]{0,250}[A-Za-z0-9])?(:[0-9]{1,5})?$/, default: 'login.microsoftonline.com',
+        description: 'Host[:port] of the Microsoft identity platform (sovereign clouds: login.microsoftonline.us, login.chinacloudapi.cn); always HTTPS',
+      },
+    },
   },
 };
 
