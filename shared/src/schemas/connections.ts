@@ -124,7 +124,11 @@ export const CONNECTION_TYPE_SPECS: Readonly<Record<ConnectionType, ConnectionTy
   },
   nfs: {
     credentialFields: { uid: int, gid: int }, credentialsRequired: [],
-    hostRequired: true, defaultHost: none, defaultEndpoint: 'none: host is required', defaultPort: 2049, options: {},
+    hostRequired: true, defaultHost: none, defaultEndpoint: 'none: host is required', defaultPort: 2049,
+    options: {
+      mount_port: { type: 'string', pattern: /^[1-9][0-9]{0,4}$/, description: 'TCP port of the MOUNT service (NFSv3 userspace mode); asked of rpcbind on port 111 when absent' },
+      mount_path: { type: 'string', pattern: /^\/[^\u0000-\u001f\u007f]*$/, description: 'Absolute directory on the agent host where the export is mounted: the agent then works on that mount (path is below it) instead of speaking NFS itself' },
+    },
   },
   webdav: {
     credentialFields: userPassword, credentialsRequired: [['username', 'password']],
