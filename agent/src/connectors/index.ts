@@ -21,6 +21,7 @@ const FACTORIES: Partial<Record<ConnectionType, () => Promise<ConnectorFactory>>
   fileshare: async () => (await import('./fileshare/fileshare.connector.js')).createFileshareConnector,
   webdav: async () => (await import('./webdav/webdav.connector.js')).createWebdavConnector,
   nfs: async () => (await import('./nfs/nfs.connector.js')).createNfsConnector,
+  nfs: async () => (await import('./nfs/nfs.connector.js')).createNfsConnector,
   onedrive: async () => (await import('./onedrive/onedrive.connector.js')).createOnedriveConnector,
   smb: async () => (await import('./smb/smb.connector.js')).createSmbConnector,
 };
