@@ -1,5 +1,5 @@
 import type { ConnectionType } from '@xfer/shared';
-import { ConnectorError, type Connector, type ConnectorFactory } from './types.js';
+import { ConnectorError, type Connector, type ConnectorContext, type ConnectorFactory } from './types.js';
 
 export * from './types.js';
 export * from './paths.js';
@@ -20,7 +20,9 @@ const FACTORIES: Partial<Record<ConnectionType, () => Promise<ConnectorFactory>>
   blob: async () => (await import('./blob/blob.connector.js')).createBlobConnector,
   fileshare: async () => (await import('./fileshare/fileshare.connector.js')).createFileshareConnector,
   webdav: async () => (await import('./webdav/webdav.connector.js')).createWebdavConnector,
+  nfs: async () => (await import('./nfs/nfs.connector.js')).createNfsConnector,
   smb: async () => (await import('./smb/smb.connector.js')).createSmbConnector,
+  onedrive: async () => (await import('./onedrive/onedrive.connector.js')).createOnedriveConnector,
 };
 
 /** Connection types this agent can serve. */
@@ -29,8 +31,8 @@ export function connectorTypes(): ConnectionType[] {
 }
 
 /** A connector for `settings`; UNSUPPORTED when this agent has none for its type. */
-export async function createConnector(settings: Parameters<ConnectorFactory>[0]): Promise<Connector> {
+export async function createConnector(settings: Parameters<ConnectorFactory>[0], context?: ConnectorContext): Promise<Connector> {
   const load = FACTORIES[settings.type];
   if (!load) throw new ConnectorError('UNSUPPORTED', `this agent has no connector for ${settings.type} connections`);
-  return (await load())(settings);
+  return (await load())(settings, context);
 }

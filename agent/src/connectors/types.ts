@@ -142,5 +142,18 @@ export class ConnectorError extends Error {
   }
 }
 
+/**
+ * What the agent hands a connector besides its settings. Optional everywhere: a connector that
+ * needs none of it ignores it, and tests may pass nothing.
+ */
+export interface ConnectorContext {
+  /**
+   * Credentials the service replaced while the connector used them (an OAuth refresh token
+   * rotated by the token endpoint): the agent sends them to the control plane, which stores them
+   * sealed in the connection for its next use. Fire and forget: never throws, never awaited.
+   */
+  credentialsChanged?(credentials: Record<string, string>): void;
+}
+
 /** Builds a connector for one connection; the registry (connectors/index.ts) maps types to factories. */
-export type ConnectorFactory = (settings: ConnectionSettings) => Connector;
+export type ConnectorFactory = (settings: ConnectionSettings, context?: ConnectorContext) => Connector;

@@ -124,7 +124,11 @@ export const CONNECTION_TYPE_SPECS: Readonly<Record<ConnectionType, ConnectionTy
   },
   nfs: {
     credentialFields: { uid: int, gid: int }, credentialsRequired: [],
-    hostRequired: true, defaultHost: none, defaultEndpoint: 'none: host is required', defaultPort: 2049, options: {},
+    hostRequired: true, defaultHost: none, defaultEndpoint: 'none: host is required', defaultPort: 2049,
+    options: {
+      mount_port: { type: 'string', pattern: /^[1-9][0-9]{0,4}$/, description: 'TCP port of the MOUNT service (NFSv3 userspace mode); asked of rpcbind on port 111 when absent' },
+      mount_path: { type: 'string', pattern: /^\/[^\u0000-\u001f\u007f]*$/, description: 'Absolute directory on the agent host where the export is mounted: the agent then works on that mount (path is below it) instead of speaking NFS itself' },
+    },
   },
   webdav: {
     credentialFields: userPassword, credentialsRequired: [['username', 'password']],
@@ -135,7 +139,13 @@ export const CONNECTION_TYPE_SPECS: Readonly<Record<ConnectionType, ConnectionTy
     credentialFields: { client_id: str, client_secret: str, tenant_id: str, refresh_token: str },
     credentialsRequired: [['client_id', 'client_secret', 'tenant_id', 'refresh_token']],
     hostRequired: false, defaultHost: fixed('graph.microsoft.com'), defaultEndpoint: 'graph.microsoft.com', defaultPort: 443,
-    options: { drive_id: { type: 'string', pattern: /^[A-Za-z0-9!._-]{1,200}$/, description: 'Drive to use instead of the signed-in user\'s default drive' } },
+    options: {
+      drive_id: { type: 'string', pattern: /^[A-Za-z0-9!._-]{1,200}$/, description: 'Drive to use instead of the signed-in user\'s default drive' },
+      login_host: {
+        type: 'string', pattern: /^[A-Za-z0-9]([A-Za-z0-9.-]{0,250}[A-Za-z0-9])?(:[0-9]{1,5})?$/, default: 'login.microsoftonline.com',
+        description: 'Host[:port] of the Microsoft identity platform (sovereign clouds: login.microsoftonline.us, login.chinacloudapi.cn); always HTTPS',
+      },
+    },
   },
 };
 
