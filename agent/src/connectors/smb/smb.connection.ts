@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
 import { aesCmac } from './smb.crypto.js';
-import { Command, Dialect, Flags, HEADER_BYTES, PROTOCOL_ID, SmbStatusError, Status, TRANSFORM_ID } from './smb.protocol.js';
+import { COMMAND_NAMES, Command, Dialect, Flags, HEADER_BYTES, PROTOCOL_ID, SmbStatusError, Status, TRANSFORM_ID } from './smb.protocol.js';
 
 /** One answered request: the whole response message (header included) and its status. */
 export interface SmbResponse {
@@ -144,7 +144,7 @@ export class SmbConnection {
         reject,
         abandoned: false,
         expectSigned: sign,
-        timer: setTimeout(() => this.fail(new SmbConnectionError(`no answer to ${command} within ${this.timeoutMs / 1000} s`, 'ETIMEDOUT')), this.timeoutMs),
+        timer: setTimeout(() => this.fail(new SmbConnectionError(`no answer to ${COMMAND_NAMES[command]} within ${this.timeoutMs / 1000} s`, 'ETIMEDOUT')), this.timeoutMs),
       };
       this.pending.set(messageId, entry);
       if (opts.signal) {

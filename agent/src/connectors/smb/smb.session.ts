@@ -23,8 +23,9 @@ export class SmbSession {
     if (this.client && !this.client.closed) return { client: this.client, fresh: false };
     this.connecting ??= SmbClient.connect(this.target)
       .then((client) => {
+        // close() ran while connecting: nobody will close this one later.
         if (this.closed) client.destroy();
-        this.client = client;
+        else this.client = client;
         return client;
       })
       .finally(() => {
