@@ -1,10 +1,11 @@
-import { AgentToServer, frame, type AgentMessage, type PayloadOf } from '@xfer/shared';
+import { createHash } from 'node:crypto';
+import { AgentToServer, frame, type AgentMessage, type ConnectionSettings, type PayloadOf } from '@xfer/shared';
 import type { Logger } from 'pino';
 import type { CopyTuning } from './copy/types.js';
 import { JobRunner } from './jobs/job-runner.js';
 import { ZERO_COUNTERS } from './jobs/payloads.js';
 import type { ProgressReporterOptions } from './jobs/progress-reporter.js';
-import { registryConnectors, type ConnectorSource } from './lib/connector-source.js';
+import { registryConnectors, reportingCredentials, type ConnectorSource } from './lib/connector-source.js';
 import { testConnection } from './session/connection-test.js';
 import { AgentSession, type SessionMessage, type SessionOptions, type Welcome } from './session/session.js';
 
@@ -44,7 +45,7 @@ export class Agent {
   private shuttingDown: Promise<void> | null = null;
 
   constructor(private readonly o: AgentOptions) {
-    this.connectors = o.connectors ?? registryConnectors;
+    this.connectors = reportingCredentials(o.connectors ?? registryConnectors, (settings, credentials, previous) => this.credentialsRotated(settings, credentials, previous));
     this.session = new AgentSession({
       ...o.session,
       url: o.url,
@@ -118,6 +119,17 @@ export class Agent {
         return;
       }
     }
+  }
+
+  /**
+   * A connector's service rotated credentials (a OneDrive refresh token): the control plane
+   * stores them for the connection's next use. The replaced values go out only as SHA-256, for
+   * the control plane to check it replaces what it holds; the log names the fields, never values.
+   */
+  private credentialsRotated(settings: ConnectionSettings, credentials: Record<string, string>, previous: Record<string, string>): void {
+    const previousSha256 = Object.fromEntries(Object.entries(previous).map(([field, value]) => [field, createHash('sha256').update(value).digest('hex')]));
+    this.o.log.info({ connection_id: settings.id, type: settings.type, fields: Object.keys(credentials) }, 'credentials rotated by the service: sending them to the control plane');
+    this.send('connection.credentials', { connection_id: settings.id, credentials, previous_sha256: previousSha256 });
   }
 
   private send<T extends keyof typeof AgentToServer & string>(type: T, payload: PayloadOf<typeof AgentToServer, T>): void {

@@ -150,9 +150,10 @@ export interface ConnectorContext {
   /**
    * Credentials the service replaced while the connector used them (an OAuth refresh token
    * rotated by the token endpoint): the agent sends them to the control plane, which stores them
-   * sealed in the connection for its next use. Fire and forget: never throws, never awaited.
+   * sealed in the connection for its next use. `previous` holds the values they replace (the
+   * control plane stores the new ones only over those). Fire and forget: never throws, never awaited.
    */
-  credentialsChanged?(credentials: Record<string, string>): void;
+  credentialsChanged?(credentials: Record<string, string>, previous: Record<string, string>): void;
 }
 
 /** Builds a connector for one connection; the registry (connectors/index.ts) maps types to factories. */

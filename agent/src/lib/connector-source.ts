@@ -1,6 +1,6 @@
 import type { ConnectionSettings, ConnectionType } from '@xfer/shared';
 import { connectorTypes, createConnector } from '../connectors/index.js';
-import type { Connector } from '../connectors/types.js';
+import type { Connector, ConnectorContext } from '../connectors/types.js';
 
 /**
  * Where the agent gets its connectors: the registry in production; tests hand in their own
@@ -10,7 +10,21 @@ export interface ConnectorSource {
   /** Connection types announced in `hello`. */
   types(): ConnectionType[];
   /** A connector for the settings; throws ConnectorError('UNSUPPORTED') for a type this agent lacks. */
-  create(settings: ConnectionSettings): Connector | Promise<Connector>;
+  create(settings: ConnectionSettings, context?: ConnectorContext): Connector | Promise<Connector>;
 }
 
 export const registryConnectors: ConnectorSource = { types: connectorTypes, create: createConnector };
+
+/**
+ * `source` with every connector it creates told where to report credentials the service rotated
+ * (ConnectorContext.credentialsChanged): to `report`, with the connection the connector serves.
+ */
+export function reportingCredentials(
+  source: ConnectorSource,
+  report: (settings: ConnectionSettings, credentials: Record<string, string>, previous: Record<string, string>) => void,
+): ConnectorSource {
+  return {
+    types: () => source.types(),
+    create: (settings) => source.create(settings, { credentialsChanged: (credentials, previous) => report(settings, credentials, previous) }),
+  };
+}

@@ -7,9 +7,11 @@ const MAX_FILES = 1000;
 
 type ProgressMessage = Extract<AgentMessage, { type: 'job.progress' }>;
 
-/** Whether `message` is kept while disconnected (terminal job messages and progress). */
+type CredentialsMessage = Extract<AgentMessage, { type: 'connection.credentials' }>;
+
+/** Whether `message` is kept while disconnected (terminal job messages, progress, rotated credentials). */
 export function isDurable(message: AgentMessage): boolean {
-  return message.type === 'job.progress' || TERMINAL.has(message.type);
+  return message.type === 'job.progress' || message.type === 'connection.credentials' || TERMINAL.has(message.type);
 }
 
 /**
@@ -20,9 +22,22 @@ export function isDurable(message: AgentMessage): boolean {
  */
 export class Outbox {
   private readonly slots = new Map<string, { progress?: ProgressMessage; terminal?: AgentMessage }>();
+  /**
+   * Rotated credentials per connection: the newest values, with the hashes of the oldest values
+   * they replace (what the control plane still holds), so several rotations while disconnected
+   * go out as one it accepts.
+   */
+  private readonly credentials = new Map<string, CredentialsMessage>();
 
   put(message: AgentMessage): void {
     if (!isDurable(message)) return;
+    if (message.type === 'connection.credentials') {
+      const held = this.credentials.get(message.payload.connection_id);
+      const previous = { ...message.payload.previous_sha256, ...held?.payload.previous_sha256 };
+      const credentials = { ...held?.payload.credentials, ...message.payload.credentials };
+      this.credentials.set(message.payload.connection_id, { ...message, payload: { ...message.payload, credentials, previous_sha256: previous } });
+      return;
+    }
     const jobId = (message.payload as { job_id: string }).job_id;
     let slot = this.slots.get(jobId);
     if (!slot) this.slots.set(jobId, (slot = {}));
@@ -38,7 +53,9 @@ export class Outbox {
 
   /** Everything held, in sending order (per job: progress, then its end), and forgets it. */
   take(): AgentMessage[] {
-    const out: AgentMessage[] = [];
+    // Credentials first: a job's end may free the connector whose rotation they are.
+    const out: AgentMessage[] = [...this.credentials.values()];
+    this.credentials.clear();
     for (const slot of this.slots.values()) {
       if (slot.progress) out.push(slot.progress);
       if (slot.terminal) out.push(slot.terminal);
@@ -48,6 +65,6 @@ export class Outbox {
   }
 
   get size(): number {
-    return this.slots.size;
+    return this.slots.size + this.credentials.size;
   }
 }

@@ -112,6 +112,18 @@ export const AgentToServer = {
   }),
   /** Reply to `ping`. */
   pong: Type.Object({ request_id: Type.String({ maxLength: 64 }) }),
+  /**
+   * Credentials a service replaced while the agent used them (a OneDrive refresh token rotated
+   * by the token endpoint), for the control plane to store sealed in the connection. Accepted
+   * only for the agent's own account's connections and for the fields a type rotates;
+   * `previous_sha256` is the SHA-256 (hex) of each field's value it replaces, so a value someone
+   * stored meanwhile is never overwritten.
+   */
+  'connection.credentials': Type.Object({
+    connection_id: Type.String({ pattern: '^[0-9a-fA-F]{24}$' }),
+    credentials: Type.Record(Type.String({ maxLength: 64 }), Type.String({ minLength: 1, maxLength: 16_384 }), { minProperties: 1, maxProperties: 4 }),
+    previous_sha256: Type.Record(Type.String({ maxLength: 64 }), Type.String({ pattern: '^[0-9a-f]{64}$' }), { maxProperties: 4 }),
+  }),
 } as const;
 
 export const ServerToAgent = {

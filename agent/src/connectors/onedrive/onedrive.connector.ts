@@ -44,7 +44,7 @@ export class OnedriveConnector implements Connector {
     this.config = onedriveConfig(settings);
     this.http = new HttpsClient(options.ca);
     const report = options.context?.credentialsChanged;
-    const tokens = new TokenSource(this.config, this.http, report ? (refreshToken) => report({ refresh_token: refreshToken }) : undefined);
+    const tokens = new TokenSource(this.config, this.http, report ? (refreshToken, spent) => report({ refresh_token: refreshToken }, { refresh_token: spent }) : undefined);
     this.graph = new GraphClient(this.config, this.http, tokens);
     this.tmpDir = options.tmpDir ?? tmpdir();
   }

@@ -53,7 +53,7 @@ export class TokenSource {
   constructor(
     private readonly config: OnedriveConfig,
     private readonly http: HttpsClient,
-    private readonly rotated?: (refreshToken: string) => void,
+    private readonly rotated?: (refreshToken: string, spent: string) => void,
   ) {
     const app = sha256([config.clientId, config.clientSecret, config.tokenUrl].join('\n'));
     const existing = STATES.get(config.connectionId);
@@ -119,7 +119,7 @@ export class TokenSource {
     if (typeof answer.refresh_token === 'string' && answer.refresh_token !== '' && answer.refresh_token !== spent) {
       this.state.replaced = [sha256(spent), ...this.state.replaced].slice(0, MAX_REPLACED);
       this.state.refreshToken = answer.refresh_token;
-      this.rotated?.(answer.refresh_token);
+      this.rotated?.(answer.refresh_token, spent);
     }
     return answer.access_token;
   }

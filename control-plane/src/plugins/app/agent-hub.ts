@@ -11,6 +11,9 @@ import type { JobService } from './jobs/job-service.js';
 import { AgentSession, type AgentIdentity, type Hello, type Welcome } from './agent-session.js';
 import { KeyedMutex } from '../../lib/keyed-mutex.js';
 import { AgentRuns } from './agent-runs.js';
+import type { Vault } from '../../lib/vault.js';
+import { AppError } from '../../errors.js';
+import { storeRotatedCredentials } from '../../routes/connections/connections.service.js';
 
 /** How often the instance holding a session writes `session.last_seen_at`. */
 export const SESSION_REFRESH_MS = 2_000;
@@ -28,6 +31,8 @@ export interface AgentHubOptions {
   helloTimeoutMs: number;
   leaseMs: number;
   db: Models;
+  /** Seals credentials an agent reports rotated (`connection.credentials`). */
+  vault: Vault;
   audit: AuditService;
   jobs: JobService;
   log: FastifyBaseLogger;
@@ -199,7 +204,34 @@ export class AgentHub {
       for (const handler of this.replyHandlers) await handler(session, message);
       return;
     }
+    if (message.type === 'connection.credentials') return this.rotatedCredentials(session, message.payload);
     await this.runs.report(session, message);
+  }
+
+  /**
+   * Stores credentials the agent's connector saw rotated (storeRotatedCredentials decides what is
+   * allowed). A refusal is audited and logged, never answered: the agent goes on with the token it
+   * holds, and the session stays open (a connection deleted meanwhile is no protocol error).
+   * Neither the audit record nor the log holds a credential value.
+   */
+  private async rotatedCredentials(session: AgentSession, payload: Extract<AgentMessage, { type: 'connection.credentials' }>['payload']): Promise<void> {
+    const { accountId, id: agentId } = session.agent;
+    const fields = Object.keys(payload.credentials).sort();
+    let outcome: string;
+    let reason: string | undefined;
+    try {
+      outcome = await storeRotatedCredentials(this.o.db, this.o.vault, accountId, agentId, payload.connection_id, payload.credentials, payload.previous_sha256);
+    } catch (err) {
+      if (!(err instanceof AppError) || err.statusCode >= 500) throw err;
+      outcome = 'refused';
+      reason = (err as Error).message;
+      this.o.log.warn({ agentId, connectionId: payload.connection_id, fields, reason }, 'rotated credentials refused');
+    }
+    await this.o.audit.record({
+      accountId, actor: { type: 'agent', id: agentId }, action: 'connection.credentials.rotate',
+      resource: { type: 'connection', id: payload.connection_id }, ip: null,
+      outcome: outcome === 'refused' ? 'failure' : 'success', details: { fields, result: outcome, ...(reason ? { reason } : {}) },
+    });
   }
 
   private async onClosed(session: AgentSession, code: number, ip: string): Promise<void> {
@@ -247,6 +279,7 @@ export default fp(
       helloTimeoutMs: app.config.agentHelloTimeoutMs,
       leaseMs: app.config.jobLeaseMs,
       db: app.db,
+      vault: app.vault,
       audit: app.audit,
       jobs: app.jobs,
       log: app.log,

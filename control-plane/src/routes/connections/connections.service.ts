@@ -1,3 +1,4 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { Types } from 'mongoose';
 import {
   CONNECTION_TYPE_SPECS, connectionProblem, normalizeBasePath, optionsWithDefaults,
@@ -200,4 +201,59 @@ export async function loadConnectionSettings(db: Models, vault: Vault, accountId
     agent_id: doc.agent_id ? String(doc.agent_id) : null,
     credentials,
   };
+}
+
+/**
+ * Credential fields an agent may replace on its own, per type: the ones a service rotates while
+ * they are used (OAuth refresh tokens). Nothing else an agent says changes a connection.
+ */
+export const ROTATING_CREDENTIALS: Partial<Record<ConnectionType, readonly string[]>> = { onedrive: ['refresh_token'] };
+
+/** `stored`; `unchanged` (already the stored value); `superseded` (the stored value is not the one replaced: someone stored another meanwhile, which wins). */
+export type RotationOutcome = 'stored' | 'unchanged' | 'superseded';
+
+const sha256Hex = (value: string) => createHash('sha256').update(value).digest();
+
+/**
+ * Stores credentials the service rotated while agent `agentId` used connection `id`: merged into
+ * the other credential fields and sealed again with the vault. Compare-and-swap twice over: each
+ * field must still hold the value the rotation replaced (`previousSha256`, compared in constant
+ * time), and the update is conditional on the revision read, so a concurrent edit of the
+ * connection is never lost. Only connections of the agent's account that are not pinned to
+ * another agent (NotFoundError otherwise), only the type's rotating fields (BadRequestError).
+ */
+export async function storeRotatedCredentials(
+  db: Models, vault: Vault, accountId: AccountId, agentId: string, id: string,
+  credentials: Readonly<Record<string, string>>, previousSha256: Readonly<Record<string, string>>,
+): Promise<RotationOutcome> {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const doc = await findOwned(db, accountId, id);
+    if (doc.agent_id && String(doc.agent_id) !== agentId) throw connectionNotFound(id);
+    const type = doc.type as ConnectionType;
+    const allowed = ROTATING_CREDENTIALS[type] ?? [];
+    const fields = Object.keys(credentials);
+    const refused = fields.find((f) => !allowed.includes(f));
+    if (fields.length === 0 || refused !== undefined) {
+      throw new BadRequestError(`credentials.${refused ?? '?'} cannot be replaced by an agent for ${type} connections`);
+    }
+    const current = openCredentials(vault, doc);
+    if (fields.every((f) => current[f] === credentials[f])) return 'unchanged';
+    for (const f of fields) {
+      const expected = previousSha256[f];
+      if (expected === undefined) throw new BadRequestError(`previous_sha256.${f} is required`);
+      if (!timingSafeEqual(sha256Hex(String(current[f] ?? '')), Buffer.from(expected, 'hex'))) return 'superseded';
+    }
+    const merged = { ...current, ...credentials };
+    check({
+      type, host: doc.host ?? null, port: doc.port ?? null, path: doc.path, credentials: merged,
+      options: (doc.options as Record<string, unknown> | undefined) ?? {},
+    });
+    const updated = await db.connections.updateOne(
+      { _id: doc._id, account_id: doc.account_id, revision: doc.revision },
+      { $set: { credentials: sealCredentials(vault, merged), updated_at: new Date() }, $inc: { revision: 1 } },
+    );
+    if (updated.modifiedCount === 1) return 'stored';
+    // Changed since it was read (renamed, edited): read it again and decide on what is there now.
+  }
+  throw new ConflictError(`Connection ${id} kept changing while its rotated credentials were stored`);
 }
