@@ -67,7 +67,7 @@ runConformance('smb (Samba smbd, server signing = mandatory), base path with a s
 describe('smb connector: server specifics', () => {
   it('test() names the dialect and that requests are signed', async () => {
     const c = new SmbConnector(smbSettings(server, `/${server.share}`));
-    await expect(c.test()).resolves.toMatch(/SMB 3\.0\.2, signed/);
+    await expect(c.test()).resolves.toMatch(/SMB 3\.1\.1, signed/);
     await c.close();
     const s = new SmbConnector(smbSettings(signed, `/${signed.share}`));
     await expect(s.test()).resolves.toMatch(/signed, as the server requires/);
@@ -110,12 +110,16 @@ describe('smb connector: protocol paths', () => {
   });
 
   it.each([
-    ['SMB 2.1', 0x0210],
-    ['SMB 2.0.2', 0x0202],
-  ])('signs with HMAC-SHA256 on %s, and checks the answers', async (name, dialect) => {
+    ['SMB 3.1.1', 0x0311, 'aes-gmac'],
+    ['SMB 3.0.2', 0x0302, 'aes-cmac'],
+    ['SMB 3.0', 0x0300, 'aes-cmac'],
+    ['SMB 2.1', 0x0210, 'hmac-sha256'],
+    ['SMB 2.0.2', 0x0202, 'hmac-sha256'],
+  ])('on %s (dialect %d) signs every request with %s and checks every answer', async (name, dialect, algorithm) => {
     for (const s of [server, signed]) {
       const c = new SmbConnector(smbSettings(s, `/${s.share}`), { dialects: [dialect] });
       await expect(c.test()).resolves.toContain(`${name}, signed`);
+      expect((clientOf(c).conn as unknown as { signingAlgorithm: string }).signingAlgorithm).toBe(algorithm);
       const data = randomBytes(200_000);
       const rel = `${uniqueName('dialect')}.bin`;
       await c.write(rel, bodyOf(data), {});

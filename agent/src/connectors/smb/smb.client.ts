@@ -1,9 +1,10 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { smb3Kdf } from './smb.crypto.js';
 import { ntlmAuthenticate, ntlmNegotiate, parseChallenge, parseSpnegoResponse, spnegoInit, spnegoResponse, type NtlmCredentials } from './smb.ntlm.js';
 import { SmbConnection, SmbConnectionError } from './smb.connection.js';
 import {
-  Capability, Command, Dialect, FileAttribute, InfoClass, OFFERED_DIALECTS, SecurityMode, SessionFlag, ShareFlag, SmbStatusError, Status, fromFileTime,
+  Capability, Command, Dialect, FileAttribute, HASH_SHA512, InfoClass, NegotiateContext, OFFERED_DIALECTS, SecurityMode, SessionFlag, ShareFlag, SigningAlgorithmId,
+  SmbStatusError, Status, fromFileTime,
 } from './smb.protocol.js';
 
 /** What the client needs to reach one share. */
@@ -61,6 +62,9 @@ export class SmbClient {
   maxWrite = CREDIT_UNIT;
   maxTransact = CREDIT_UNIT;
   signingRequired = false;
+  /** SMB 3.1.1's pre-authentication integrity hash (SHA-512 over negotiate and session setup messages). */
+  private preauth: Buffer = Buffer.alloc(64);
+  private gmac = false;
 
   private constructor(readonly conn: SmbConnection) {}
 
@@ -88,17 +92,39 @@ export class SmbClient {
   }
 
   private async negotiate(offered: readonly number[], signal?: AbortSignal): Promise<void> {
-    const body = Buffer.alloc(36 + offered.length * 2);
-    body.writeUInt16LE(36, 0);
-    body.writeUInt16LE(offered.length, 2);
-    body.writeUInt16LE(SecurityMode.SIGNING_ENABLED, 4);
-    body.writeUInt32LE(Capability.LARGE_MTU, 8);
-    randomBytes(16).copy(body, 12);
-    offered.forEach((d, i) => body.writeUInt16LE(d, 36 + i * 2));
-    const { msg } = await this.conn.request(Command.NEGOTIATE, body, { signal });
+    const fixed = Buffer.alloc(36 + offered.length * 2);
+    fixed.writeUInt16LE(36, 0);
+    fixed.writeUInt16LE(offered.length, 2);
+    fixed.writeUInt16LE(SecurityMode.SIGNING_ENABLED, 4);
+    fixed.writeUInt32LE(Capability.LARGE_MTU, 8);
+    randomBytes(16).copy(fixed, 12);
+    offered.forEach((d, i) => fixed.writeUInt16LE(d, 36 + i * 2));
+    const parts: Buffer[] = [fixed];
+    if (offered.includes(Dialect.SMB311)) {
+      // Negotiate contexts start 8-byte aligned (from the header's start) after the dialects.
+      const padding = pad8(64 + fixed.length);
+      const preauth = Buffer.alloc(6 + 32);
+      preauth.writeUInt16LE(1, 0);
+      preauth.writeUInt16LE(32, 2);
+      preauth.writeUInt16LE(HASH_SHA512, 4);
+      randomBytes(32).copy(preauth, 6);
+      const signing = Buffer.alloc(6);
+      signing.writeUInt16LE(2, 0);
+      signing.writeUInt16LE(SigningAlgorithmId.AES_GMAC, 2);
+      signing.writeUInt16LE(SigningAlgorithmId.AES_CMAC, 4);
+      const first = negotiateContext(NegotiateContext.PREAUTH_INTEGRITY, preauth);
+      fixed.writeUInt32LE(64 + fixed.length + padding, 28);
+      fixed.writeUInt16LE(2, 32);
+      parts.push(Buffer.alloc(padding), first, Buffer.alloc(pad8(first.length)), negotiateContext(NegotiateContext.SIGNING, signing));
+    }
+    const { msg } = await this.conn.request(Command.NEGOTIATE, Buffer.concat(parts), { signal, sent: (m) => this.hashPreauth(m) });
     const dialect = msg.readUInt16LE(68);
     if (!offered.includes(dialect)) throw new SmbConnectionError(`the server chose dialect 0x${dialect.toString(16)}, which was not offered`, 'EPROTO');
     this.conn.dialect = dialect;
+    if (dialect === Dialect.SMB311) {
+      this.hashPreauth(msg);
+      this.gmac = signingAlgorithmOf(msg) === SigningAlgorithmId.AES_GMAC;
+    }
     this.signingRequired = (msg.readUInt16LE(66) & SecurityMode.SIGNING_REQUIRED) !== 0;
     const capabilities = msg.readUInt32LE(88);
     this.conn.largeMtu = dialect !== Dialect.SMB202 && (capabilities & Capability.LARGE_MTU) !== 0;
@@ -108,18 +134,42 @@ export class SmbClient {
     this.maxWrite = cap(msg.readUInt32LE(100));
   }
 
+  /** 3.1.1 only: folds a negotiate or session setup message into the pre-auth hash. */
+  private hashPreauth(msg: Buffer): void {
+    if (this.conn.dialect !== 0 && this.conn.dialect !== Dialect.SMB311) return;
+    this.preauth = createHash('sha512').update(this.preauth).update(msg).digest();
+  }
+
   private async sessionSetup(creds: NtlmCredentials, signal?: AbortSignal): Promise<void> {
-    const first = await this.conn.request(Command.SESSION_SETUP, sessionSetupBody(spnegoInit(ntlmNegotiate())), { signal, ok: [Status.MORE_PROCESSING_REQUIRED] });
+    const sent = (m: Buffer) => this.hashPreauth(m);
+    const first = await this.conn.request(Command.SESSION_SETUP, sessionSetupBody(spnegoInit(ntlmNegotiate())), { signal, sent, ok: [Status.MORE_PROCESSING_REQUIRED] });
+    this.hashPreauth(first.msg);
     this.conn.sessionId = first.sessionId;
     const challengeToken = parseSpnegoResponse(securityBuffer(first.msg)).responseToken;
     if (!challengeToken) throw new SmbConnectionError('the server offered no NTLM challenge (does it accept NTLM logins?)', 'EPROTO');
     const { message, sessionKey } = ntlmAuthenticate(creds, parseChallenge(challengeToken));
     const key = sessionKey.subarray(0, 16);
-    // Known before the last leg is sent, so that the server's signed final answer can be checked.
-    const smb3 = this.conn.dialect >= Dialect.SMB30;
-    this.conn.signingKey = smb3 ? smb3Kdf(key, 'SMB2AESCMAC', 'SmbSign') : key;
-    this.conn.signingAlgorithm = smb3 ? 'aes-cmac' : 'hmac-sha256';
-    const last = await this.conn.request(Command.SESSION_SETUP, sessionSetupBody(spnegoResponse(message)), { signal });
+    const dialect = this.conn.dialect;
+    // Known before any answer to the last leg arrives, so that the server's signed final answer can be checked.
+    const deriveKey = () => {
+      if (dialect === Dialect.SMB311) {
+        this.conn.signingKey = smb3Kdf(key, 'SMBSigningKey', this.preauth);
+        this.conn.signingAlgorithm = this.gmac ? 'aes-gmac' : 'aes-cmac';
+      } else if (dialect >= Dialect.SMB30) {
+        this.conn.signingKey = smb3Kdf(key, 'SMB2AESCMAC', 'SmbSign');
+        this.conn.signingAlgorithm = 'aes-cmac';
+      } else {
+        this.conn.signingKey = key;
+        this.conn.signingAlgorithm = 'hmac-sha256';
+      }
+    };
+    const last = await this.conn.request(Command.SESSION_SETUP, sessionSetupBody(spnegoResponse(message)), {
+      signal,
+      sent: (m) => {
+        sent(m);
+        deriveKey();
+      },
+    });
     const flags = last.msg.readUInt16LE(66);
     if (flags & (SessionFlag.IS_GUEST | SessionFlag.IS_NULL)) {
       // A guest session has no key to sign with and is not the user asked for.
@@ -300,6 +350,29 @@ function securityBuffer(msg: Buffer): Buffer {
   const offset = msg.readUInt16LE(64 + 4);
   const length = msg.readUInt16LE(64 + 6);
   return msg.subarray(offset, offset + length);
+}
+
+function negotiateContext(type: number, data: Buffer): Buffer {
+  const head = Buffer.alloc(8);
+  head.writeUInt16LE(type, 0);
+  head.writeUInt16LE(data.length, 2);
+  return Buffer.concat([head, data]);
+}
+
+function pad8(n: number): number {
+  return (8 - (n % 8)) % 8;
+}
+
+/** The signing algorithm a 3.1.1 NEGOTIATE answer chose; AES-CMAC when it names none. */
+function signingAlgorithmOf(msg: Buffer): number {
+  let at = msg.readUInt32LE(64 + 60);
+  for (let i = msg.readUInt16LE(64 + 6); i > 0 && at + 8 <= msg.length; i--) {
+    const type = msg.readUInt16LE(at);
+    const length = msg.readUInt16LE(at + 2);
+    if (type === NegotiateContext.SIGNING && length >= 4) return msg.readUInt16LE(at + 10);
+    at += 8 + length + pad8(length);
+  }
+  return SigningAlgorithmId.AES_CMAC;
 }
 
 function credits(bytes: number): number {

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
-import { aesCmac } from './smb.crypto.js';
+import { aesCmac, aesGmac } from './smb.crypto.js';
 import { COMMAND_NAMES, Command, Dialect, Flags, HEADER_BYTES, PROTOCOL_ID, SmbStatusError, Status, TRANSFORM_ID } from './smb.protocol.js';
 
 /** One answered request: the whole response message (header included) and its status. */
@@ -20,6 +20,8 @@ export interface RequestOptions {
   treeId?: number;
   /** Sign this request (and require a signed answer) even before signing is switched on for all. */
   sign?: boolean;
+  /** Sees the request as sent (header first), before any answer can arrive: 3.1.1's pre-auth hash. */
+  sent?: (msg: Buffer) => void;
 }
 
 interface Pending {
@@ -33,7 +35,7 @@ interface Pending {
   expectSigned: boolean;
 }
 
-export type SigningAlgorithm = 'hmac-sha256' | 'aes-cmac';
+export type SigningAlgorithm = 'hmac-sha256' | 'aes-cmac' | 'aes-gmac';
 
 /** The connection was lost, or a response broke the protocol: everything on it fails. */
 export class SmbConnectionError extends Error {
@@ -136,6 +138,7 @@ export class SmbConnection {
     const msg = Buffer.concat([Buffer.alloc(4), header, body]);
     msg.writeUInt32BE(msg.length - 4, 0);
     if (sign) this.signature(msg.subarray(4)).copy(msg, 4 + 48);
+    opts.sent?.(msg.subarray(4));
     return new Promise<SmbResponse>((resolve, reject) => {
       const entry: Pending = {
         command,
@@ -199,9 +202,15 @@ export class SmbConnection {
     const key = this.signingKey!;
     const saved = Buffer.from(message.subarray(48, 64));
     message.fill(0, 48, 64);
-    const sig = this.signingAlgorithm === 'aes-cmac'
-      ? aesCmac(key, message)
-      : createHmac('sha256', key).update(message).digest().subarray(0, 16);
+    let sig: Buffer;
+    if (this.signingAlgorithm === 'aes-gmac') {
+      // Nonce: the MessageId, then 1 for a server's message (MS-SMB2 3.1.4.1); the client sends no CANCEL.
+      const nonce = Buffer.alloc(12);
+      message.copy(nonce, 0, 24, 32);
+      nonce.writeUInt32LE(message.readUInt32LE(16) & Flags.SERVER_TO_REDIR ? 1 : 0, 8);
+      sig = aesGmac(key, nonce, message);
+    } else if (this.signingAlgorithm === 'aes-cmac') sig = aesCmac(key, message);
+    else sig = createHmac('sha256', key).update(message).digest().subarray(0, 16);
     saved.copy(message, 48);
     return sig;
   }

@@ -1,5 +1,13 @@
 import { createCipheriv, createHmac } from 'node:crypto';
 
+/** AES-128-GMAC (GCM over no plaintext), SMB 3.1.1's cheaper signature: the tag over `aad`. */
+export function aesGmac(key: Buffer, nonce: Buffer, aad: Buffer): Buffer {
+  const gcm = createCipheriv('aes-128-gcm', key, nonce);
+  gcm.setAAD(aad);
+  gcm.final();
+  return gcm.getAuthTag();
+}
+
 /**
  * MD4 (RFC 1320), for the NT hash of NTLM. Node 20's OpenSSL 3 has MD4 only in its legacy
  * provider (off by default, `--openssl-legacy-provider` is a process-wide switch), so it is
@@ -90,16 +98,17 @@ export function aesCmac(key: Buffer, ...parts: Buffer[]): Buffer {
 
 /**
  * SP800-108 counter-mode KDF with HMAC-SHA256, one 128-bit block, as MS-SMB2 3.1.4.2 derives
- * SMB 3.x keys: `label` and `context` include their terminating NUL.
+ * SMB 3.x keys: `label` includes its terminating NUL, so does `context` when a string (3.0.x);
+ * 3.1.1's context is the pre-authentication hash, as bytes.
  */
-export function smb3Kdf(key: Buffer, label: string, context: string): Buffer {
+export function smb3Kdf(key: Buffer, label: string, context: string | Buffer): Buffer {
   const counter = Buffer.from([0, 0, 0, 1]);
   const length = Buffer.from([0, 0, 0, 128]);
   return createHmac('sha256', key)
     .update(counter)
     .update(Buffer.from(`${label}\0`, 'latin1'))
     .update(Buffer.from([0]))
-    .update(Buffer.from(`${context}\0`, 'latin1'))
+    .update(typeof context === 'string' ? Buffer.from(`${context}\0`, 'latin1') : context)
     .update(length)
     .digest()
     .subarray(0, 16);

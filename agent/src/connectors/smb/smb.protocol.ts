@@ -24,7 +24,12 @@ export const TRANSFORM_ID = Buffer.from([0xfd, 0x53, 0x4d, 0x42]);
 export const Flags = { SERVER_TO_REDIR: 0x1, ASYNC: 0x2, RELATED: 0x4, SIGNED: 0x8 } as const;
 
 export const Dialect = { SMB202: 0x0202, SMB21: 0x0210, SMB30: 0x0300, SMB302: 0x0302, SMB311: 0x0311 } as const;
-export const OFFERED_DIALECTS = [Dialect.SMB202, Dialect.SMB21, Dialect.SMB30, Dialect.SMB302];
+export const OFFERED_DIALECTS = [Dialect.SMB202, Dialect.SMB21, Dialect.SMB30, Dialect.SMB302, Dialect.SMB311];
+
+/** SMB 3.1.1 negotiate contexts (MS-SMB2 2.2.3.1) and the algorithms the client offers in them. */
+export const NegotiateContext = { PREAUTH_INTEGRITY: 1, SIGNING: 8 } as const;
+export const HASH_SHA512 = 1;
+export const SigningAlgorithmId = { HMAC_SHA256: 0, AES_CMAC: 1, AES_GMAC: 2 } as const;
 
 export const SecurityMode = { SIGNING_ENABLED: 0x1, SIGNING_REQUIRED: 0x2 } as const;
 export const Capability = { DFS: 0x1, LEASING: 0x2, LARGE_MTU: 0x4, ENCRYPTION: 0x40 } as const;
