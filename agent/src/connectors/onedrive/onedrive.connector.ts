@@ -132,10 +132,8 @@ export class OnedriveConnector implements Connector {
       uploaded = await upload(this.graph, body, { itemUrl: this.itemUrl(rel), rel, signal: options.signal, tmpDir: this.tmpDir }, options.size);
     } catch (err) {
       body.destroy();
-      const source = (err as { sourceError?: unknown }).sourceError;
       if (options.signal?.aborted) throw requestError(options.signal.reason, ctx, options.signal);
-      if (err instanceof ConnectorError) throw err;
-      throw new ConnectorError('TRANSIENT', `write ${JSON.stringify(rel)}: reading the source failed: ${(err as Error)?.message ?? err}`, { cause: source ?? err });
+      throw requestError(err, ctx);
     }
     const { item, size, quickXorHash } = uploaded;
     const stored = item.file?.hashes?.quickXorHash;

@@ -133,6 +133,11 @@ export async function upload(graph: GraphClient, body: Readable, target: UploadT
     } finally {
       await rm(spool, { force: true });
     }
+  } catch (err) {
+    if (err instanceof ConnectorError || target.signal?.aborted) throw err;
+    // Not Graph's answer: the source failed, or the spool file could not be written or read.
+    const what = source.sourceError !== undefined ? 'reading the source failed' : `spooling the body to ${target.tmpDir} failed`;
+    throw new ConnectorError('TRANSIENT', `write ${JSON.stringify(target.rel)}: ${what}: ${(err as Error)?.message ?? err}`, { cause: err });
   } finally {
     target.signal?.removeEventListener('abort', onAbort);
   }
