@@ -1,9 +1,10 @@
 import { spawnSync } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { CreateBucketCommand } from '@aws-sdk/client-s3';
 import { BlobServiceClient } from '@azure/storage-blob';
+import { ShareServiceClient } from '@azure/storage-file-share';
 import type { ConnectionType } from '@xfer/shared';
 import { s3Client } from './trees.js';
 
@@ -65,11 +66,28 @@ const s3Family = (type: 's3' | 'r2' | 'gcs'): TypeFixture => ({
   credentialsMessage: /secret access key is not accepted/,
 });
 
-/** Blob connections name their server in the connection string's BlobEndpoint. */
-const blobEndpoint = (b: ConnectionBody, endpoint: string): ConnectionBody => withCredentials(b, {
+/** Azure connections name their server in the connection string's `<Service>Endpoint`. */
+const azureEndpoint = (service: 'Blob' | 'File', b: ConnectionBody, endpoint: string): ConnectionBody => withCredentials(b, {
   connection_string: String((b.credentials as Record<string, string>).connection_string)
-    .replace(/BlobEndpoint=[^;]*/, `BlobEndpoint=${endpoint}`),
+    .replace(new RegExp(`${service}Endpoint=[^;]*`), `${service}Endpoint=${endpoint}`),
 });
+
+/** An Azure connection (blob, fileshare) of the emulator or fake whose settings start with `prefix`. */
+const azure = (type: 'blob' | 'fileshare', prefix: string, create: (place: string) => Promise<void>): TypeFixture => {
+  const service = type === 'blob' ? 'Blob' : 'File';
+  const endpoint = env[`${prefix}_ENDPOINT`]!;
+  return {
+    body: (place) => ({ type, path: `/${place}`, credentials: { connection_string: env[`${prefix}_CONNECTION_STRING`] } }),
+    prepare: create,
+    wrongHost: (b) => azureEndpoint(service, b, endpoint.replace('127.0.0.1', NO_SUCH_HOST)),
+    wrongPort: (b, port) => azureEndpoint(service, b, endpoint.replace(/:\d+/, `:${port}`)),
+    wrongCredentials: (b) => withCredentials(b, {
+      connection_string: String((b.credentials as Record<string, string>).connection_string)
+        .replace(/AccountKey=[^;]*/, `AccountKey=${Buffer.from('not the account key').toString('base64')}`),
+    }),
+    credentialsMessage: /account name or key is not accepted/,
+  };
+};
 
 export const FIXTURES: Partial<Record<ConnectionType, TypeFixture>> = {
   sftp: {
@@ -103,20 +121,29 @@ export const FIXTURES: Partial<Record<ConnectionType, TypeFixture>> = {
     wrongCredentials: (b) => withCredentials(b, { password: 'not-the-password' }),
     credentialsMessage: /authentication failed/,
   },
-  blob: {
-    body: (container) => ({ type: 'blob', path: `/${container}`, credentials: { connection_string: env.XFER_TEST_BLOB_CONNECTION_STRING } }),
-    prepare: async (container) => { await BlobServiceClient.fromConnectionString(env.XFER_TEST_BLOB_CONNECTION_STRING!).getContainerClient(container).create(); },
-    wrongHost: (b) => blobEndpoint(b, env.XFER_TEST_BLOB_ENDPOINT!.replace('127.0.0.1', NO_SUCH_HOST)),
-    wrongPort: (b, port) => blobEndpoint(b, env.XFER_TEST_BLOB_ENDPOINT!.replace(`:${env.XFER_TEST_BLOB_PORT}`, `:${port}`)),
-    wrongCredentials: (b) => withCredentials(b, {
-      connection_string: String((b.credentials as Record<string, string>).connection_string)
-        .replace(/AccountKey=[^;]*/, `AccountKey=${Buffer.from('not the account key').toString('base64')}`),
-    }),
-    credentialsMessage: /account name or key is not accepted/,
-  },
+  blob: azure('blob', 'XFER_TEST_BLOB', async (container) => {
+    await BlobServiceClient.fromConnectionString(env.XFER_TEST_BLOB_CONNECTION_STRING!).getContainerClient(container).create();
+  }),
+  fileshare: azure('fileshare', 'XFER_TEST_FILESHARE', async (share) => {
+    await ShareServiceClient.fromConnectionString(env.XFER_TEST_FILESHARE_CONNECTION_STRING!).getShareClient(share).create();
+  }),
   s3: s3Family('s3'),
   r2: s3Family('r2'),
   gcs: s3Family('gcs'),
+  nfs: {
+    // uid 0 may enter the place; the wrong identity (uid 1000) may not: the export does not squash.
+    body: (dir) => ({
+      type: 'nfs', host: env.XFER_TEST_NFS_HOST, port: Number(env.XFER_TEST_NFS_PORT), path: `${env.XFER_TEST_NFS_EXPORT}/${dir}`,
+      options: { mount_port: env.XFER_TEST_NFS_MOUNT_PORT }, credentials: { uid: 0, gid: 0 },
+    }),
+    prepare: async (dir) => {
+      mkdirSync(join(env.XFER_TEST_NFS_ROOT!, dir), { recursive: true });
+      chmodSync(join(env.XFER_TEST_NFS_ROOT!, dir), 0o700);
+    },
+    ...hostPort,
+    wrongCredentials: (b) => ({ ...b, credentials: { uid: 1000, gid: 1000 } }),
+    credentialsMessage: /permission denied as uid 1000 gid 1000/,
+  },
 };
 
 /** A port nothing listens on (bound, then released). */
