@@ -80,7 +80,7 @@ export function connectError(err: unknown, where: string, share: string): Connec
       const [code, words] = STATUS[err.status] ?? ['AUTH', 'the server refused the login'];
       return new ConnectorError(code === 'AUTH' ? 'AUTH' : code, `login failed for ${where}: ${words} (${name})`, { cause: err });
     }
-    if (err.command === Command.NEGOTIATE) return new ConnectorError('UNSUPPORTED', `connecting to ${where}: the server offers none of SMB 2.0.2 to 3.0.2 (${name})`, { cause: err });
+    if (err.command === Command.NEGOTIATE) return new ConnectorError('UNSUPPORTED', `connecting to ${where}: the server offers none of SMB 2.0.2 to 3.1.1 (${name})`, { cause: err });
     return smbError(err, '', `connecting to ${where}:`);
   }
   if (err instanceof SmbEncryptionRequired) {
