@@ -3,7 +3,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { CONNECTION_TYPES, type ConnectionType } from '@xfer/shared';
 import { startStack, type Stack } from '../src/stack.js';
-import { FIXTURES } from './support/connections.js';
+import { AGENT_ENV, FIXTURES } from './support/connections.js';
 import { digestDir, treeDiff, writeTree, type Digests } from './support/trees.js';
 
 /**
@@ -28,7 +28,7 @@ beforeAll(async () => {
   expected = await writeTree(join(sftpDir, 'tree'), { count: 60, bigBytes: 50 * 1024 * 1024 });
   await FIXTURES.sftp!.prepare(place('sftp')); // hands the tree to the sftp user
   stack = await startStack({ env });
-  await stack.startAgent('ring-agent');
+  await stack.startAgent('ring-agent', AGENT_ENV);
   for (const type of ring) {
     ids[type] = (await stack.api.data('POST', '/connections', { name: `ring ${type}`, ...FIXTURES[type]!.body(place(type)) })).id;
   }

@@ -34,6 +34,9 @@ export const MESSAGES = { host: /cannot resolve/, port: /connection refused/, pa
 
 export const NO_SUCH_HOST = 'no-such-host.invalid';
 
+/** What an agent needs in its environment to reach these servers: trust in the Graph fake's certificate. */
+export const AGENT_ENV: Record<string, string> = { NODE_EXTRA_CA_CERTS: process.env.XFER_TEST_ONEDRIVE_CA_FILE! };
+
 const env = process.env;
 
 /** Host and port fields: the usual way a connection names its server. */
@@ -116,7 +119,13 @@ export const FIXTURES: Partial<Record<ConnectionType, TypeFixture>> = {
       type: 'webdav', host: env.XFER_TEST_WEBDAV_HOST, port: Number(env.XFER_TEST_WEBDAV_PORT), path: `/${dir}`, options: { secure: false },
       credentials: { username: env.XFER_TEST_WEBDAV_USER, password: env.XFER_TEST_WEBDAV_PASSWORD },
     }),
-    prepare: localDir(env.XFER_TEST_WEBDAV_ROOT!, undefined),
+    // Through WebDAV, not on disk: rclone caches directory listings, so a directory made behind
+    // its back may not be seen for minutes.
+    prepare: async (dir) => {
+      const auth = Buffer.from(`${env.XFER_TEST_WEBDAV_USER}:${env.XFER_TEST_WEBDAV_PASSWORD}`).toString('base64');
+      const res = await fetch(`http://${env.XFER_TEST_WEBDAV_HOST}:${env.XFER_TEST_WEBDAV_PORT}/${dir}`, { method: 'MKCOL', headers: { authorization: `Basic ${auth}` } });
+      if (res.status !== 201) throw new Error(`MKCOL /${dir}: ${res.status} ${await res.text()}`);
+    },
     ...hostPort,
     wrongCredentials: (b) => withCredentials(b, { password: 'not-the-password' }),
     credentialsMessage: /authentication failed/,
@@ -130,6 +139,33 @@ export const FIXTURES: Partial<Record<ConnectionType, TypeFixture>> = {
   s3: s3Family('s3'),
   r2: s3Family('r2'),
   gcs: s3Family('gcs'),
+  onedrive: {
+    // The Graph fake serves the token endpoint too: login_host names it.
+    body: (dir) => ({
+      type: 'onedrive', host: env.XFER_TEST_ONEDRIVE_HOST, port: Number(env.XFER_TEST_ONEDRIVE_PORT), path: `/${dir}`,
+      options: { login_host: `${env.XFER_TEST_ONEDRIVE_HOST}:${env.XFER_TEST_ONEDRIVE_PORT}` },
+      credentials: {
+        client_id: env.XFER_TEST_ONEDRIVE_CLIENT_ID, client_secret: env.XFER_TEST_ONEDRIVE_CLIENT_SECRET,
+        tenant_id: env.XFER_TEST_ONEDRIVE_TENANT, refresh_token: env.XFER_TEST_ONEDRIVE_REFRESH_TOKEN,
+      },
+    }),
+    prepare: localDir(env.XFER_TEST_ONEDRIVE_ROOT!, undefined),
+    wrongHost: (b) => ({ ...b, host: NO_SUCH_HOST, options: { login_host: NO_SUCH_HOST } }),
+    wrongPort: (b, port) => ({ ...b, port, options: { login_host: `${env.XFER_TEST_ONEDRIVE_HOST}:${port}` } }),
+    wrongCredentials: (b) => withCredentials(b, { client_secret: 'not-the-client-secret' }),
+    credentialsMessage: /client id or client secret is not accepted/,
+  },
+  smb: {
+    // The base path starts with the share's name.
+    body: (dir) => ({
+      type: 'smb', host: env.XFER_TEST_SMB_HOST, port: Number(env.XFER_TEST_SMB_PORT), path: `/${env.XFER_TEST_SMB_SHARE}/${dir}`,
+      credentials: { username: env.XFER_TEST_SMB_USER, password: env.XFER_TEST_SMB_PASSWORD },
+    }),
+    prepare: localDir(env.XFER_TEST_SMB_ROOT!, env.XFER_TEST_SMB_USER),
+    ...hostPort,
+    wrongCredentials: (b) => withCredentials(b, { password: 'not-the-password' }),
+    credentialsMessage: /login failed for .*wrong username or password/,
+  },
   nfs: {
     // uid 0 may enter the place; the wrong identity (uid 1000) may not: the export does not squash.
     body: (dir) => ({
