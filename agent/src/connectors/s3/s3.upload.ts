@@ -90,9 +90,10 @@ async function putMultipart(
   signal: AbortSignal | undefined,
 ): Promise<WriteResult> {
   const { client, bucket, key } = t;
+  // Not cut short by the caller's signal: an abort while the store creates the upload would leave
+  // it open with an id we never learnt. The signal is checked once the id is known.
   const created = await client.send(
     new CreateMultipartUploadCommand({ Bucket: bucket, Key: key, ...(t.quirks.partChecksum === 'crc32' ? { ChecksumAlgorithm: 'CRC32' } : {}) }),
-    { abortSignal: signal },
   );
   const uploadId = created.UploadId;
   if (!uploadId) throw new ConnectorError('TRANSIENT', 'the store started a multipart upload without an upload id');
@@ -123,6 +124,7 @@ async function putMultipart(
     if (failure) throw failure.err;
   };
   try {
+    signal?.throwIfAborted();
     for (const data of firstParts) upload(data);
     for (;;) {
       // The next part is read while the others upload (reading only once a slot was free left the
