@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { BlockBlobClient, BlockBlobUploadOptions } from '@azure/storage-blob';
 import { ConnectorError, type WriteResult } from '../types.js';
 import type { BlobTuning } from './blob.config.js';
-import { BlockReader } from '../azure/block-reader.js';
+import { PartReader } from '../part-reader.js';
 
 const MiB = 1024 * 1024;
 /** Azure's limits: at most 50,000 committed blocks per blob, each at most 4,000 MiB. */
@@ -20,10 +20,10 @@ const MAX_GROWN_BLOCK_BYTES = 512 * MiB;
  */
 export async function uploadBlob(blob: BlockBlobClient, body: AsyncIterable<unknown>, options: { size?: number; signal?: AbortSignal }, tuning: BlobTuning): Promise<WriteResult> {
   const blockSize = (n: number) => blockBytes(n, options.size, tuning.blockBytes);
-  const reader = new BlockReader(body);
+  const reader = new PartReader(body);
   try {
-    const first = (await reader.next(blockSize(1))) ?? Buffer.alloc(0);
-    const second = first.length < blockSize(1) ? null : await reader.next(blockSize(2));
+    const first = (await reader.nextBuffer(blockSize(1))) ?? Buffer.alloc(0);
+    const second = first.length < blockSize(1) ? null : await reader.nextBuffer(blockSize(2));
     if (!second) return await putSingle(blob, first, options.signal);
     return await putBlocks(blob, reader, [first, second], blockSize, options.signal, tuning.queueBlocks);
   } finally {
@@ -43,7 +43,7 @@ async function putSingle(blob: BlockBlobClient, data: Buffer, signal: AbortSigna
 
 async function putBlocks(
   blob: BlockBlobClient,
-  reader: BlockReader,
+  reader: PartReader,
   firstBlocks: Buffer[],
   blockSize: (n: number) => number,
   signal: AbortSignal | undefined,
@@ -80,7 +80,7 @@ async function putBlocks(
     for (;;) {
       // The next block is read while the others upload, so the source never waits for a free slot.
       if (failure) break;
-      const block = await reader.next(blockSize(ids.length + 1));
+      const block = await reader.nextBuffer(blockSize(ids.length + 1));
       if (!block) break;
       while (inflight.size >= queueBlocks && !failure) await Promise.race(inflight);
       if (failure) break;

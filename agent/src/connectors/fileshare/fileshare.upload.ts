@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ShareFileClient } from '@azure/storage-file-share';
 import type { WriteResult } from '../types.js';
-import { BlockReader } from '../azure/block-reader.js';
+import { PartReader } from '../part-reader.js';
 import { errorName } from '../azure/azure.errors.js';
 import type { FileshareTuning } from './fileshare.config.js';
 
@@ -37,7 +37,7 @@ export async function uploadFile(
     await options.makeParents();
     await file.create(allocated, { abortSignal: signal });
   }
-  const reader = new BlockReader(body);
+  const reader = new PartReader(body);
   const whole = createHash('md5');
   const inflight = new Set<Promise<void>>();
   let failure: { err: unknown } | undefined;
@@ -45,7 +45,7 @@ export async function uploadFile(
   try {
     for (;;) {
       if (failure) break;
-      const range = await reader.next(tuning.rangeBytes);
+      const range = await reader.nextBuffer(tuning.rangeBytes);
       if (!range) break;
       while (inflight.size >= tuning.queueRanges && !failure) await Promise.race(inflight);
       if (failure) break;

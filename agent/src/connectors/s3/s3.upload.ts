@@ -8,6 +8,7 @@ import {
   type CompletedPart,
   type S3Client,
 } from '@aws-sdk/client-s3';
+import { PartReader, type Part } from '../part-reader.js';
 import { ConnectorError, type Checksum, type WriteResult } from '../types.js';
 import type { S3Quirks, S3Tuning } from './s3.config.js';
 import type { DirectPut } from './s3.put.js';
@@ -225,64 +226,4 @@ export function storeChecksum(sha256Base64: string | undefined, etag: string | u
   }
   const plain = etag?.replace(/"/g, '').toLowerCase();
   return plain && /^[0-9a-f]{32}$/.test(plain) ? { algorithm: 'etag', value: plain } : undefined;
-}
-
-/** A part's bytes as the source gave them: sent as they are, never copied into one buffer. */
-interface Part {
-  chunks: Buffer[];
-  length: number;
-}
-
-/**
- * Cuts a stream of chunks of any size into parts of the requested sizes, without copying: a part
- * is the list of the source's chunks (the last one cut with `subarray`). Copying each part into
- * an 8 MiB buffer cost a memcpy of every byte and, with a fresh buffer per part, a full GC for
- * nearly every part (external memory).
- */
-class PartReader {
-  private readonly iterator: AsyncIterator<unknown>;
-  private leftover: Buffer | null = null;
-  private ended = false;
-
-  constructor(body: AsyncIterable<unknown>) {
-    this.iterator = body[Symbol.asyncIterator]();
-  }
-
-  /** The next `size` bytes (fewer at the end), or null when the body is exhausted. */
-  async next(size: number): Promise<Part | null> {
-    const chunks: Buffer[] = [];
-    let have = 0;
-    const take = (chunk: Buffer) => {
-      const need = size - have;
-      if (chunk.length > need) {
-        chunks.push(chunk.subarray(0, need));
-        this.leftover = chunk.subarray(need);
-        have = size;
-      } else {
-        chunks.push(chunk);
-        have += chunk.length;
-      }
-    };
-    if (this.leftover) {
-      const rest = this.leftover;
-      this.leftover = null;
-      take(rest);
-    }
-    while (have < size && !this.ended) {
-      const step = await this.iterator.next();
-      if (step.done) this.ended = true;
-      else take(toBuffer(step.value));
-    }
-    return have === 0 ? null : { chunks, length: have };
-  }
-
-  async close(): Promise<void> {
-    if (!this.ended) await this.iterator.return?.();
-  }
-}
-
-function toBuffer(value: unknown): Buffer {
-  if (Buffer.isBuffer(value)) return value;
-  if (typeof value === 'string') return Buffer.from(value);
-  return Buffer.from(value as Uint8Array);
 }
