@@ -4,6 +4,7 @@ import type { BlobItem, BlobPrefix, ContainerClient } from '@azure/storage-blob'
 import type { ConnectionSettings } from '@xfer/shared';
 import { relativePath } from '../paths.js';
 import { ConnectorError, type Connector, type ConnectorCapabilities, type Entry, type WriteResult } from '../types.js';
+import { guardUpload } from '../upload-guard.js';
 import { DEFAULT_BLOB_TUNING, blobTarget, type BlobTarget, type BlobTuning } from './blob.config.js';
 import { blobError } from './blob.errors.js';
 import { connectorReadStream } from '../azure/read-stream.js';
@@ -120,29 +121,8 @@ export class BlobConnector implements Connector {
 
   async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal } = {}): Promise<WriteResult> {
     const rel = relativePath(path);
-    const { signal } = options;
-    if (rel === '') throw new ConnectorError('CONFLICT', 'write /: the base path is a directory, not a blob');
-    const aborted = () => new ConnectorError('TRANSIENT', `write ${rel}: aborted`, { cause: signal?.reason });
-    if (signal?.aborted) {
-      body.destroy();
-      throw aborted();
-    }
-    // Until the block reader iterates it, an error of the body would be an unhandled 'error' event.
-    const ignore = () => undefined;
-    body.on('error', ignore);
-    // A body that stalls must not keep an aborted write waiting for its next chunk.
-    const onAbort = () => body.destroy(aborted());
-    signal?.addEventListener('abort', onAbort, { once: true });
-    try {
-      return await uploadBlob(this.container.getBlockBlobClient(this.name(rel)), body, options, this.tuning);
-    } catch (err) {
-      body.destroy();
-      if (signal?.aborted) throw aborted();
-      throw blobError(err, this.context('write', rel));
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-      body.off('error', ignore);
-    }
+    return guardUpload(rel, body, { signal: options.signal, what: 'a blob', mapError: (err) => blobError(err, this.context('write', rel)) }, () =>
+      uploadBlob(this.container.getBlockBlobClient(this.name(rel)), body, options, this.tuning));
   }
 
   /** A zero-byte `path/` marker (the leaf only: parents are implied by the name). */

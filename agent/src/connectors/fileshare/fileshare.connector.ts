@@ -3,6 +3,7 @@ import type { ShareDirectoryClient, ShareFileClient } from '@azure/storage-file-
 import type { ConnectionSettings } from '@xfer/shared';
 import { baseName, joinRel, parentOf, relativePath } from '../paths.js';
 import { ConnectorError, type Connector, type ConnectorCapabilities, type Entry, type WriteResult } from '../types.js';
+import { guardUpload } from '../upload-guard.js';
 import { connectorReadStream } from '../azure/read-stream.js';
 import { errorName } from '../azure/azure.errors.js';
 import { DEFAULT_FILESHARE_TUNING, fileshareTarget, type FileshareTarget, type FileshareTuning } from './fileshare.config.js';
@@ -111,31 +112,12 @@ export class FileshareConnector implements Connector {
   async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal } = {}): Promise<WriteResult> {
     const rel = relativePath(path);
     const { signal } = options;
-    if (rel === '') throw new ConnectorError('CONFLICT', 'write /: the base path is a directory, not a file');
-    const aborted = () => new ConnectorError('TRANSIENT', `write ${rel}: aborted`, { cause: signal?.reason });
-    if (signal?.aborted) {
-      body.destroy();
-      throw aborted();
-    }
-    // Until the range reader iterates it, an error of the body would be an unhandled 'error' event.
-    const ignore = () => undefined;
-    body.on('error', ignore);
-    // A body that stalls must not keep an aborted write waiting for its next chunk.
-    const onAbort = () => body.destroy(aborted());
-    signal?.addEventListener('abort', onAbort, { once: true });
-    const file = this.file(rel);
-    try {
-      return await uploadFile(file, body, { ...options, makeParents: () => this.mkdir(parentOf(rel), { signal }) }, this.tuning);
-    } catch (err) {
-      body.destroy();
+    const file = rel === '' ? null : this.file(rel);
+    return guardUpload(rel, body, {
+      signal, what: 'a file', mapError: (err) => fileshareError(err, this.context('write', rel)),
       // Whatever was created goes (the engine writes to temporary names: nothing of the user's is there).
-      await file.deleteIfExists().catch(() => undefined);
-      if (signal?.aborted) throw aborted();
-      throw fileshareError(err, this.context('write', rel));
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-      body.off('error', ignore);
-    }
+      cleanup: () => file!.deleteIfExists(),
+    }, () => uploadFile(file!, body, { ...options, makeParents: () => this.mkdir(parentOf(rel), { signal }) }, this.tuning));
   }
 
   /** Create Directory, its missing parents first; an existing directory is fine, a file in the way CONFLICT. */

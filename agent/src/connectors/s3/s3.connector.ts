@@ -13,6 +13,7 @@ import {
 import type { ConnectionSettings } from '@xfer/shared';
 import { relativePath } from '../paths.js';
 import { ConnectorError, type Connector, type ConnectorCapabilities, type Entry, type WriteResult } from '../types.js';
+import { guardUpload } from '../upload-guard.js';
 import { DEFAULT_S3_TUNING, s3Target, type S3Target, type S3Tuning } from './s3.config.js';
 import { s3Error } from './s3.errors.js';
 import { DirectPut } from './s3.put.js';
@@ -137,29 +138,8 @@ export class S3Connector implements Connector {
 
   async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal } = {}): Promise<WriteResult> {
     const rel = relativePath(path);
-    const { signal } = options;
-    if (rel === '') throw new ConnectorError('CONFLICT', 'write /: the base path is a directory, not an object');
-    const aborted = () => new ConnectorError('TRANSIENT', `write ${rel}: aborted`, { cause: signal?.reason });
-    if (signal?.aborted) {
-      body.destroy();
-      throw aborted();
-    }
-    // Until the part reader iterates it, an error of the body would be an unhandled 'error' event.
-    const ignore = () => undefined;
-    body.on('error', ignore);
-    // A body that stalls must not keep an aborted write waiting for its next chunk.
-    const onAbort = () => body.destroy(aborted());
-    signal?.addEventListener('abort', onAbort, { once: true });
-    try {
-      return await uploadObject({ client: this.client, direct: this.direct, bucket: this.target.bucket, key: this.key(rel), quirks: this.target.quirks, tuning: this.tuning }, body, options);
-    } catch (err) {
-      body.destroy();
-      if (signal?.aborted) throw aborted();
-      throw s3Error(err, this.context('write', rel));
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-      body.off('error', ignore);
-    }
+    return guardUpload(rel, body, { signal: options.signal, what: 'an object', mapError: (err) => s3Error(err, this.context('write', rel)) }, () =>
+      uploadObject({ client: this.client, direct: this.direct, bucket: this.target.bucket, key: this.key(rel), quirks: this.target.quirks, tuning: this.tuning }, body, options));
   }
 
   async mkdir(path: string, options: { signal?: AbortSignal } = {}): Promise<void> {
