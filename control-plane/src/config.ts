@@ -31,6 +31,53 @@ export interface Config {
   dispatchPollMs: number;
   /** How long `POST /connections/:id/test` and `POST /agents/:id/test` wait for the agent. */
   agentRequestTimeoutMs: number;
+  /** Where uploaded files are kept (docs/configuration.md "Files"). */
+  fileStore: FileStoreConfig;
+  /** Largest upload accepted; larger answers 413 and nothing is kept. */
+  uploadMaxBytes: number;
+  /** Malware scanner every upload passes before it is stored. */
+  scanner: ScannerConfig;
+  /** Requests per minute per client address on the unauthenticated share-link download. */
+  shareRateLimitPerMinute: number;
+  /** Webhook delivery (docs/configuration.md "Webhooks"). */
+  webhooks: WebhookConfig;
+}
+
+export type FileStoreConfig =
+  | { kind: 'local'; dir: string }
+  | {
+      kind: 's3';
+      /** null: AWS's regional endpoint. */
+      endpoint: string | null;
+      bucket: string;
+      /** Key prefix inside the bucket ('' or ending in '/'). */
+      prefix: string;
+      region: string;
+      accessKeyId: string;
+      secretAccessKey: string;
+      forcePathStyle: boolean;
+    };
+
+export type ScannerConfig =
+  /** clamd reached over TCP (`host:port`) or a unix socket (an absolute path). */
+  | { kind: 'clamd'; address: { host: string; port: number } | { path: string }; timeoutMs: number }
+  /** No scanning at all: development only, logged as unsafe at every start. */
+  | { kind: 'none' };
+
+export interface WebhookConfig {
+  /** Per-attempt timeout of a delivery (connect + answer). */
+  timeoutMs: number;
+  /** How long a delivery is retried (exponential backoff with jitter) before it is marked failed. */
+  retryWindowMs: number;
+  /** First backoff delay; each retry doubles it (capped at 1 h), with full jitter. */
+  backoffBaseMs: number;
+  /** How often each instance looks for due deliveries. */
+  pollMs: number;
+  /**
+   * UNSAFE, tests only: addresses or CIDR ranges (e.g. `127.0.0.1/32`) a webhook may target
+   * although they are private. Empty by default; logged as unsafe at start when set.
+   */
+  unsafeAllowedAddresses: string[];
 }
 
 export class ConfigError extends Error {}
@@ -53,6 +100,59 @@ export function parseMasterKey(raw: string, name: string): Buffer {
   const key = /^[0-9a-fA-F]{64}$/.test(text) ? Buffer.from(text, 'hex') : Buffer.from(text, 'base64');
   if (key.length !== 32) throw new ConfigError(`${name} must be 32 bytes, as 64 hex characters or base64`);
   return key;
+}
+
+const GIB = 1024 ** 3;
+
+function parseFileStore(env: Env, dataDir: string): FileStoreConfig {
+  const kind = env.XFER_FILE_STORE || 'local';
+  if (kind === 'local') return { kind, dir: resolve(env.XFER_FILE_STORE_DIR || resolve(dataDir, 'files')) };
+  if (kind !== 's3') throw new ConfigError('XFER_FILE_STORE must be local or s3');
+  const need = (name: string) => {
+    const value = env[name];
+    if (!value) throw new ConfigError(`${name} is required when XFER_FILE_STORE=s3`);
+    return value;
+  };
+  const prefix = (env.XFER_FILE_STORE_S3_PREFIX || '').replace(/^\/+/, '');
+  return {
+    kind,
+    endpoint: env.XFER_FILE_STORE_S3_ENDPOINT || null,
+    bucket: need('XFER_FILE_STORE_S3_BUCKET'),
+    prefix: prefix === '' || prefix.endsWith('/') ? prefix : `${prefix}/`,
+    region: env.XFER_FILE_STORE_S3_REGION || 'us-east-1',
+    accessKeyId: need('XFER_FILE_STORE_S3_ACCESS_KEY_ID'),
+    secretAccessKey: need('XFER_FILE_STORE_S3_SECRET_ACCESS_KEY'),
+    forcePathStyle: env.XFER_FILE_STORE_S3_FORCE_PATH_STYLE !== 'false',
+  };
+}
+
+/** The Debian clamav-daemon socket, used when XFER_CLAMD is not set. */
+export const DEFAULT_CLAMD = '/var/run/clamav/clamd.ctl';
+
+function parseScanner(env: Env): ScannerConfig {
+  const kind = env.XFER_SCANNER || 'clamd';
+  if (kind === 'none') {
+    if (env.XFER_CLAMD) throw new ConfigError('XFER_CLAMD and XFER_SCANNER=none contradict each other');
+    return { kind };
+  }
+  if (kind !== 'clamd') throw new ConfigError('XFER_SCANNER must be clamd or none');
+  const raw = env.XFER_CLAMD || DEFAULT_CLAMD;
+  const timeoutMs = int(env, 'XFER_CLAMD_TIMEOUT_MS', 120_000, 100, 3600_000);
+  if (raw.startsWith('/')) return { kind, address: { path: raw }, timeoutMs };
+  const match = /^(\[[0-9a-fA-F:.]+\]|[^:\s]+):(\d{1,5})$/.exec(raw);
+  const port = match ? Number(match[2]) : NaN;
+  if (!match || port < 1 || port > 65535) throw new ConfigError(`XFER_CLAMD must be host:port or an absolute socket path (got "${raw}")`);
+  return { kind, address: { host: match[1]!.replace(/^\[|\]$/g, ''), port }, timeoutMs };
+}
+
+function parseWebhooks(env: Env): WebhookConfig {
+  return {
+    timeoutMs: int(env, 'XFER_WEBHOOK_TIMEOUT_MS', 10_000, 100, 120_000),
+    retryWindowMs: int(env, 'XFER_WEBHOOK_RETRY_WINDOW_MS', 24 * 3600_000, 1000, 30 * 24 * 3600_000),
+    backoffBaseMs: int(env, 'XFER_WEBHOOK_BACKOFF_BASE_MS', 30_000, 10, 3600_000),
+    pollMs: int(env, 'XFER_WEBHOOK_POLL_MS', 1000, 10, 60_000),
+    unsafeAllowedAddresses: (env.XFER_UNSAFE_WEBHOOK_ALLOW || '').split(',').map((a) => a.trim()).filter((a) => a !== ''),
+  };
 }
 
 export function parseConfig(env: Env): Config {
@@ -90,5 +190,10 @@ export function parseConfig(env: Env): Config {
     jobLeaseMs,
     dispatchPollMs: int(env, 'XFER_DISPATCH_POLL_MS', 500, 10, 10_000),
     agentRequestTimeoutMs: int(env, 'XFER_AGENT_REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
+    fileStore: parseFileStore(env, dataDir),
+    uploadMaxBytes: int(env, 'XFER_UPLOAD_MAX_BYTES', 10 * GIB, 1, Number.MAX_SAFE_INTEGER),
+    scanner: parseScanner(env),
+    shareRateLimitPerMinute: int(env, 'XFER_SHARE_RATE_LIMIT_PER_MINUTE', 120, 1, 1_000_000),
+    webhooks: parseWebhooks(env),
   };
 }

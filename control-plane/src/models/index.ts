@@ -12,6 +12,8 @@ import { agentRequestModel } from './agent-request.model.js';
 import { transferModel } from './transfer.model.js';
 import { transferFileModel } from './transfer-file.model.js';
 import { outboxEventModel } from './outbox-event.model.js';
+import { fileModel } from './file.model.js';
+import { webhookModel } from './webhook.model.js';
 
 /** Every model, bound to one connection (one app instance, one database). */
 export function registerModels(conn: Connection) {
@@ -29,6 +31,8 @@ export function registerModels(conn: Connection) {
     transfers: transferModel(conn),
     transferFiles: transferFileModel(conn),
     outboxEvents: outboxEventModel(conn),
+    files: fileModel(conn),
+    webhooks: webhookModel(conn),
   };
 }
 

@@ -2,7 +2,9 @@ import fp from 'fastify-plugin';
 import { Types } from 'mongoose';
 
 /** Event types of api.md "Events" written so far. */
-export type OutboxEventType = 'transfer.started' | 'transfer.completed' | 'transfer.failed';
+export type OutboxEventType =
+  | 'transfer.started' | 'transfer.completed' | 'transfer.failed'
+  | 'file.uploaded' | 'file.downloaded' | 'file.deleted' | 'file.shared' | 'file.scan_blocked';
 
 export interface Outbox {
   /**
