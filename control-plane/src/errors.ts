@@ -29,6 +29,22 @@ export class NotFoundError extends AppError {
 export class ConflictError extends AppError {
   constructor(message: string) { super(409, message); }
 }
+export class GoneError extends AppError {
+  constructor(message: string) { super(410, message); }
+}
+export class PayloadTooLargeError extends AppError {
+  constructor(message: string) { super(413, message); }
+}
+export class UnsupportedMediaTypeError extends AppError {
+  constructor(message: string) { super(415, message); }
+}
+export class UnprocessableEntityError extends AppError {
+  constructor(message: string) { super(422, message); }
+}
+export class RangeNotSatisfiableError extends AppError {
+  /** `size`: the whole representation's length, sent as `Content-Range: bytes *\/size` (RFC 9110 §15.5.17). */
+  constructor(message: string, size: number) { super(416, message, { headers: { 'content-range': `bytes */${size}` } }); }
+}
 export class RateLimitedError extends AppError {
   constructor(message: string, retryAfterSeconds: number) {
     super(429, message, { headers: { 'retry-after': String(retryAfterSeconds) } });
