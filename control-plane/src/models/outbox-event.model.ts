@@ -2,9 +2,10 @@ import { Schema, type Connection, type InferSchemaType } from 'mongoose';
 
 /**
  * Domain events waiting for delivery (ARCHITECTURE.md "Events"), written right after the change
- * that caused them. The webhook deliverer (a later issue) claims rows by lease
- * (`lease.owner`, `lease.expires_at`, conditional on `status`) and retries with backoff
- * (`attempts`, `next_attempt_at`).
+ * that caused them. The webhook deliverer (plugins/app/webhook-deliverer.ts) fans each pending
+ * event out into one `webhook_deliveries` row per subscribed webhook, then marks it `done`. No
+ * lease is needed: the fan-out is idempotent (unique (event_id, webhook_id) on deliveries), so
+ * instances running it side by side, or again after a crash, create each delivery once.
  */
 const schema = new Schema(
   {
@@ -13,17 +14,12 @@ const schema = new Schema(
     type: { type: String, required: true },
     data: { type: Schema.Types.Mixed, required: true },
     created_at: { type: Date, required: true, default: () => new Date() },
-    status: { type: String, enum: ['pending', 'done', 'failed'], required: true, default: 'pending' },
-    attempts: { type: Number, required: true, default: 0 },
-    next_attempt_at: { type: Date, required: true, default: () => new Date() },
-    lease: {
-      type: new Schema({ owner: { type: String, required: true }, expires_at: { type: Date, required: true } }, { _id: false }),
-      default: null,
-    },
+    /** `done` once its deliveries exist. */
+    status: { type: String, enum: ['pending', 'done'], required: true, default: 'pending' },
   },
   { collection: 'outbox_events', autoIndex: false, versionKey: false, minimize: false },
 );
-schema.index({ status: 1, next_attempt_at: 1 });
+schema.index({ status: 1, _id: 1 });
 schema.index({ account_id: 1, type: 1, _id: -1 });
 
 export type OutboxEventDoc = InferSchemaType<typeof schema>;
