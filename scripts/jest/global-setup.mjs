@@ -6,7 +6,7 @@ import { ensureServices } from '../../e2e/dist/services/index.js';
  * Services every test run gets; a test file uses MONGODB_URI with a database name of its own, a
  * directory of its own under XFER_TEST_SFTP_ROOT, buckets of its own on XFER_TEST_S3_ENDPOINT.
  */
-export const TEST_SERVICES = ['mongodb', 'sftp', 's3', 'webdav', 'apache-dav', 'blob', 'fileshare', 'ftp', 'smb', 'smb-signed', 'onedrive', 'nfs'];
+export const TEST_SERVICES = ['mongodb', 'sftp', 's3', 'webdav', 'apache-dav', 'blob', 'fileshare', 'ftp', 'smb', 'smb-signed', 'onedrive', 'nfs', 'clamd'];
 
 export default async function globalSetup() {
   const { env } = await ensureServices(TEST_SERVICES, {

@@ -1,5 +1,6 @@
 import { apacheDav } from './apache-dav.service.js';
 import { blob } from './azurite.service.js';
+import { clamd } from './clamd.service.js';
 import { nfs } from './ganesha.service.js';
 import { fileshare } from './azure-files-fake.service.js';
 import { onedrive } from './graph-fake.service.js';
@@ -12,7 +13,7 @@ import { webdav } from './webdav.service.js';
 import type { ServiceDefinition } from './types.js';
 
 /** Every service `npm run services` and the jest setup know, by name. A new service: one file, one line here. */
-export const SERVICES: readonly ServiceDefinition[] = [mongodb, sftp, s3, ftp, webdav, apacheDav, blob, fileshare, smb, smbSigned, nfs, onedrive];
+export const SERVICES: readonly ServiceDefinition[] = [mongodb, sftp, s3, ftp, webdav, apacheDav, blob, fileshare, smb, smbSigned, nfs, onedrive, clamd];
 
 /** The definition named `name`; throws listing the known names otherwise. */
 export function serviceDefinition(name: string): ServiceDefinition {
