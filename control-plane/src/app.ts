@@ -15,6 +15,7 @@ import authPlugin from './plugins/app/auth.js';
 import websocketPlugin from './plugins/external/websocket.js';
 import multipartPlugin from './plugins/external/multipart.js';
 import outboxPlugin from './plugins/app/outbox.js';
+import scannerPlugin from './plugins/app/scanner.js';
 import fileStorePlugin from './plugins/app/file-store/index.js';
 import jobsPlugin from './plugins/app/jobs/index.js';
 import agentHubPlugin from './plugins/app/agent-hub.js';
@@ -113,6 +114,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(websocketPlugin);
   await app.register(multipartPlugin);
   await app.register(outboxPlugin);
+  await app.register(scannerPlugin);
   await app.register(fileStorePlugin);
   await app.register(jobsPlugin);
   await app.register(agentHubPlugin);
