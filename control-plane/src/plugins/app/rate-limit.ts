@@ -4,8 +4,12 @@ import { Messages } from '@xfer/shared';
 import { RateLimitedError } from '../../errors.js';
 
 export interface RateLimiter {
-  /** Counts one request against `key`, sets the RateLimit-* headers, throws 429 past the limit. */
-  consume(key: string, reply: FastifyReply): Promise<void>;
+  /**
+   * Counts one request against `key`, sets the RateLimit-* headers, throws 429 past the limit.
+   * `perMinute` defaults to the API limit; a route with its own budget (the share-link download)
+   * passes its own, under a key of its own.
+   */
+  consume(key: string, reply: FastifyReply, perMinute?: number): Promise<void>;
 }
 
 declare module 'fastify' {
@@ -31,11 +35,11 @@ export default fp<RateLimitOptions>(
     const slots = app.db.rateLimitSlots;
 
     /** The slot this request got (1-based), or null when the window's budget is spent. */
-    async function claimSlot(key: string, windowStart: Date): Promise<number | null> {
+    async function claimSlot(key: string, windowStart: Date, limit: number): Promise<number | null> {
       const taken = await slots.countDocuments({ key, window_start: windowStart });
       const expiresAt = new Date(windowStart.getTime() + 2 * WINDOW_MS);
       // Requests racing for one slot: one wins, the others move on to the next.
-      for (let slot = taken + 1; slot <= opts.perMinute; slot++) {
+      for (let slot = taken + 1; slot <= limit; slot++) {
         try {
           await slots.create({ key, window_start: windowStart, slot, expires_at: expiresAt });
           return slot;
@@ -47,13 +51,13 @@ export default fp<RateLimitOptions>(
     }
 
     app.decorate<RateLimiter>('rateLimiter', {
-      async consume(key, reply) {
+      async consume(key, reply, perMinute = opts.perMinute) {
         const now = Date.now();
         const windowStart = new Date(now - (now % WINDOW_MS));
-        const slot = await claimSlot(key, windowStart);
+        const slot = await claimSlot(key, windowStart, perMinute);
         const resetSeconds = Math.max(1, Math.ceil((windowStart.getTime() + WINDOW_MS - now) / 1000));
-        reply.header('ratelimit-limit', String(opts.perMinute));
-        reply.header('ratelimit-remaining', String(slot === null ? 0 : opts.perMinute - slot));
+        reply.header('ratelimit-limit', String(perMinute));
+        reply.header('ratelimit-remaining', String(slot === null ? 0 : perMinute - slot));
         reply.header('ratelimit-reset', String(resetSeconds));
         if (slot === null) throw new RateLimitedError(Messages.rateLimited, resetSeconds);
       },

@@ -1,0 +1,123 @@
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import {
+  CreatedShareLink, CreateShareLinkRequest, Deleted, Envelope, IdParams, ListShareLinksQuery, Page, ShareLink, ShareLinkParams,
+  SharedTokenParams,
+} from '@xfer/shared';
+import { principalOf } from '../../plugins/app/auth.js';
+import { findLiveFile } from '../files/files.service.js';
+import { sendStoredFile } from '../files/send-file.js';
+import {
+  assertDownloadsLeft, claimDownload, createShareLink, listShareLinks, openSharedFile, releaseDownload,
+  revokeShareLink, shareUrl,
+} from './shares.service.js';
+
+/**
+ * Share links (api.md "Share link"; decisions.md "Files and share links"; docs/api.md "Share
+ * links"). The token leaves the server once, in the create response: lists, events, audit
+ * records and logs carry the link's id instead.
+ */
+const shares: FastifyPluginAsync = async (fastify) => {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+
+  app.post('/files/:id/share', {
+    schema: { params: IdParams, body: CreateShareLinkRequest, response: { 201: Envelope(CreatedShareLink) } },
+    config: { access: { scope: 'files:write' } },
+    // Every field is optional, so a POST without a body asks for the defaults.
+    preValidation: async (request) => {
+      request.body ??= {};
+    },
+  }, async (request, reply) => {
+    const principal = principalOf(request);
+    const { expires_in_hours, max_downloads } = request.body;
+    const { link, token } = await createShareLink(app.db, {
+      accountId: principal.accountId, fileId: request.params.id, expiresInHours: expires_in_hours, maxDownloads: max_downloads,
+      createdBy: principal.actor,
+    });
+    const data = { file_id: link.file_id, share_id: link.id, expires_at: link.expires_at, max_downloads: link.max_downloads };
+    await app.audit.recordRequest(request, { action: 'file.share', outcome: 'success', resource: { type: 'file', id: link.file_id }, details: data });
+    await app.outbox.emit(principal.accountId, 'file.shared', { id: link.file_id, ...data });
+    return reply.code(201).send({ data: { ...link, token, url: shareUrl(token) } });
+  });
+
+  app.get('/files/:id/shares', {
+    schema: { params: IdParams, querystring: ListShareLinksQuery, response: { 200: Page(ShareLink) } },
+    config: { access: { scope: 'files:read' } },
+  }, async (request) => {
+    const { accountId } = principalOf(request);
+    const file = await findLiveFile(app.db, accountId, request.params.id);
+    return listShareLinks(app.db, accountId, request.query, file._id);
+  });
+
+  app.get('/shares', {
+    schema: { querystring: ListShareLinksQuery, response: { 200: Page(ShareLink) } },
+    config: { access: { scope: 'files:read' } },
+  }, async (request) => listShareLinks(app.db, principalOf(request).accountId, request.query));
+
+  app.delete('/files/:id/share/:share_id', {
+    schema: { params: ShareLinkParams, response: { 200: Envelope(Deleted) } },
+    config: { access: { scope: 'files:write' } },
+  }, async (request) => {
+    const principal = principalOf(request);
+    const link = await revokeShareLink(app.db, principal.accountId, request.params.id, request.params.share_id, principal.actor);
+    await app.audit.recordRequest(request, {
+      action: 'file.share_revoke', outcome: 'success',
+      resource: { type: 'file', id: String(link.file_id) }, details: { file_id: String(link.file_id), share_id: String(link._id) },
+    });
+    return { data: { id: String(link._id), deleted: true as const } };
+  });
+
+  // No authentication: the token is the credential. Not counted against the API's per-address
+  // budget (`unlimited`) but against a budget of its own, per client address.
+  app.get('/files/shared/:token', {
+    schema: { params: SharedTokenParams },
+    config: { access: { public: true, unlimited: true } },
+    onRequest: async (request, reply) => {
+      await app.rateLimiter.consume(`share:${request.ip}`, reply, app.config.shareRateLimitPerMinute);
+    },
+  }, async (request, reply) => downloadShared(request, reply, request.params.token));
+
+  /**
+   * Streams the file of a share link. A GET takes one download of the link before it starts and
+   * gives it back when no body went out (304, 416, or a failure before the headers), so every
+   * 200 and 206 counts once; a HEAD takes none, but answers 410 like a GET would.
+   */
+  async function downloadShared(request: FastifyRequest, reply: FastifyReply, token: string): Promise<FastifyReply> {
+    const { link, file } = await openSharedFile(app.db, token);
+    // The URL is the credential: a page that renders the file must not pass it on as a Referer.
+    reply.header('referrer-policy', 'no-referrer');
+    if (request.method === 'HEAD') {
+      await assertDownloadsLeft(app.db, link);
+      return sendStoredFile(app, request, reply, file);
+    }
+    const n = await claimDownload(app.db, link);
+    // A release that fails leaves the link one download short: logged, never worth failing the answer.
+    const release = () => releaseDownload(app.db, link, n).catch((err: unknown) => request.log.error({ err }, 'could not release a share-link download'));
+    try {
+      await sendStoredFile(app, request, reply, file);
+    } catch (err) {
+      if (!reply.raw.headersSent) await release();
+      throw err;
+    }
+    if (reply.statusCode !== 200 && reply.statusCode !== 206) {
+      await release();
+      return reply;
+    }
+    const shareId = String(link._id);
+    const range = reply.getHeader('content-range');
+    // The answer is on its way: a failure to record it can no longer change it, so it is logged.
+    try {
+      await app.audit.record({
+        accountId: link.account_id, actor: { type: 'share_link', id: shareId }, action: 'file.download', outcome: 'success',
+        resource: { type: 'file', id: String(file._id) }, ip: request.ip,
+        details: { name: file.name, size: file.size, via: 'share_link', share_id: shareId, download: n, ...(range ? { range: String(range) } : {}) },
+      });
+      await app.outbox.emit(link.account_id, 'file.downloaded', { id: String(file._id), name: file.name, size: file.size, via: 'share_link', share_id: shareId });
+    } catch (err) {
+      request.log.error({ err, share_id: shareId }, 'could not record a share-link download');
+    }
+    return reply;
+  }
+};
+
+export default shares;

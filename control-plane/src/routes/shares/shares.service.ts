@@ -1,0 +1,173 @@
+import { Types } from 'mongoose';
+import {
+  SHARE_DEFAULT_EXPIRES_IN_HOURS, ShareLinkMessages, type Actor, type Page, type PageQuery, type ShareLink, type ShareLinkStatus,
+} from '@xfer/shared';
+import type { Models } from '../../models/index.js';
+import type { ShareLinkDoc } from '../../models/share-link.model.js';
+import { GoneError, NotFoundError } from '../../errors.js';
+import { randomToken, sha256Hex } from '../../lib/crypto.js';
+import { paginate, toObjectId } from '../../lib/pagination.js';
+import { findLiveFile, liveFiles, type StoredFile } from '../files/files.service.js';
+
+const HOUR_MS = 3600 * 1000;
+/** 32 random bytes, base64url without padding. */
+const TOKEN = /^[A-Za-z0-9_-]{43}$/;
+
+type LinkDoc = ShareLinkDoc & { _id: Types.ObjectId };
+
+/** The URL of a link, relative to the server's origin (api.md "Share link"). */
+export function shareUrl(token: string): string {
+  return `/api/v1/files/shared/${token}`;
+}
+
+/** One status by precedence (see SHARE_LINK_STATUSES): the same rule for lists and downloads. */
+export function linkStatus(link: LinkDoc, fileLive: boolean, downloads: number, now: Date): ShareLinkStatus {
+  if (link.revoked_at) return 'revoked';
+  if (!fileLive) return 'file_deleted';
+  if (link.expires_at <= now) return 'expired';
+  if (link.max_downloads !== null && link.max_downloads !== undefined && downloads >= link.max_downloads) return 'exhausted';
+  return 'active';
+}
+
+const GONE: Record<Exclude<ShareLinkStatus, 'active'>, string> = {
+  revoked: ShareLinkMessages.revoked,
+  file_deleted: ShareLinkMessages.fileDeleted,
+  expired: ShareLinkMessages.expired,
+  exhausted: ShareLinkMessages.exhausted,
+};
+
+export function presentShareLink(link: LinkDoc, status: ShareLinkStatus, downloads: number): ShareLink {
+  return {
+    id: String(link._id),
+    file_id: String(link.file_id),
+    status,
+    expires_at: link.expires_at.toISOString(),
+    max_downloads: link.max_downloads ?? null,
+    downloads,
+    revoked_at: link.revoked_at ? link.revoked_at.toISOString() : null,
+    created_at: link.created_at.toISOString(),
+    created_by: { type: link.created_by.type as Actor['type'], id: link.created_by.id ?? null },
+  };
+}
+
+export interface CreateShareLink {
+  accountId: string;
+  fileId: string;
+  expiresInHours?: number;
+  maxDownloads?: number;
+  createdBy: Actor;
+}
+
+/** Creates a link and returns its token, the only time it exists outside the caller's hands. */
+export async function createShareLink(db: Models, input: CreateShareLink): Promise<{ link: ShareLink; token: string }> {
+  const file = await findLiveFile(db, input.accountId, input.fileId);
+  const token = randomToken(32);
+  const doc = await db.shareLinks.create({
+    account_id: input.accountId,
+    file_id: file._id,
+    token_hash: sha256Hex(token),
+    expires_at: new Date(Date.now() + (input.expiresInHours ?? SHARE_DEFAULT_EXPIRES_IN_HOURS) * HOUR_MS),
+    max_downloads: input.maxDownloads ?? null,
+    created_by: input.createdBy,
+  });
+  return { link: presentShareLink(doc.toObject() as LinkDoc, 'active', 0), token };
+}
+
+/** Downloads so far (claims taken) of `shareId`. */
+function downloadsOf(db: Models, shareId: Types.ObjectId): Promise<number> {
+  return db.shareDownloads.countDocuments({ share_id: shareId }).exec();
+}
+
+/** A page of the account's links (of one file when `fileId` is given), newest first, with status and downloads. */
+export async function listShareLinks(db: Models, accountId: string, query: PageQuery, fileId?: Types.ObjectId): Promise<Page<ShareLink>> {
+  const filter = { account_id: accountId, ...(fileId ? { file_id: fileId } : {}) };
+  const page = await paginate(db.shareLinks, filter, query, (doc) => doc as LinkDoc);
+  const fileIds = [...new Set(page.data.map((l) => String(l.file_id)))].map((id) => new Types.ObjectId(id));
+  const live = await db.files.find({ _id: { $in: fileIds }, ...liveFiles(accountId) }, { _id: 1 }).lean();
+  const liveIds = new Set(live.map((f) => String(f._id)));
+  const counts = await Promise.all(page.data.map((l) => downloadsOf(db, l._id)));
+  const now = new Date();
+  return {
+    data: page.data.map((l, i) => presentShareLink(l, linkStatus(l, liveIds.has(String(l.file_id)), counts[i]!, now), counts[i]!)),
+    next_cursor: page.next_cursor,
+  };
+}
+
+/**
+ * Revokes link `shareId` of file `fileId` (whether or not the file is still live). Unknown,
+ * other accounts' and already revoked links are 404, as for API keys.
+ */
+export async function revokeShareLink(db: Models, accountId: string, fileId: string, shareId: string, by: Actor): Promise<LinkDoc> {
+  const id = toObjectId(shareId);
+  const file = toObjectId(fileId);
+  const revoked = id && file && (await db.shareLinks.findOneAndUpdate(
+    { _id: id, file_id: file, account_id: accountId, revoked_at: null },
+    { $set: { revoked_at: new Date(), revoked_by: by } },
+    { new: true },
+  ).lean());
+  if (!revoked) throw new NotFoundError(`Share link ${shareId} not found`);
+  return revoked as LinkDoc;
+}
+
+/**
+ * The link of `token` and its live file, for the unauthenticated download. A malformed or
+ * unknown token is 404; a revoked or expired link, or a deleted file, is 410 naming which.
+ * Exhaustion is the caller's to check, by claiming (GET) or counting (HEAD).
+ * The token is looked up by its SHA-256, never compared in clear: what the lookup's timing
+ * could reveal is about the hash, which tells nothing about tokens near the guessed one.
+ */
+export async function openSharedFile(db: Models, token: string): Promise<{ link: LinkDoc; file: StoredFile }> {
+  const link = TOKEN.test(token) ? ((await db.shareLinks.findOne({ token_hash: sha256Hex(token) }).lean()) as LinkDoc | null) : null;
+  if (!link) throw new NotFoundError(ShareLinkMessages.notFound);
+  const file = await db.files.findOne({ _id: link.file_id, account_id: link.account_id }).lean();
+  const fileLive = !!file && !file.deleted_at;
+  // Exhaustion (with downloads 0) is never the answer here; it is decided by the caller.
+  const status = linkStatus(link, fileLive, 0, new Date());
+  if (status !== 'active') throw new GoneError(GONE[status]);
+  return { link, file: file as StoredFile };
+}
+
+/** 410 when `link` has no download left (for HEAD, which takes none). */
+export async function assertDownloadsLeft(db: Models, link: LinkDoc): Promise<void> {
+  if (link.max_downloads == null) return;
+  if ((await downloadsOf(db, link._id)) >= link.max_downloads) throw new GoneError(ShareLinkMessages.exhausted);
+}
+
+async function tryClaim(db: Models, shareId: Types.ObjectId, n: number): Promise<boolean> {
+  try {
+    await db.shareDownloads.create({ share_id: shareId, n });
+    return true;
+  } catch (err) {
+    if ((err as { code?: number }).code === 11000) return false;
+    throw err;
+  }
+}
+
+/**
+ * Takes the next download of `link`: download number n through the unique (share_id, n) index,
+ * n <= max_downloads, so concurrent requests can never together exceed the limit. Returns n, or
+ * throws 410 when every number is taken.
+ *
+ * Numbers are claimed upward from the current count; racing requests that lose a number move on
+ * to the next. A released claim (releaseDownload) leaves a gap below the count, so when the
+ * upward numbers run out while fewer than max_downloads claims exist, the gaps are claimed.
+ */
+export async function claimDownload(db: Models, link: LinkDoc): Promise<number> {
+  const max = link.max_downloads ?? Number.POSITIVE_INFINITY;
+  const taken = await downloadsOf(db, link._id);
+  for (let n = taken + 1; n <= max; n++) {
+    if (await tryClaim(db, link._id, n)) return n;
+  }
+  if ((await downloadsOf(db, link._id)) < max) {
+    const used = new Set((await db.shareDownloads.find({ share_id: link._id }, { n: 1 }).lean()).map((d) => d.n));
+    for (let n = 1; n <= max; n++) {
+      if (!used.has(n) && (await tryClaim(db, link._id, n))) return n;
+    }
+  }
+  throw new GoneError(ShareLinkMessages.exhausted);
+}
+
+/** Gives download `n` back: the request it was taken for sent no body (304, 416, or an error before the headers). */
+export async function releaseDownload(db: Models, link: LinkDoc, n: number): Promise<void> {
+  await db.shareDownloads.deleteOne({ share_id: link._id, n });
+}
