@@ -14,6 +14,8 @@ import { transferFileModel } from './transfer-file.model.js';
 import { outboxEventModel } from './outbox-event.model.js';
 import { fileModel } from './file.model.js';
 import { webhookModel } from './webhook.model.js';
+import { shareLinkModel } from './share-link.model.js';
+import { shareDownloadModel } from './share-download.model.js';
 
 /** Every model, bound to one connection (one app instance, one database). */
 export function registerModels(conn: Connection) {
@@ -33,6 +35,8 @@ export function registerModels(conn: Connection) {
     outboxEvents: outboxEventModel(conn),
     files: fileModel(conn),
     webhooks: webhookModel(conn),
+    shareLinks: shareLinkModel(conn),
+    shareDownloads: shareDownloadModel(conn),
   };
 }
 
