@@ -352,7 +352,7 @@ describe.each(backends)('file store on %s', (_label, makeBackend) => {
       await store.remove(key);
       const growthMiB = Math.round((peak - baseline) / MiB);
       process.stderr.write(`file store on ${backend.name}: 1 GiB RSS growth ${Math.round(writeGrowth / MiB)} MiB writing, ${growthMiB} MiB writing and reading\n`);
-      expect(growthMiB).toBeLessThan(150);
+      expect(growthMiB).toBeLessThan(128);
     } finally {
       clearInterval(sampler);
     }
