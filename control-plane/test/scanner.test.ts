@@ -1,0 +1,270 @@
+// The malware scanner against the real clamd of the test services (XFER_TEST_CLAMD, with the
+// EICAR database that service builds), and against a clamd this file starts, freezes and stops.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable, Writable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import Fastify from 'fastify';
+import type { Config, ScannerConfig } from '../src/config.js';
+import { freeLoopbackPort, stopPid } from '../src/db/process.js';
+import { PayloadTooLargeError, ServiceUnavailableError } from '../src/errors.js';
+import { CLAMD_MAX_SCAN_BYTES } from '../src/lib/clamd.js';
+import scannerPlugin, { createScanner, type Scanner } from '../src/plugins/app/scanner.js';
+import { clamd as clamdService, EICAR_SIGNATURE } from '../../e2e/src/services/clamd.service.js';
+import { eicar } from '../../e2e/src/tools/eicar.js';
+import { buildTestApp } from './helper.js';
+
+const MIB = 1024 * 1024;
+
+function tcpAddress(hostPort: string | undefined): { host: string; port: number } {
+  if (!hostPort) throw new Error('XFER_TEST_CLAMD is not set: run tests through `npm test` (it starts clamd)');
+  const [host, port] = hostPort.split(':');
+  return { host: host!, port: Number(port) };
+}
+const clamdAt = (address: { host: string; port: number } | { path: string }, timeoutMs = 30_000): ScannerConfig => ({ kind: 'clamd', address, timeoutMs });
+
+/** `total` bytes in chunks of `chunk` bytes, each a fresh buffer, made as they are read; `insert` lands at `at`. */
+function generated(total: number, opts: { chunk?: number; insert?: Buffer; at?: number; delayMs?: number } = {}): Readable {
+  const chunk = opts.chunk ?? MIB;
+  return Readable.from((async function* () {
+    for (let offset = 0; offset < total; offset += chunk) {
+      const part = Buffer.alloc(Math.min(chunk, total - offset), 0x61 + ((offset / chunk) % 26));
+      const at = opts.at ?? -1;
+      if (opts.insert && at >= offset && at < offset + part.length) opts.insert.copy(part, at - offset);
+      if (opts.delayMs) await sleep(opts.delayMs);
+      yield part;
+    }
+  })(), { objectMode: false, highWaterMark: chunk });
+}
+
+/** Open TCP sockets of this process, once sockets destroyed a moment ago have finished closing. */
+async function tcpSockets(): Promise<number> {
+  await sleep(100);
+  return process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
+}
+
+let shared: Scanner;
+beforeAll(() => {
+  shared = createScanner(clamdAt(tcpAddress(process.env.XFER_TEST_CLAMD)));
+});
+
+describe('verdicts from the real clamd', () => {
+  test(`the EICAR test file is infected: ${EICAR_SIGNATURE}`, async () => {
+    await expect(shared.scan(Readable.from([eicar()]))).resolves.toEqual({ clean: false, signature: EICAR_SIGNATURE });
+  });
+
+  test('EICAR in the middle of 5 MiB of other data is found', async () => {
+    const verdict = await shared.scan(generated(5 * MIB, { chunk: 64 * 1024, insert: eicar(), at: Math.floor(2.5 * MIB) + 13 }));
+    expect(verdict).toEqual({ clean: false, signature: EICAR_SIGNATURE });
+  });
+
+  test('EICAR split across two chunks is found (clamd scans the stream, not the chunks)', async () => {
+    const sample = eicar();
+    const verdict = await shared.scan(Readable.from([Buffer.concat([Buffer.alloc(1000, 1), sample.subarray(0, 30)]), sample.subarray(30)]));
+    expect(verdict).toEqual({ clean: false, signature: EICAR_SIGNATURE });
+  });
+
+  test('a clean file is clean', async () => {
+    await expect(shared.scan(Readable.from([Buffer.from('quarterly report, nothing to see\n')]))).resolves.toEqual({ clean: true });
+  });
+
+  test('an empty file is clean', async () => {
+    await expect(shared.scan(Readable.from([]))).resolves.toEqual({ clean: true });
+  });
+
+  test('the unix socket form of the address scans too', async () => {
+    const socket = process.env.XFER_TEST_CLAMD_SOCKET;
+    if (!socket) throw new Error('XFER_TEST_CLAMD_SOCKET is not set');
+    const scanner = createScanner(clamdAt({ path: socket }));
+    await expect(scanner.ping()).resolves.toBe(true);
+    await expect(scanner.scan(Readable.from([eicar()]))).resolves.toEqual({ clean: false, signature: EICAR_SIGNATURE });
+    await expect(scanner.scan(Readable.from([Buffer.from('clean')]))).resolves.toEqual({ clean: true });
+  });
+
+  test('a 200 MiB clean stream is scanned with the RSS growing by far less than the stream', async () => {
+    const before = process.memoryUsage.rss();
+    let peak = before;
+    const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage.rss())), 20);
+    try {
+      await expect(shared.scan(generated(200 * MIB))).resolves.toEqual({ clean: true });
+    } finally {
+      clearInterval(sampler);
+    }
+    expect(peak - before).toBeLessThan(64 * MIB);
+  }, 120_000);
+});
+
+describe('fail closed', () => {
+  test('a closed port answers ServiceUnavailableError at once, without reading the source', async () => {
+    const scanner = createScanner(clamdAt({ host: '127.0.0.1', port: await freeLoopbackPort() }));
+    const source = Readable.from([eicar()]);
+    const started = Date.now();
+    const err = await scanner.scan(source).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ServiceUnavailableError);
+    expect((err as ServiceUnavailableError).statusCode).toBe(503);
+    expect((err as Error).message).toMatch(/^Malware scanner unavailable: cannot connect to clamd/);
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(source.readableEnded).toBe(false);
+    await expect(scanner.ping()).resolves.toBe(false);
+  });
+
+  test('a missing unix socket answers ServiceUnavailableError', async () => {
+    const scanner = createScanner(clamdAt({ path: join(tmpdir(), 'no-such-clamd.sock') }));
+    await expect(scanner.scan(Readable.from([Buffer.from('x')]))).rejects.toBeInstanceOf(ServiceUnavailableError);
+  });
+
+  test('aborting mid-stream rejects with the reason, closes the socket and leaves the source paused', async () => {
+    const baseline = await tcpSockets();
+    const source = generated(100 * MIB, { delayMs: 5 });
+    const controller = new AbortController();
+    const scanning = shared.scan(source, controller.signal);
+    expect(await tcpSockets()).toBe(baseline + 1);
+    const reason = new Error('client went away');
+    controller.abort(reason);
+    await expect(scanning).rejects.toBe(reason);
+    expect(await tcpSockets()).toBe(baseline);
+    expect(source.readableEnded).toBe(false);
+    expect(source.isPaused()).toBe(true);
+  });
+
+  test('an already aborted signal rejects before connecting', async () => {
+    const baseline = await tcpSockets();
+    await expect(shared.scan(Readable.from([eicar()]), AbortSignal.abort(new Error('too late')))).rejects.toThrow('too late');
+    expect(await tcpSockets()).toBe(baseline);
+  });
+});
+
+describe('a clamd of our own: frozen, then stopped', () => {
+  let dataDir: string;
+  let pid: number;
+  let address: { host: string; port: number };
+  beforeAll(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'xfer-scanner-test-'));
+    const started = await clamdService.start({ dataDir, cacheDir: tmpdir(), env: process.env, log: () => {} });
+    pid = started.pid;
+    address = tcpAddress(started.env.XFER_TEST_CLAMD);
+  });
+  afterAll(async () => {
+    if (pid) {
+      process.kill(pid, 'SIGCONT');
+      await stopPid(pid);
+    }
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  test('it answers while it runs', async () => {
+    await expect(createScanner(clamdAt(address)).scan(Readable.from([eicar()]))).resolves.toEqual({ clean: false, signature: EICAR_SIGNATURE });
+  });
+
+  describe('frozen with SIGSTOP (the kernel still accepts connections, clamd never answers)', () => {
+    beforeAll(() => process.kill(pid, 'SIGSTOP'));
+    afterAll(() => process.kill(pid, 'SIGCONT'));
+
+    test('waiting for the verdict times out into ServiceUnavailableError', async () => {
+      const started = Date.now();
+      const err = await createScanner(clamdAt(address, 500)).scan(Readable.from([Buffer.from('small')])).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ServiceUnavailableError);
+      expect((err as Error).message).toBe('Malware scanner unavailable: clamd did not answer within 500 ms (waiting for the verdict)');
+      expect(Date.now() - started).toBeLessThan(3000);
+    });
+
+    test('a stream clamd stops reading times out too, with the socket closed', async () => {
+      const baseline = await tcpSockets();
+      const err = await createScanner(clamdAt(address, 500)).scan(generated(256 * MIB)).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ServiceUnavailableError);
+      expect((err as Error).message).toBe('Malware scanner unavailable: clamd did not answer within 500 ms (clamd stopped reading the stream)');
+      expect(await tcpSockets()).toBe(baseline);
+    });
+
+    test('PING says false', async () => {
+      await expect(createScanner(clamdAt(address, 500)).ping()).resolves.toBe(false);
+    });
+  });
+
+  test('once stopped, scans answer 503 (nothing is ever reported clean)', async () => {
+    const scanner = createScanner(clamdAt(address));
+    await expect(scanner.scan(Readable.from([Buffer.from('clean')]))).resolves.toEqual({ clean: true });
+    await stopPid(pid);
+    pid = 0;
+    for (const body of [Buffer.from('clean'), eicar()]) {
+      const err = await scanner.scan(Readable.from([body])).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ServiceUnavailableError);
+      expect((err as ServiceUnavailableError).statusCode).toBe(503);
+    }
+  });
+});
+
+describe("clamd's size ceiling", () => {
+  // clamd 1.x scans at most 2 GiB - 3 B of one file (MaxFileSize is capped there internally).
+  test(`a stream of exactly ${CLAMD_MAX_SCAN_BYTES} bytes is scanned to its last byte; one byte more is 413`, async () => {
+    const sample = eicar();
+    const full = await shared.scan(generated(CLAMD_MAX_SCAN_BYTES, { chunk: 4 * MIB, insert: sample, at: CLAMD_MAX_SCAN_BYTES - sample.length }));
+    expect(full).toEqual({ clean: false, signature: EICAR_SIGNATURE });
+    const err = await shared.scan(generated(CLAMD_MAX_SCAN_BYTES + 1, { chunk: 4 * MIB })).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PayloadTooLargeError);
+    expect((err as PayloadTooLargeError).statusCode).toBe(413);
+    expect((err as Error).message).toMatch(/^File is too large for the malware scanner: /);
+  }, 300_000);
+});
+
+describe('XFER_SCANNER=none', () => {
+  test('reads the stream to its end and calls everything clean, EICAR included', async () => {
+    const scanner = createScanner({ kind: 'none' });
+    const source = Readable.from([eicar(), Buffer.alloc(MIB)]);
+    await expect(scanner.scan(source)).resolves.toEqual({ clean: true });
+    expect(source.readableEnded).toBe(true);
+    await expect(scanner.ping()).resolves.toBe(true);
+  });
+
+  test("passes the source's error on", async () => {
+    const source = new Readable({ read() {} });
+    const scanning = createScanner({ kind: 'none' }).scan(source);
+    source.destroy(new Error('upload broke'));
+    await expect(scanning).rejects.toThrow('upload broke');
+  });
+});
+
+describe('the plugin', () => {
+  /** Starts a bare app with only the scanner plugin and returns its log lines. */
+  async function startLogs(scanner: ScannerConfig): Promise<Array<{ level: number; msg: string }>> {
+    const lines: Array<{ level: number; msg: string }> = [];
+    const stream = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        lines.push(JSON.parse(chunk.toString()));
+        done();
+      },
+    });
+    const app = Fastify({ logger: { level: 'info', stream } });
+    app.decorate('config', { scanner } as Config);
+    await app.register(scannerPlugin);
+    await app.ready();
+    await app.close();
+    return lines;
+  }
+
+  test('XFER_SCANNER=none logs a warning that uploads are NOT scanned at every start', async () => {
+    const lines = await startLogs({ kind: 'none' });
+    expect(lines).toContainEqual(expect.objectContaining({ level: 40, msg: expect.stringMatching(/uploads are NOT scanned.*unsafe outside development/) }));
+  });
+
+  test('a live clamd is logged as answering PING, with its version', async () => {
+    const lines = await startLogs(clamdAt(tcpAddress(process.env.XFER_TEST_CLAMD)));
+    expect(lines).toContainEqual(expect.objectContaining({ level: 30, msg: expect.stringMatching(/clamd at 127\.0\.0\.1:\d+ answers PING \(ClamAV \d/) }));
+  });
+
+  test('an unreachable clamd does not fail the start: a warning says uploads answer 503', async () => {
+    const lines = await startLogs(clamdAt({ host: '127.0.0.1', port: await freeLoopbackPort() }));
+    expect(lines).toContainEqual(expect.objectContaining({ level: 40, msg: expect.stringMatching(/does not answer PING; uploads answer 503/) }));
+  });
+
+  test('buildApp decorates app.scanner from config.scanner', async () => {
+    const app = await buildTestApp({ scanner: clamdAt(tcpAddress(process.env.XFER_TEST_CLAMD)) });
+    try {
+      expect(app.scanner.kind).toBe('clamd');
+      await expect(app.scanner.scan(Readable.from([eicar()]))).resolves.toEqual({ clean: false, signature: EICAR_SIGNATURE });
+    } finally {
+      await app.close();
+    }
+  });
+});
