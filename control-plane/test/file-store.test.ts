@@ -420,6 +420,18 @@ describe('S3 file store: an unreachable store', () => {
     }
   });
 
+  test('a wrong secret key: the check says so and a write past one part rejects as 503 without the secret', async () => {
+    const store = new S3FileStore(s3Config('any-bucket', { secretAccessKey: 'wrong-secret-key' }));
+    try {
+      expect(await store.check()).toMatch(/access denied|does not accept the access key/);
+      const err = await store.write(streamOf(randomBytes(PART + 1))).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ServiceUnavailableError);
+      expect((err as Error).message).toMatch(/^File storage unavailable: the S3 store does not accept the access key \(SignatureDoesNotMatch\)$/);
+    } finally {
+      await store.close();
+    }
+  });
+
   test('a missing bucket is named by the check', async () => {
     const store = new S3FileStore(s3Config(`xfer-missing-${randomBytes(4).toString('hex')}`));
     try {
