@@ -3,21 +3,71 @@
 // plane, admin key on first start), then one `xfer-agent` with the token the server keeps in
 // its data dir, so a newcomer can copy files at once. Ctrl-C stops the agent (draining its jobs),
 // then the server. The agent's JSON logs go to <data dir>/agent.log.
+// Uploads are scanned by clamd: unless XFER_CLAMD or XFER_SCANNER is set, or the system's clamd
+// already answers on its Debian socket, a local clamd is started with its config, socket and log
+// in <data dir>/clamd/ and the signatures freshclam keeps in /var/lib/clamav; it stops with us.
 import { spawn } from 'node:child_process';
-import { openSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { clamdConf, clamdPing } from '../control-plane/dist/lib/clamd.js';
+import { DEFAULT_CLAMD } from '../control-plane/dist/config.js';
+import { findExecutable } from '../control-plane/dist/db/process.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const dataDir = resolve(process.env.XFER_DATA_DIR || join(root, '.xfer'));
 const say = (msg) => process.stderr.write(`xfer: ${msg}\n`);
 
+/** Where freshclam keeps the signatures (Debian clamav-freshclam). */
+const SIGNATURES_DIR = '/var/lib/clamav';
+let clamd = null;
+let stopping = false;
+
+/** XFER_CLAMD for the server when we start clamd ourselves; undefined leaves the server's setting alone. */
+async function startClamd() {
+  if (process.env.XFER_CLAMD || process.env.XFER_SCANNER) return undefined;
+  const bin = findExecutable('clamd') ?? (existsSync('/usr/sbin/clamd') ? '/usr/sbin/clamd' : null);
+  if (!bin) {
+    say(`clamd is not installed: uploads answer 503 unless a clamd answers on ${DEFAULT_CLAMD}. Install the Debian packages clamav clamav-daemon (then run freshclam), or set XFER_SCANNER=none for development (uploads are then NOT scanned).`);
+    return undefined;
+  }
+  if (await clamdPing({ path: DEFAULT_CLAMD }, 1000)) {
+    say(`using the system's clamd on ${DEFAULT_CLAMD}`);
+    return undefined;
+  }
+  const dir = join(dataDir, 'clamd');
+  const socket = join(dir, 'clamd.sock');
+  const signatures = existsSync(SIGNATURES_DIR) ? readdirSync(SIGNATURES_DIR).filter((f) => /\.(c[lv]d|cud|hdb|hsb|mdb|msb|ndb|ldb|yara?)$/.test(f)) : [];
+  if (signatures.length === 0) {
+    // clamd refuses to start without signatures; the server still points at its socket, so uploads fail closed.
+    say(`no malware signatures in ${SIGNATURES_DIR}: clamd is not started and uploads answer 503 until \`freshclam\` has run (then restart npm start).`);
+    return socket;
+  }
+  mkdirSync(join(dir, 'tmp'), { recursive: true, mode: 0o700 });
+  const config = join(dir, 'clamd.conf');
+  writeFileSync(config, clamdConf({ databaseDir: SIGNATURES_DIR, localSocket: socket, temporaryDir: join(dir, 'tmp'), logFile: join(dir, 'clamd.log'), bytecode: true }), { mode: 0o600 });
+  const out = openSync(join(dir, 'clamd.out'), 'a');
+  // Same process group as ours: a terminal's Ctrl-C reaches it too.
+  clamd = spawn(bin, ['--config-file', config], { stdio: ['ignore', out, out] });
+  say(`clamd started (pid ${clamd.pid}, socket ${socket}, log ${join(dir, 'clamd.log')}); loading ${signatures.length} signature files can take a minute, uploads answer 503 until it is ready`);
+  clamd.once('exit', (code, signal) => {
+    if (!stopping) say(`clamd exited (${code ?? signal}); uploads answer 503. See ${join(dir, 'clamd.log')}.`);
+  });
+  (async () => {
+    while (clamd.exitCode === null && clamd.signalCode === null && !stopping) {
+      if (await clamdPing({ path: socket }, 1000)) return say('clamd is ready: uploads are scanned');
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  })();
+  return socket;
+}
+
+const clamdSocket = await startClamd();
 const server = spawn(process.execPath, [join(root, 'control-plane/dist/bin/xfer-server.js'), 'start', '--local'], {
-  env: { ...process.env, XFER_DATA_DIR: dataDir },
+  env: { ...process.env, XFER_DATA_DIR: dataDir, ...(clamdSocket ? { XFER_CLAMD: clamdSocket } : {}) },
   stdio: ['ignore', 'pipe', 'inherit'],
 });
 let agent = null;
-let stopping = false;
 let out = '';
 
 server.stdout.on('data', (chunk) => {
@@ -55,5 +105,9 @@ process.on('SIGINT', () => stop('SIGINT'));
 process.on('SIGTERM', () => stop('SIGTERM'));
 server.on('exit', (code) => {
   if (agent && agent.exitCode === null) agent.kill('SIGTERM');
-  process.exit(code ?? 1);
+  stopping = true;
+  if (clamd && clamd.exitCode === null && clamd.signalCode === null) {
+    clamd.once('exit', () => process.exit(code ?? 1));
+    clamd.kill('SIGTERM');
+  } else process.exit(code ?? 1);
 });
