@@ -102,7 +102,6 @@ export function instream(address: ClamdAddress, source: Readable, opts: Instream
   return new Promise<ScanVerdict>((resolve, reject) => {
     const { signal, timeoutMs } = opts;
     if (signal?.aborted) return reject(abortReason(signal));
-    const where = describeAddress(address);
     const socket = open(address);
     const replyParts: Buffer[] = [];
     let connected = false;
@@ -207,8 +206,9 @@ export function instream(address: ClamdAddress, source: Readable, opts: Instream
     socket.on('error', (err: NodeJS.ErrnoException) => {
       // clamd may answer early (a size refusal) and close while we still write: its reply wins.
       if (replyParts.length > 0) return settleWithReply(Buffer.concat(replyParts).toString('utf8'));
-      if (!connected) fail(new ClamdError('unreachable', `cannot connect to clamd at ${where} (${err.code ?? err.message})`, { cause: err }));
-      else fail(new ClamdError('closed', `clamd closed the connection without a verdict (${err.code ?? err.message})`, { cause: err }));
+      // The address stays out of the message (it reaches API clients); the cause carries it to the log.
+      if (!connected) fail(new ClamdError('unreachable', `cannot connect to clamd (${err.code ?? 'connection failed'})`, { cause: err }));
+      else fail(new ClamdError('closed', `clamd closed the connection without a verdict (${err.code ?? 'connection failed'})`, { cause: err }));
     });
     socket.once('close', () => {
       if (replyParts.length > 0) settleWithReply(Buffer.concat(replyParts).toString('utf8'));
