@@ -8,12 +8,8 @@ import mime from 'mime-types';
 import { BadRequestError, PayloadTooLargeError, ServiceUnavailableError } from '../../errors.js';
 import { MULTIPART_FIELD_MAX_BYTES, multipartProblem } from '../../plugins/external/multipart.js';
 import type { PendingObject } from '../../plugins/app/file-store/index.js';
+import type { ScanVerdict } from '../../plugins/app/scanner.js';
 import { fileNameProblem, normalizeFolder } from './files.service.js';
-
-// TEMPORARY until plugins/app/scanner.ts lands (its contract, as agreed).
-type ScanVerdict = { clean: true } | { clean: false; signature: string };
-const scannerOf = (app: FastifyInstance) =>
-  (app as unknown as { scanner: { scan(source: Readable, signal?: AbortSignal): Promise<ScanVerdict> } }).scanner;
 
 /** Bytes file-type looks at (its own `reasonableDetectionSizeInBytes`). */
 const SNIFF_BYTES = 4100;
@@ -85,7 +81,8 @@ function tee(outputs: PassThrough[], signal: AbortSignal, onEnd: () => void): Wr
       callback();
     },
     destroy(err, callback) {
-      for (const out of outputs) out.destroy(err ?? undefined);
+      // Also called after a normal finish (autoDestroy): then the readers still have to read the end.
+      if (err) for (const out of outputs) out.destroy(err);
       callback(err);
     },
   });
@@ -114,11 +111,14 @@ async function receiveFile(app: FastifyInstance, source: Readable & { truncated?
   const inspect = inspector();
   const toScanner = new PassThrough();
   const toStore = new PassThrough();
+  // Their readers report their own failures; a branch destroyed after its reader let go must
+  // not raise an unhandled 'error'.
+  for (const branch of [toScanner, toStore]) branch.on('error', () => undefined);
   let streamed = false;
 
   const piping = pipeline(source, limiter, inspect.stream, tee([toScanner, toStore], signal, () => { streamed = true; }), { signal })
     .catch((err: unknown) => { stop(err); throw err; });
-  const scanning = scannerOf(app).scan(toScanner, signal).then((verdict) => {
+  const scanning = app.scanner.scan(toScanner, signal).then((verdict) => {
     // A verdict before the last byte: an infected file needs no more bytes; a clean one would
     // leave the tee waiting on a reader that has stopped, so it counts as a scanner failure.
     if (!streamed) stop(verdict.clean ? new ServiceUnavailableError('Malware scanner answered before the end of the file') : verdict);
