@@ -1,5 +1,10 @@
+import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Types } from 'mongoose';
 import type { App } from '../src/app.js';
 import { Messages, ShareLinkMessages } from '@xfer/shared';
@@ -398,5 +403,89 @@ describe('listing and revoking', () => {
     expectError(await app.inject({ method: 'DELETE', url, headers: auth(reader) }), 403, Messages.missingScope);
     expect((await app.inject({ method: 'DELETE', url, headers: auth(writer) })).statusCode).toBe(200);
     expectError(await app.inject({ method: 'GET', url: '/api/v1/shares' }), 401);
+  });
+});
+
+describe('logs', () => {
+  /**
+   * The built server (dist: `npm test` builds first) in a child process, logging at trace level
+   * with the app's own logger settings, on the test app's database and file store.
+   */
+  async function startLoggingServer(): Promise<{ base: string; stop: () => Promise<string> }> {
+    const dist = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist');
+    const script = `
+      const { buildApp } = await import(${JSON.stringify(pathToFileURL(join(dist, 'app.js')).href)});
+      const { parseConfig } = await import(${JSON.stringify(pathToFileURL(join(dist, 'config.js')).href)});
+      const app = await buildApp(parseConfig(process.env));
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      process.stderr.write('PORT ' + app.server.address().port + '\\n');
+      // Logs are written as they happen; a close still waiting for sockets is not worth waiting on.
+      process.on('SIGTERM', () => { setTimeout(() => process.exit(0), 2000).unref(); app.close().then(() => process.exit(0)); });`;
+    const dataDir = mkdtempSync(join(tmpdir(), 'xfer-share-logs-'));
+    const store = app.config.fileStore;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      env: {
+        ...process.env, MONGODB_URI: process.env.MONGODB_URI, XFER_DB_NAME: app.config.databaseName, XFER_DATA_DIR: dataDir,
+        XFER_MASTER_KEY: randomBytes(32).toString('base64'), XFER_LOG_LEVEL: 'trace', XFER_SCANNER: 'none',
+        XFER_FILE_STORE: 'local', XFER_FILE_STORE_DIR: store.kind === 'local' ? store.dir : '',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
+    const port = await new Promise<number>((resolve, reject) => {
+      child.stderr.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString();
+        const match = /PORT (\d+)/.exec(stderr);
+        if (match) resolve(Number(match[1]));
+      });
+      child.once('exit', (code) => reject(new Error(`server exited (${code}): ${stderr} ${stdout}`)));
+    });
+    const stop = async () => {
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
+      rmSync(dataDir, { recursive: true, force: true });
+      return stdout + stderr;
+    };
+    return { base: `http://127.0.0.1:${port}`, stop };
+  }
+
+  test('no share token reaches a log line: downloads, 404, 410, a failed read, a client that hangs up', async () => {
+    const good = await createShare(owner.apiKey, (await upload(owner.apiKey)).id);
+    const revokedFile = await upload(owner.apiKey);
+    const revoked = await createShare(owner.apiKey, revokedFile.id);
+    await app.inject({ method: 'DELETE', url: `/api/v1/files/${revokedFile.id}/share/${revoked.id}`, headers: auth(owner.apiKey) });
+    const broken = await upload(owner.apiKey);
+    const brokenLink = await createShare(owner.apiKey, broken.id, { max_downloads: 1 });
+    const record = await app.db.files.findById(broken.id).lean();
+    await app.fileStore.remove(record!.storage_key);
+    const big = await createShare(owner.apiKey, (await upload(owner.apiKey, randomBytes(8 * 1024 * 1024))).id);
+    const unknown = randomBytes(32).toString('base64url');
+
+    const server = await startLoggingServer();
+    let logs = '';
+    try {
+      expect((await fetch(server.base + good.url).then(async (r) => { await r.arrayBuffer(); return r.status; }))).toBe(200);
+      expect((await fetch(server.base + `/api/v1/files/shared/${unknown}`)).status).toBe(404);
+      expect((await fetch(server.base + revoked.url)).status).toBe(410);
+      // Content gone from the store: 503, and the download taken for it is given back.
+      const failed = await fetch(server.base + brokenLink.url);
+      expect(failed.status).toBe(503);
+      expect(await failed.json()).toEqual({ error: 'File content unavailable' });
+      expect(await downloadsOf(brokenLink.id)).toBe(0);
+      const aborter = new AbortController();
+      const hangUp = await fetch(server.base + big.url, { signal: aborter.signal });
+      await hangUp.body!.getReader().read();
+      aborter.abort();
+      await new Promise((r) => setTimeout(r, 300));
+    } finally {
+      logs = await server.stop();
+    }
+    // The logs were captured, with the URLs in them redacted.
+    expect(logs).toContain('/api/v1/files/shared/[redacted]');
+    expect(logs).toMatch(/stored file content is missing/);
+    for (const token of [good.token, revoked.token, brokenLink.token, big.token, unknown]) expect(logs).not.toContain(token);
   });
 });
