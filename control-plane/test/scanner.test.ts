@@ -65,6 +65,20 @@ describe('verdicts from the real clamd', () => {
     expect(verdict).toEqual({ clean: false, signature: EICAR_SIGNATURE });
   });
 
+  test('a source piped elsewhere in the same tick is scanned from its first byte (nothing flows past the scan)', async () => {
+    const source = generated(4 * MIB, { insert: eicar(), at: 10 });
+    let copied = 0;
+    source.pipe(new Writable({ write: (chunk: Buffer, _enc, done) => ((copied += chunk.length), done()) }));
+    await expect(shared.scan(source)).resolves.toEqual({ clean: false, signature: EICAR_SIGNATURE });
+    expect(copied).toBe(4 * MIB);
+  });
+
+  test('a source already read from is refused, never called clean', async () => {
+    const source = Readable.from([eicar(), Buffer.from('rest')], { objectMode: false });
+    source.read(1);
+    await expect(shared.scan(source)).rejects.toThrow(/already read from/);
+  });
+
   test('a clean file is clean', async () => {
     await expect(shared.scan(Readable.from([Buffer.from('quarterly report, nothing to see\n')]))).resolves.toEqual({ clean: true });
   });

@@ -97,16 +97,23 @@ const abortReason = (signal: AbortSignal): unknown =>
  * `timeoutMs`; with `source`'s own error when it fails; with the abort reason on abort. The
  * connection is made before `source` is read, so an unreachable clamd consumes nothing. On any
  * failure the socket is destroyed and `source` is paused and left to the caller; never a verdict.
+ * `source` must not have been read from yet (that rejects), and is paused at once until clamd
+ * answers the connection, so no byte flows past the scan.
  */
 export function instream(address: ClamdAddress, source: Readable, opts: InstreamOptions): Promise<ScanVerdict> {
   return new Promise<ScanVerdict>((resolve, reject) => {
     const { signal, timeoutMs } = opts;
     if (signal?.aborted) return reject(abortReason(signal));
+    // Bytes read before the scan began would go unscanned: a programming error, never a verdict.
+    if (source.readableDidRead) return reject(new Error('The stream to scan was already read from: its first bytes would go unscanned'));
+    // Nothing may flow (e.g. into a pipe set up just before) until our listener is attached.
+    source.pause();
     const socket = open(address);
     const replyParts: Buffer[] = [];
     let connected = false;
     let ended = false;
     let settled = false;
+    let waitingForDrain = false;
     let timer: NodeJS.Timeout | undefined;
 
     const arm = (waitingFor: string) => {
@@ -159,15 +166,20 @@ export function instream(address: ClamdAddress, source: Readable, opts: Instream
       for (let offset = 0; offset < data.length; offset += FRAME_BYTES) {
         open = writeFrame(data.subarray(offset, offset + FRAME_BYTES));
       }
-      if (!open) {
+      if (!open && !waitingForDrain) {
+        waitingForDrain = true;
         source.pause();
         arm('clamd stopped reading the stream');
         socket.once('drain', onDrain);
       }
     }
     function onDrain() {
+      waitingForDrain = false;
+      if (settled) return;
+      // 'end' can come while the socket is full: then the verdict's timer runs, and stays.
+      if (ended) return;
       disarm();
-      if (!settled) source.resume();
+      source.resume();
     }
     function onEnd() {
       if (settled) return;

@@ -19,7 +19,8 @@ export interface Scanner {
    * MaxScanSize reported by AlertExceedsMax). Aborting `signal` destroys the clamd socket and
    * rejects with the signal's reason. An error of `source` itself rejects with that error. On any
    * rejection `source` is paused and left to the caller (not destroyed). A failure never
-   * resolves as clean (fail closed).
+   * resolves as clean (fail closed). `source` must not have been read from before (that rejects:
+   * its first bytes would go unscanned); it is paused until clamd accepted the connection.
    *
    * With kind 'none' the stream is still read to its end (so a tee feeding it never stalls)
    * and then resolves clean.
