@@ -257,6 +257,17 @@ describe('GET /files/shared/:token', () => {
     expect((await app.db.shareDownloads.find({ share_id: new Types.ObjectId(link.id) }).lean()).map((d) => d.n).sort()).toEqual([1, 2]);
   });
 
+  test('a number given back below the others is taken again, and only up to max_downloads', async () => {
+    const file = await upload(owner.apiKey);
+    const link = await createShare(owner.apiKey, file.id, { max_downloads: 3 });
+    // Downloads 2 and 3 are held while number 1 was given back (a 304 or a failed read).
+    const shareId = new Types.ObjectId(link.id);
+    await app.db.shareDownloads.create([{ share_id: shareId, n: 2 }, { share_id: shareId, n: 3 }]);
+    expect((await download(link.url)).statusCode).toBe(200);
+    expectError(await download(link.url), 410, ShareLinkMessages.exhausted);
+    expect((await app.db.shareDownloads.find({ share_id: shareId }).lean()).map((d) => d.n).sort()).toEqual([1, 2, 3]);
+  });
+
   test('100 concurrent requests on max_downloads 1 over real HTTP: exactly one 200, 99 × 410', async () => {
     const file = await upload(owner.apiKey, randomBytes(200_000));
     const link = await createShare(owner.apiKey, file.id, { max_downloads: 1 });
