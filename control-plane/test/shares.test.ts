@@ -140,6 +140,10 @@ describe('POST /files/:id/share', () => {
       method: 'POST', url: `/api/v1/files/${file.id}/share`, headers: { ...auth(owner.apiKey), 'content-type': 'application/json' }, payload: '24',
     });
     expectError(scalar, 400, /body must be object/);
+    const nullBody = await app.inject({
+      method: 'POST', url: `/api/v1/files/${file.id}/share`, headers: { ...auth(owner.apiKey), 'content-type': 'application/json' }, payload: 'null',
+    });
+    expectError(nullBody, 400, /body must be object/);
     expect(await app.db.shareLinks.countDocuments()).toBe(before);
   });
 

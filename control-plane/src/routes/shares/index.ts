@@ -23,9 +23,9 @@ const shares: FastifyPluginAsync = async (fastify) => {
   app.post('/files/:id/share', {
     schema: { params: IdParams, body: CreateShareLinkRequest, response: { 201: Envelope(CreatedShareLink) } },
     config: { access: { scope: 'files:write' } },
-    // Every field is optional, so a POST without a body asks for the defaults.
+    // Every field is optional, so a POST without a body asks for the defaults (a JSON null is still 400).
     preValidation: async (request) => {
-      request.body ??= {};
+      if (request.body === undefined) request.body = {};
     },
   }, async (request, reply) => {
     const principal = principalOf(request);
