@@ -52,20 +52,16 @@ const files: FastifyPluginAsync = async (fastify) => {
   }, async (request, reply) => {
     const { accountId } = principalOf(request);
     const file = await findLiveFile(app.db, accountId, request.params.id);
-    await sendStoredFile(app, request, reply, file);
-    if (request.method === 'GET' && (reply.statusCode === 200 || reply.statusCode === 206)) {
-      // The content is already streaming: a failure here is logged, never turned into a reply.
-      const id = String(file._id);
-      const range = reply.getHeader('content-range');
-      await Promise.all([
-        app.outbox.emit(accountId, 'file.downloaded', { id, name: file.name, size: file.size, via: 'api' }),
-        app.audit.recordRequest(request, {
+    const id = String(file._id);
+    return sendStoredFile(app, request, reply, file, {
+      beforeSend: async (status) => {
+        await app.outbox.emit(accountId, 'file.downloaded', { id, name: file.name, size: file.size, via: 'api' });
+        await app.audit.recordRequest(request, {
           action: 'file.download', outcome: 'success', resource: { type: 'file', id },
-          details: { name: file.name, size: file.size, via: 'api', ...(range ? { range: String(range) } : {}) },
-        }),
-      ]).catch((err: unknown) => request.log.error({ err, file_id: id }, 'could not record a download'));
-    }
-    return reply;
+          details: { name: file.name, size: file.size, via: 'api', ...(status === 206 ? { range: request.headers.range } : {}) },
+        });
+      },
+    });
   });
 
   app.delete('/files/:id', {

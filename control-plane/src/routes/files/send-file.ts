@@ -17,6 +17,15 @@ export interface SendableFile {
 
 type ByteRange = { start: number; end: number };
 
+export interface SendOptions {
+  /**
+   * Called once content is about to be sent (200 or 206; never for a 304, a 416, a HEAD or
+   * missing content), before the first byte: where a caller counts, audits and events a
+   * download. Throwing answers that error instead, with nothing sent.
+   */
+  beforeSend?: (status: 200 | 206) => Promise<void>;
+}
+
 /**
  * The one byte range a `Range` header asks for (RFC 9110 §14.2), `null` to send the whole file
  * (no header, another unit, a malformed or a multi-range request), or `'unsatisfiable'`.
@@ -34,10 +43,9 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
     return { start: Math.max(0, size - suffix), end: size - 1 };
   }
   const start = Number(first);
-  const end = last === '' ? size - 1 : Number(last);
-  if (end < start) return null;
+  if (last !== '' && Number(last) < start) return null;
   if (start >= size) return 'unsatisfiable';
-  return { start, end: Math.min(end, size - 1) };
+  return { start, end: last === '' ? size - 1 : Math.min(Number(last), size - 1) };
 }
 
 /** Entity tags of an `If-None-Match` / `If-Range` list, with weakness (`W/`) dropped. */
@@ -81,11 +89,12 @@ function rangeStillValid(request: FastifyRequest, etag: string, lastModified: st
  * Missing content in the store → 503 "File content unavailable".
  *
  * Resolves once the reply has been handed to Fastify (headers decided, body streaming);
- * `reply.statusCode` then tells the caller whether content is being sent (200, 206) or not (304),
- * so downloads are counted, audited and evented by the caller, never on a 304 or a HEAD.
+ * `reply.statusCode` then tells what was sent. Downloads are recorded by the caller in
+ * `options.beforeSend`, so that they are written before the client has the file, and never for
+ * a 304 or a HEAD.
  */
 export async function sendStoredFile(
-  app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, file: SendableFile,
+  app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, file: SendableFile, options: SendOptions = {},
 ): Promise<FastifyReply> {
   const etag = `"${file.sha256}"`;
   const lastModified = file.created_at.toUTCString();
@@ -111,6 +120,15 @@ export async function sendStoredFile(
       throw new ServiceUnavailableError('File content unavailable', err);
     }
   }
+  const status = asked ? 206 : 200;
+  if (options.beforeSend && request.method !== 'HEAD') {
+    try {
+      await options.beforeSend(status);
+    } catch (err) {
+      body.destroy();
+      throw err;
+    }
+  }
   reply.headers({
     'content-type': file.mime_type,
     'content-disposition': contentDisposition(file.name),
@@ -118,7 +136,6 @@ export async function sendStoredFile(
     'x-content-type-options': 'nosniff',
     'content-length': String(asked ? asked.end - asked.start + 1 : file.size),
   });
-  if (asked) reply.code(206).header('content-range', `bytes ${asked.start}-${asked.end}/${file.size}`);
-  else reply.code(200);
-  return reply.send(body);
+  if (asked) reply.header('content-range', `bytes ${asked.start}-${asked.end}/${file.size}`);
+  return reply.code(status).send(body);
 }
