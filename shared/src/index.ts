@@ -9,6 +9,7 @@ export * from './schemas/activity.js';
 export * from './schemas/settings.js';
 export * from './schemas/agents.js';
 export * from './schemas/transfers.js';
+export * from './schemas/files.js';
 export * from './schemas/shares.js';
 export * from './schemas/webhooks.js';
 export * from './protocol/agent-protocol.js';

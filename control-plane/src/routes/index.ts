@@ -8,6 +8,7 @@ import activity from './activity/index.js';
 import connections from './connections/index.js';
 import agents from './agents/index.js';
 import transfers from './transfers/index.js';
+import files from './files/index.js';
 import shares from './shares/index.js';
 import webhooks from './webhooks/index.js';
 
@@ -22,6 +23,7 @@ const routes: FastifyPluginAsync = async (app) => {
   await app.register(connections);
   await app.register(agents);
   await app.register(transfers);
+  await app.register(files);
   await app.register(shares);
   await app.register(webhooks);
 };
