@@ -125,6 +125,14 @@ describe('POST /files/upload: malware', () => {
     expect(await fileCount(acct.accountId)).toBe(0);
   });
 
+  test('malware wins over a bad part after it: 422 and the event, not 400', async () => {
+    const acct = await createAccount(app);
+    const res = await postParts(app, acct.apiKey, [{ name: 'file', filename: 'x.com', content: eicar() }, { name: 'owner', content: 'me' }]);
+    expectError(res, 422, `File rejected: malware detected (${EICAR_SIGNATURE})`);
+    expect(await eventsOf(app, acct.accountId, 'file.scan_blocked')).toHaveLength(1);
+    expect(await fileCount(acct.accountId)).toBe(0);
+  });
+
   test('EICAR with the path part after the file is still blocked, in that folder', async () => {
     const acct = await createAccount(app);
     const res = await postParts(app, acct.apiKey, [{ name: 'file', filename: 'x.com', content: eicar() }, { name: 'path', content: '/late' }]);
@@ -212,6 +220,13 @@ describe('POST /files/upload: failures keep nothing', () => {
       while (storedFiles(live).length > 0 && Date.now() < cleanBy) await new Promise((r) => setTimeout(r, 20));
       expect(storedFiles(live)).toEqual([]);
       expect(await live.db.files.countDocuments({})).toBe(0);
+      // The audit record is written once the upload has been cleaned up.
+      let audits = await auditsOf(live, acct.accountId, 'file.upload');
+      while (audits.length === 0 && Date.now() < cleanBy) {
+        await new Promise((r) => setTimeout(r, 20));
+        audits = await auditsOf(live, acct.accountId, 'file.upload');
+      }
+      expect(audits.map((a) => [a.outcome, (a.details as { reason: string }).reason])).toEqual([['failure', 'Upload ended before the multipart body was complete']]);
     } finally {
       await live.close();
     }
