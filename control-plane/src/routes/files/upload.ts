@@ -176,13 +176,15 @@ export async function receiveUpload(app: FastifyInstance, request: FastifyReques
         folder = normalizeFolder('Upload field "path"', String(part.value));
         continue;
       }
+      // A refused file part is not read on: destroying it stops the parser, and the answer
+      // closes the connection instead of taking in the rest of a large upload.
       if (part.fieldname !== 'file') {
-        part.file.resume();
+        part.file.destroy();
         throw new BadRequestError(`Upload has unknown file part "${part.fieldname}"; the file part must be named "file"`);
       }
       const problem = fileNameProblem(part.filename);
       if (problem) {
-        part.file.resume();
+        part.file.destroy();
         throw new BadRequestError(`Upload file name ${problem}`);
       }
       fileName = part.filename;
