@@ -47,6 +47,15 @@ const ATTEMPT_BATCH = 50;
 const PARALLEL_SENDS = 8;
 const TEST_MESSAGE = 'This is a test event from xfer.';
 
+/**
+ * Wait after failed attempt `n` (1-based): exponential backoff with full jitter, uniformly
+ * between 0 and base × 2^(n-1), that bound capped at an hour. The jitter spreads the retries of
+ * many deliveries that failed together (a receiver coming back) instead of bunching them.
+ */
+export function retryDelayMs(n: number, baseMs: number, random: () => number = Math.random): number {
+  return random() * Math.min(HOUR_MS, baseMs * 2 ** (n - 1));
+}
+
 type Delivery = { _id: Types.ObjectId; account_id: Types.ObjectId; webhook_id: Types.ObjectId; event: string; payload: string; first_attempt_at?: Date | null };
 type Claim = { attemptId: Types.ObjectId; n: number; firstAttemptAt: Date };
 
@@ -71,9 +80,6 @@ export default fp(
     const transport: WebhookTransport = {};
     // Long enough for the slowest attempt (its timeout bounds it) and the writes around it.
     const leaseMs = 2 * settings.timeoutMs + 5_000;
-
-    /** Full jitter: uniformly between 0 and base × 2^(n-1), capped at an hour. */
-    const backoffMs = (n: number) => Math.random() * Math.min(HOUR_MS, settings.backoffBaseMs * 2 ** (n - 1));
 
     async function fanOut(): Promise<void> {
       const events = await db.outboxEvents.find({ status: 'pending' }).sort({ _id: 1 }).limit(FANOUT_BATCH).lean();
@@ -129,21 +135,25 @@ export default fp(
       return { attemptId, n, firstAttemptAt };
     }
 
-    /** Records the outcome: the delivery first, then the attempt (a finished attempt means the delivery is up to date). */
+    /**
+     * Records the outcome: the attempt first, then the delivery, so a final status means every
+     * attempt is recorded. Another instance that sees this attempt finished before the delivery
+     * is updated still finds the delivery not due (its next_attempt_at is this attempt's lease end).
+     */
     async function finish(delivery: Delivery, claimed: Claim, result: SendResult, retry: boolean): Promise<void> {
       const now = new Date();
+      await db.webhookAttempts.updateOne({ _id: claimed.attemptId }, {
+        $set: { finished_at: now, status_code: result.statusCode, duration_ms: result.durationMs, error: result.error },
+      });
       let update: Record<string, unknown>;
       if (result.ok) update = { status: 'delivered', delivered_at: now, next_attempt_at: null };
       else {
-        const next = new Date(now.getTime() + backoffMs(claimed.n));
+        const next = new Date(now.getTime() + retryDelayMs(claimed.n, settings.backoffBaseMs));
         const deadline = claimed.firstAttemptAt.getTime() + settings.retryWindowMs;
         update = retry && next.getTime() <= deadline ? { status: 'pending', next_attempt_at: next } : { status: 'failed', next_attempt_at: null };
       }
       // A later attempt claimed after this one's lease ended owns the delivery now.
       await db.webhookDeliveries.updateOne({ _id: delivery._id, status: 'pending', attempts: { $lte: claimed.n } }, { $set: update });
-      await db.webhookAttempts.updateOne({ _id: claimed.attemptId }, {
-        $set: { finished_at: now, status_code: result.statusCode, duration_ms: result.durationMs, error: result.error },
-      });
     }
 
     /** Opens the secret and sends; a secret that cannot be opened is a failed attempt, not a crash. */
