@@ -16,6 +16,7 @@ import websocketPlugin from './plugins/external/websocket.js';
 import multipartPlugin from './plugins/external/multipart.js';
 import outboxPlugin from './plugins/app/outbox.js';
 import scannerPlugin from './plugins/app/scanner.js';
+import webhookDelivererPlugin from './plugins/app/webhook-deliverer.js';
 import fileStorePlugin from './plugins/app/file-store/index.js';
 import jobsPlugin from './plugins/app/jobs/index.js';
 import agentHubPlugin from './plugins/app/agent-hub.js';
@@ -115,6 +116,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(multipartPlugin);
   await app.register(outboxPlugin);
   await app.register(scannerPlugin);
+  await app.register(webhookDelivererPlugin);
   await app.register(fileStorePlugin);
   await app.register(jobsPlugin);
   await app.register(agentHubPlugin);

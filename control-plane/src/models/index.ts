@@ -14,6 +14,7 @@ import { transferFileModel } from './transfer-file.model.js';
 import { outboxEventModel } from './outbox-event.model.js';
 import { fileModel } from './file.model.js';
 import { webhookModel } from './webhook.model.js';
+import { webhookAttemptModel, webhookDeliveryModel } from './webhook-delivery.model.js';
 import { shareLinkModel } from './share-link.model.js';
 import { shareDownloadModel } from './share-download.model.js';
 
@@ -35,6 +36,8 @@ export function registerModels(conn: Connection) {
     outboxEvents: outboxEventModel(conn),
     files: fileModel(conn),
     webhooks: webhookModel(conn),
+    webhookDeliveries: webhookDeliveryModel(conn),
+    webhookAttempts: webhookAttemptModel(conn),
     shareLinks: shareLinkModel(conn),
     shareDownloads: shareDownloadModel(conn),
   };

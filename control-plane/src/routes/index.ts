@@ -11,6 +11,7 @@ import transfers from './transfers/index.js';
 import files from './files/index.js';
 import shares from './shares/index.js';
 import webhooks from './webhooks/index.js';
+import webhookDeliveries from './webhook-deliveries/index.js';
 
 /** Every resource, one folder each, mounted under /api/v1. */
 const routes: FastifyPluginAsync = async (app) => {
@@ -26,6 +27,7 @@ const routes: FastifyPluginAsync = async (app) => {
   await app.register(files);
   await app.register(shares);
   await app.register(webhooks);
+  await app.register(webhookDeliveries);
 };
 
 export default routes;
