@@ -140,6 +140,24 @@ describe('instream framing', () => {
     }
   });
 
+  test('a server that reads everything but never answers times out, also when the end came while the socket was full', async () => {
+    let serverSawClose!: Promise<void>;
+    const address = await serve((socket) => {
+      serverSawClose = new Promise((r) => socket.once('close', () => r()));
+      // Reads slowly at first, so the client's socket is full when its source ends.
+      socket.pause();
+      setTimeout(() => socket.resume(), 200);
+    });
+    const started = Date.now();
+    const scanning = instream(address, Readable.from([Buffer.alloc(32 * 1024 * 1024)], { objectMode: false }), { timeoutMs: 600 });
+    const err = await scanning.catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ClamdError);
+    expect((err as ClamdError).reason).toBe('timeout');
+    expect((err as Error).message).toMatch(/waiting for the verdict/);
+    expect(Date.now() - started).toBeLessThan(5000);
+    await serverSawClose;
+  });
+
   test('an OK before the end of the stream is refused (clamd would have scanned only part of it)', async () => {
     const address = await serve((socket) => socket.once('data', () => socket.write('stream: OK\0')));
     const source = new Readable({ read() {} });
