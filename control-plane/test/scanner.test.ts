@@ -105,7 +105,9 @@ describe('verdicts from the real clamd', () => {
     } finally {
       clearInterval(sampler);
     }
-    expect(peak - before).toBeLessThan(64 * MIB);
+    // Buffering the stream would add its 200 MiB; what grows is the garbage of freed chunks
+    // until the collector runs (about 50 MiB, measured over 1 GiB).
+    expect(peak - before).toBeLessThan(100 * MIB);
   }, 120_000);
 });
 
