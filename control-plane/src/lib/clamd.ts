@@ -86,6 +86,10 @@ export interface InstreamOptions {
   signal?: AbortSignal;
 }
 
+/** What a scan of a stream that was closed (destroyed without an error) before its end rejects with. */
+export const prematureClose = (): Error =>
+  Object.assign(new Error('The stream to scan was closed before its end'), { code: 'ERR_STREAM_PREMATURE_CLOSE' });
+
 const abortReason = (signal: AbortSignal): unknown =>
   signal.reason ?? Object.assign(new Error('The scan was aborted'), { name: 'AbortError' });
 
@@ -191,7 +195,7 @@ export function instream(address: ClamdAddress, source: Readable, opts: Instream
       fail(err);
     }
     function onSourceClose() {
-      if (!ended) fail(Object.assign(new Error('The stream to scan was closed before its end'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }));
+      if (!ended) fail(prematureClose());
     }
     function onAbort() {
       fail(abortReason(signal!));

@@ -2,7 +2,7 @@ import fp from 'fastify-plugin';
 import type { Readable } from 'node:stream';
 import type { ScannerConfig } from '../../config.js';
 import { PayloadTooLargeError, ServiceUnavailableError } from '../../errors.js';
-import { ClamdError, clamdPing, clamdVersion, describeAddress, instream, type ScanVerdict } from '../../lib/clamd.js';
+import { ClamdError, clamdPing, clamdVersion, describeAddress, instream, prematureClose, type ScanVerdict } from '../../lib/clamd.js';
 
 export type { ScanVerdict } from '../../lib/clamd.js';
 
@@ -57,7 +57,7 @@ function drain(source: Readable, signal?: AbortSignal): Promise<void> {
       else reject(err);
     };
     const onEnd = () => done();
-    const onClose = () => done(Object.assign(new Error('The stream to scan was closed before its end'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }));
+    const onClose = () => done(prematureClose());
     const onAbort = () => {
       source.pause();
       done(signal!.reason);
