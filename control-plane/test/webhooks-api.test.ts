@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { hostname } from 'node:os';
 import { Types } from 'mongoose';
-import type { App } from '../src/app.js';
+import { buildApp, type App } from '../src/app.js';
 import { Messages, WEBHOOK_EVENT_TYPES } from '@xfer/shared';
 import { auth, buildTestApp, createAccount, createKey, expectError, type TestAccount } from './helper.js';
 
@@ -313,5 +313,23 @@ describe('the test-only allow-list (XFER_UNSAFE_WEBHOOK_ALLOW)', () => {
     }
     // The default app (empty list) still refuses it.
     expectError(await post(owner.apiKey, { url: 'https://127.0.0.1:8443/receiver', events: ['file.uploaded'] }), 400, /loopback address/);
+  });
+
+  test('a start with the allow-list set logs one warn line naming it unsafe; a start without logs none', async () => {
+    const startLog = async (unsafeAllowedAddresses: string[]) => {
+      const lines: string[] = [];
+      // Shares the suite's database (no drop on close): only the start matters here.
+      const other = await buildApp(
+        { ...app.config, webhooks: { ...app.config.webhooks, unsafeAllowedAddresses } },
+        { logger: { level: 'warn', stream: { write: (line: string) => lines.push(line) } } },
+      );
+      await other.ready();
+      await other.close();
+      return lines.map((l) => JSON.parse(l) as { level: number; msg: string; unsafeAllowedAddresses?: string[] }).filter((l) => /XFER_UNSAFE_WEBHOOK_ALLOW/.test(l.msg));
+    };
+    const warned = await startLog(['127.0.0.1/32', '::1']);
+    expect(warned).toHaveLength(1);
+    expect(warned[0]).toMatchObject({ level: 40, unsafeAllowedAddresses: ['127.0.0.1/32', '::1'], msg: expect.stringMatching(/^UNSAFE: /) });
+    expect(await startLog([])).toEqual([]);
   });
 });
