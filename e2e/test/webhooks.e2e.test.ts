@@ -1,13 +1,11 @@
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { CreateBucketCommand } from '@aws-sdk/client-s3';
 import { startStack, type Stack } from '../src/stack.js';
 import { uploadFile } from '../src/tools/file-transfer.js';
 import { makeTestCertificate, WebhookReceiver, type ReceivedRequest, type TestCertificate } from '../src/tools/webhook-receiver.js';
-import { s3Client } from './support/trees.js';
+import { FIXTURES } from './support/connections.js';
 
 /**
  * The webhook acceptance of the files-and-webhooks issue, with the real binaries: `xfer-server`
@@ -19,8 +17,8 @@ import { s3Client } from './support/trees.js';
  */
 const env = process.env;
 const run = randomBytes(4).toString('hex');
-const bucket = `e2e-hooks-${run}`;
-const sftpRoot = join(env.XFER_TEST_SFTP_ROOT!, `e2e-hooks-${run}`);
+const place = `e2e-hooks-${run}`;
+const sftpRoot = join(env.XFER_TEST_SFTP_ROOT!, place);
 const PATH = '/xfer-hooks';
 const TIMEOUT_MS = 1_000;
 
@@ -37,8 +35,10 @@ beforeAll(async () => {
   receiver = await WebhookReceiver.start(cert);
   mkdirSync(join(sftpRoot, 'src'), { recursive: true });
   for (let i = 0; i < 3; i++) writeFileSync(join(sftpRoot, 'src', `f${i}.txt`), `webhook e2e ${i} ${run}\n`);
-  spawnSync('chown', ['-R', `${env.XFER_TEST_SFTP_USER}:`, sftpRoot]);
-  await s3Client(env).send(new CreateBucketCommand({ Bucket: bucket }));
+  const sftp = FIXTURES.sftp!;
+  const s3 = FIXTURES.s3!;
+  await sftp.prepare(place);
+  await s3.prepare(place);
 
   stack = await startStack({
     env,
@@ -53,15 +53,8 @@ beforeAll(async () => {
     },
   });
   await stack.startAgent('e2e-hooks-agent');
-  ids.sftp = (await stack.api.data('POST', '/connections', {
-    name: 'hooks sftp', type: 'sftp', host: env.XFER_TEST_SFTP_HOST, port: Number(env.XFER_TEST_SFTP_PORT), path: sftpRoot,
-    credentials: { username: env.XFER_TEST_SFTP_USER, password: env.XFER_TEST_SFTP_PASSWORD },
-  })).id;
-  ids.s3 = (await stack.api.data('POST', '/connections', {
-    name: 'hooks s3', type: 's3', host: env.XFER_TEST_S3_HOST, port: Number(env.XFER_TEST_S3_PORT), path: `/${bucket}`,
-    options: { secure: false, force_path_style: true },
-    credentials: { access_key_id: env.XFER_TEST_S3_ACCESS_KEY, secret_access_key: env.XFER_TEST_S3_SECRET_KEY },
-  })).id;
+  ids.sftp = (await stack.api.data('POST', '/connections', { name: 'hooks sftp', ...sftp.body(place) })).id;
+  ids.s3 = (await stack.api.data('POST', '/connections', { name: 'hooks s3', ...s3.body(place) })).id;
 
   // The secret is the one the service generates and shows once.
   const created = await stack.api.call<{ data: { id: string; secret: string } }>('POST', '/webhooks', {
