@@ -156,6 +156,8 @@ describe('delivery', () => {
     await sleep(400);
     expect([receiver.to(deleted.path).length, receiver.to(paused.path).length]).toEqual(sent);
     expect((await deliveries(owner, paused.id, '?status=cancelled')).json().data).toHaveLength(1);
+    expect((await deliveries(owner, paused.id, '?status=delivered')).json().data).toHaveLength(0);
+    expectError(await deliveries(owner, paused.id, '?status=lost'), 400, 'querystring.status must be one of: pending, delivered, failed, cancelled');
   });
 
   test('failed once the retry window has passed; no attempt starts after it', async () => {

@@ -23,8 +23,6 @@ export interface WebhookTransport {
 }
 
 export interface WebhookDeliverer {
-  /** Runs the fan-out and the due attempts now (the interval runs them anyway). */
-  wake(): void;
   /**
    * Sends a `webhook.test` event to one of the account's webhooks now: one attempt, recorded
    * like any delivery and never retried. Null when the account has no such webhook.
@@ -231,7 +229,7 @@ export default fp(
     }
 
     const loop = new Loop(tick, settings.pollMs, (err) => app.log.warn({ err }, 'webhook delivery loop failed'));
-    app.decorate<WebhookDeliverer>('webhookDeliverer', { wake: () => loop.wake(), sendTest, transport });
+    app.decorate<WebhookDeliverer>('webhookDeliverer', { sendTest, transport });
     app.addHook('onReady', async () => loop.start());
     app.addHook('preClose', async () => loop.stop());
   },
