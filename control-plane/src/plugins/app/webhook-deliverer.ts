@@ -54,7 +54,7 @@ export function retryDelayMs(n: number, baseMs: number, random: () => number = M
   return random() * Math.min(HOUR_MS, baseMs * 2 ** (n - 1));
 }
 
-type Delivery = { _id: Types.ObjectId; account_id: Types.ObjectId; webhook_id: Types.ObjectId; event: string; payload: string; first_attempt_at?: Date | null };
+type Delivery = { _id: Types.ObjectId; account_id: Types.ObjectId; webhook_id: Types.ObjectId; event: string; payload: string };
 type Claim = { attemptId: Types.ObjectId; n: number; firstAttemptAt: Date };
 
 /**
