@@ -21,3 +21,21 @@ describe('agent and dispatch settings', () => {
     expect(() => parseConfig({ XFER_DISPATCH_POLL_MS: 'soon' })).toThrow(/^XFER_DISPATCH_POLL_MS must be an integer/);
   });
 });
+
+describe('malware scanner settings', () => {
+  test('clamd on the Debian socket by default, oversized files scanned in windows', () => {
+    expect(parseConfig({}).scanner).toEqual({ kind: 'clamd', address: { path: '/var/run/clamav/clamd.ctl' }, timeoutMs: 120_000, oversize: 'windows' });
+  });
+
+  test('host:port, [v6]:port and XFER_SCAN_OVERSIZE=reject', () => {
+    expect(parseConfig({ XFER_CLAMD: '127.0.0.1:3310', XFER_SCAN_OVERSIZE: 'reject' }).scanner)
+      .toMatchObject({ address: { host: '127.0.0.1', port: 3310 }, oversize: 'reject' });
+    expect(parseConfig({ XFER_CLAMD: '[::1]:3310' }).scanner).toMatchObject({ address: { host: '::1', port: 3310 } });
+  });
+
+  test('bad values stop the start naming the variable', () => {
+    expect(() => parseConfig({ XFER_CLAMD: 'clamd' })).toThrow(/^XFER_CLAMD must be host:port or an absolute socket path/);
+    expect(() => parseConfig({ XFER_SCAN_OVERSIZE: 'skip' })).toThrow(new ConfigError('XFER_SCAN_OVERSIZE must be windows or reject'));
+    expect(() => parseConfig({ XFER_SCANNER: 'none', XFER_CLAMD: '127.0.0.1:3310' })).toThrow(/contradict/);
+  });
+});

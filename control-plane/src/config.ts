@@ -60,7 +60,16 @@ export type FileStoreConfig =
 
 export type ScannerConfig =
   /** clamd reached over TCP (`host:port`) or a unix socket (an absolute path). */
-  | { kind: 'clamd'; address: { host: string; port: number } | { path: string }; timeoutMs: number }
+  | {
+      kind: 'clamd';
+      address: { host: string; port: number } | { path: string };
+      timeoutMs: number;
+      /**
+       * Files larger than clamd scans whole (2 GiB - 3 B): `windows` scans them as overlapping
+       * windows of that size (lib/clamd-windows.ts; the default); `reject` refuses them (413).
+       */
+      oversize?: 'windows' | 'reject';
+    }
   /** No scanning at all: development only, logged as unsafe at every start. */
   | { kind: 'none' };
 
@@ -138,11 +147,13 @@ function parseScanner(env: Env): ScannerConfig {
   if (kind !== 'clamd') throw new ConfigError('XFER_SCANNER must be clamd or none');
   const raw = env.XFER_CLAMD || DEFAULT_CLAMD;
   const timeoutMs = int(env, 'XFER_CLAMD_TIMEOUT_MS', 120_000, 100, 3600_000);
-  if (raw.startsWith('/')) return { kind, address: { path: raw }, timeoutMs };
+  const oversize = env.XFER_SCAN_OVERSIZE || 'windows';
+  if (oversize !== 'windows' && oversize !== 'reject') throw new ConfigError('XFER_SCAN_OVERSIZE must be windows or reject');
+  if (raw.startsWith('/')) return { kind, address: { path: raw }, timeoutMs, oversize };
   const match = /^(\[[0-9a-fA-F:.]+\]|[^:\s]+):(\d{1,5})$/.exec(raw);
   const port = match ? Number(match[2]) : NaN;
   if (!match || port < 1 || port > 65535) throw new ConfigError(`XFER_CLAMD must be host:port or an absolute socket path (got "${raw}")`);
-  return { kind, address: { host: match[1]!.replace(/^\[|\]$/g, ''), port }, timeoutMs };
+  return { kind, address: { host: match[1]!.replace(/^\[|\]$/g, ''), port }, timeoutMs, oversize };
 }
 
 function parseWebhooks(env: Env): WebhookConfig {

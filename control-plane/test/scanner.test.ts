@@ -9,7 +9,8 @@ import Fastify from 'fastify';
 import type { Config, ScannerConfig } from '../src/config.js';
 import { freeLoopbackPort, stopPid } from '../src/db/process.js';
 import { PayloadTooLargeError, ServiceUnavailableError } from '../src/errors.js';
-import { CLAMD_MAX_SCAN_BYTES } from '../src/lib/clamd.js';
+import { CLAMD_MAX_SCAN_BYTES, ClamdError } from '../src/lib/clamd.js';
+import { instreamWindows } from '../src/lib/clamd-windows.js';
 import scannerPlugin, { createScanner, type Scanner } from '../src/plugins/app/scanner.js';
 import { clamd as clamdService, EICAR_SIGNATURE } from '../../e2e/src/services/clamd.service.js';
 import { eicar } from '../../e2e/src/tools/eicar.js';
@@ -22,7 +23,8 @@ function tcpAddress(hostPort: string | undefined): { host: string; port: number 
   const [host, port] = hostPort.split(':');
   return { host: host!, port: Number(port) };
 }
-const clamdAt = (address: { host: string; port: number } | { path: string }, timeoutMs = 30_000): ScannerConfig => ({ kind: 'clamd', address, timeoutMs });
+const clamdAt = (address: { host: string; port: number } | { path: string }, timeoutMs = 30_000, oversize: 'windows' | 'reject' = 'windows'): ScannerConfig =>
+  ({ kind: 'clamd', address, timeoutMs, oversize });
 
 /** `total` bytes in chunks of `chunk` bytes, each a fresh buffer, made as they are read; `insert` lands at `at`. */
 function generated(total: number, opts: { chunk?: number; insert?: Buffer; at?: number; delayMs?: number } = {}): Readable {
@@ -213,15 +215,70 @@ describe('a clamd of our own: frozen, then stopped', () => {
 
 describe("clamd's size ceiling", () => {
   // clamd 1.x scans at most 2 GiB - 3 B of one file (MaxFileSize is capped there internally).
-  test(`a stream of exactly ${CLAMD_MAX_SCAN_BYTES} bytes is scanned to its last byte; one byte more is 413`, async () => {
+  test(`a stream of exactly ${CLAMD_MAX_SCAN_BYTES} bytes is scanned to its last byte; one byte more is 413 with XFER_SCAN_OVERSIZE=reject`, async () => {
     const sample = eicar();
     const full = await shared.scan(generated(CLAMD_MAX_SCAN_BYTES, { chunk: 4 * MIB, insert: sample, at: CLAMD_MAX_SCAN_BYTES - sample.length }));
     expect(full).toEqual({ clean: false, signature: EICAR_SIGNATURE });
-    const err = await shared.scan(generated(CLAMD_MAX_SCAN_BYTES + 1, { chunk: 4 * MIB })).catch((e: unknown) => e);
+    const strict = createScanner(clamdAt(tcpAddress(process.env.XFER_TEST_CLAMD), 30_000, 'reject'));
+    const err = await strict.scan(generated(CLAMD_MAX_SCAN_BYTES + 1, { chunk: 4 * MIB })).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PayloadTooLargeError);
     expect((err as PayloadTooLargeError).statusCode).toBe(413);
     expect((err as Error).message).toMatch(/^File is too large for the malware scanner: /);
   }, 300_000);
+});
+
+describe('streams longer than clamd scans whole: overlapping windows (lib/clamd-windows.ts)', () => {
+  // Small windows stand in for clamd's 2 GiB - 3 B (the e2e 2 GiB upload crosses the real one).
+  const WINDOW = MIB;
+  const OVERLAP = 64 * 1024;
+  const windows = (source: Readable, signal?: AbortSignal) =>
+    instreamWindows(tcpAddress(process.env.XFER_TEST_CLAMD), source, { timeoutMs: 30_000, signal, windowBytes: WINDOW, overlapBytes: OVERLAP });
+
+  test.each([
+    ['straddling the first boundary', WINDOW - 30],
+    ['just after the first boundary, beyond the overlap', WINDOW + 100],
+    ['in the third window', 2 * WINDOW + 5000],
+    ['in the last bytes of a 3.5-window stream', 3.5 * WINDOW - 68],
+  ])('EICAR %s is found', async (_label, at) => {
+    const sample = eicar();
+    const total = Math.max(at + sample.length, 3.5 * WINDOW);
+    expect(await windows(generated(total, { chunk: 100_000, insert: sample, at }))).toEqual({ clean: false, signature: EICAR_SIGNATURE });
+  });
+
+  test('a clean stream of several windows is clean, and so are one window exactly and an empty stream', async () => {
+    expect(await windows(generated(5 * WINDOW + 12345, { chunk: 300_000 }))).toEqual({ clean: true });
+    expect(await windows(generated(WINDOW))).toEqual({ clean: true });
+    expect(await windows(Readable.from([]))).toEqual({ clean: true });
+  });
+
+  test("the source's error mid-stream rejects with it (never clean) and leaves no socket open", async () => {
+    const before = await tcpSockets();
+    const boom = new Error('client went away');
+    const source = Readable.from((async function* () {
+      for (let i = 0; i < 30; i++) yield Buffer.alloc(100_000, 0x62);
+      throw boom;
+    })());
+    await expect(windows(source)).rejects.toBe(boom);
+    expect(await tcpSockets()).toBeLessThanOrEqual(before);
+  });
+
+  test('aborting in the second window rejects with the reason and leaves no socket open', async () => {
+    const before = await tcpSockets();
+    const controller = new AbortController();
+    const reason = new Error('upload cancelled');
+    const source = generated(10 * WINDOW, { chunk: 100_000, delayMs: 5 });
+    let seen = 0;
+    source.on('data', (c: Buffer) => { seen += c.length; if (seen > 1.5 * WINDOW) controller.abort(reason); });
+    await expect(windows(source, controller.signal)).rejects.toBe(reason);
+    expect(await tcpSockets()).toBeLessThanOrEqual(before);
+  });
+
+  test('an unreachable clamd rejects (fail closed)', async () => {
+    const port = await freeLoopbackPort();
+    const err = await instreamWindows({ host: '127.0.0.1', port }, generated(3 * WINDOW), { timeoutMs: 2000, windowBytes: WINDOW, overlapBytes: OVERLAP }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ClamdError);
+    expect((err as ClamdError).reason).toBe('unreachable');
+  });
 });
 
 describe('XFER_SCANNER=none', () => {

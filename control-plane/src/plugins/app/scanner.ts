@@ -2,7 +2,8 @@ import fp from 'fastify-plugin';
 import type { Readable } from 'node:stream';
 import type { ScannerConfig } from '../../config.js';
 import { PayloadTooLargeError, ServiceUnavailableError } from '../../errors.js';
-import { ClamdError, clamdPing, clamdVersion, describeAddress, instream, prematureClose, type ScanVerdict } from '../../lib/clamd.js';
+import { CLAMD_MAX_SCAN_BYTES, ClamdError, clamdPing, clamdVersion, describeAddress, instream, prematureClose, type ScanVerdict } from '../../lib/clamd.js';
+import { instreamWindows } from '../../lib/clamd-windows.js';
 
 export type { ScanVerdict } from '../../lib/clamd.js';
 
@@ -16,7 +17,9 @@ export interface Scanner {
    * "Malware scanner unavailable: <reason>") when clamd cannot be reached, answers an error, or
    * does not answer within config.scanner.timeoutMs; with PayloadTooLargeError (413) when clamd
    * refuses the size (INSTREAM size limit exceeded, or a file larger than its MaxFileSize or
-   * MaxScanSize reported by AlertExceedsMax). Aborting `signal` destroys the clamd socket and
+   * MaxScanSize reported by AlertExceedsMax). A stream longer than clamd scans whole
+   * (CLAMD_MAX_SCAN_BYTES) is scanned in overlapping windows of that size, unless
+   * config.scanner.oversize is 'reject' (then clamd's refusal is the 413). Aborting `signal` destroys the clamd socket and
    * rejects with the signal's reason. An error of `source` itself rejects with that error. On any
    * rejection `source` is paused and left to the caller (not destroyed). A failure never
    * resolves as clean (fail closed). `source` must not have been read from before (that rejects:
@@ -35,6 +38,12 @@ declare module 'fastify' {
     scanner: Scanner;
   }
 }
+
+/**
+ * Bytes each window of a file larger than clamd scans whole repeats from the window before: body
+ * signatures are far shorter, so one that straddles a boundary is still whole in some window.
+ */
+export const WINDOW_OVERLAP_BYTES = 1024 * 1024;
 
 /** PING is answered at once by a live clamd: waiting longer only delays a start or a health check. */
 const PING_TIMEOUT_MS = 5000;
@@ -81,12 +90,13 @@ export function createScanner(config: ScannerConfig): Scanner {
       ping: async () => true,
     };
   }
-  const { address, timeoutMs } = config;
+  const { address, timeoutMs, oversize } = config;
   return {
     kind: 'clamd',
     async scan(source, signal) {
       try {
-        return await instream(address, source, { timeoutMs, signal });
+        if (oversize === 'reject') return await instream(address, source, { timeoutMs, signal });
+        return await instreamWindows(address, source, { timeoutMs, signal, windowBytes: CLAMD_MAX_SCAN_BYTES, overlapBytes: WINDOW_OVERLAP_BYTES });
       } catch (err) {
         throw toAppError(err);
       }
