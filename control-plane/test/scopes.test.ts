@@ -19,7 +19,8 @@ beforeAll(async () => {
 afterAll(() => app.close());
 
 // The agents' WebSocket authenticates the agent token itself (routes/agents/connect.ts).
-const PUBLIC_ROUTES = ['GET /api/v1/health', 'POST /api/v1/auth/login', 'GET /api/v1/agents/connect'];
+// A share link's token is its own credential (routes/shares).
+const PUBLIC_ROUTES = ['GET /api/v1/health', 'POST /api/v1/auth/login', 'GET /api/v1/agents/connect', 'GET /api/v1/files/shared/:token'];
 
 const fill = (url: string, id: string) => url.replace(/:[A-Za-z_]+/g, id);
 
@@ -60,6 +61,20 @@ const FIXTURES: Record<string, { create: () => Promise<string>; body?: Record<st
       });
       return res.json().data.id;
     },
+  },
+  // A file record is enough to own an id (uploading needs clamd, which this test does not use).
+  '/api/v1/files/': {
+    create: async () => String((await app.db.files.create({
+      account_id: new Types.ObjectId(owner.accountId), name: 'a.txt', name_lower: 'a.txt', path: '/', size: 1,
+      mime_type: 'text/plain', sha256: '0'.repeat(64), storage_key: 'none', uploaded_by: { type: 'user', id: owner.userId },
+    }))._id),
+    body: {},
+  },
+  '/api/v1/webhooks/': {
+    create: async () => (await app.inject({
+      method: 'POST', url: '/api/v1/webhooks', headers: auth(owner.apiKey), payload: { url: 'https://8.8.8.8/hook', events: ['file.uploaded'] },
+    })).json().data.id,
+    body: { active: false },
   },
   '/api/v1/users/': {
     create: async () => {
