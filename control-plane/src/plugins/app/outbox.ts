@@ -20,7 +20,7 @@ declare module 'fastify' {
   }
 }
 
-/** The events outbox (`outbox_events`); delivery to webhooks claims its rows by lease (a later issue). */
+/** The events outbox (`outbox_events`); plugins/app/webhook-deliverer.ts fans its rows out to the subscribed webhooks. */
 export default fp(
   async (app) => {
     app.decorate<Outbox>('outbox', {
