@@ -92,7 +92,8 @@ const shares: FastifyPluginAsync = async (fastify) => {
     }
     const n = await claimDownload(app.db, link);
     // A release that fails leaves the link one download short: logged, never worth failing the answer.
-    const release = () => releaseDownload(app.db, link, n).catch((err: unknown) => request.log.error({ err }, 'could not release a share-link download'));
+    const release = () => releaseDownload(app.db, link, n)
+      .catch((err: unknown) => request.log.error({ err }, 'could not release a share-link download'));
     try {
       await sendStoredFile(app, request, reply, file);
     } catch (err) {
