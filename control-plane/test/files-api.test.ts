@@ -157,6 +157,7 @@ describe('GET /files/:id and /files/:id/download', () => {
       'last-modified': new Date(file.created_at).toUTCString(),
       'content-disposition': `attachment; filename="R_sum_ 100_ (v2)'s.bin"; filename*=UTF-8''R%C3%A9sum%C3%A9%20100%25%20%28v2%29%27s.bin`,
       'x-content-type-options': 'nosniff',
+      'content-security-policy': "default-src 'none'; sandbox",
     });
     const events = (await eventsOf(app, owner.accountId, 'file.downloaded')).filter((e) => (e.data as { id: string }).id === file.id);
     expect(events.at(-1)!.data).toEqual({ id: file.id, name: file.name, size: 1000, via: 'api' });

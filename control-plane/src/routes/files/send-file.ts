@@ -132,8 +132,10 @@ export async function sendStoredFile(
   reply.headers({
     'content-type': file.mime_type,
     'content-disposition': contentDisposition(file.name),
-    // The declared type is what was sniffed; a browser must not guess another one.
+    // The declared type is what was sniffed; a browser must not guess another one, and content
+    // opened in a browser anyway (an uploaded .html or .svg) runs no script and loads nothing.
     'x-content-type-options': 'nosniff',
+    'content-security-policy': "default-src 'none'; sandbox",
     'content-length': String(asked ? asked.end - asked.start + 1 : file.size),
   });
   if (asked) reply.header('content-range', `bytes ${asked.start}-${asked.end}/${file.size}`);
