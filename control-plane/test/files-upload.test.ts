@@ -60,6 +60,15 @@ describe('POST /files/upload: a clean file', () => {
     expect(audits[0]).toMatchObject({ outcome: 'success', details: { name: 'report.bin', path: '/docs', size: content.length, sha256: sha256(content) } });
   });
 
+  test('concurrent uploads keep their own bytes, hashes and records', async () => {
+    const bodies = Array.from({ length: 6 }, (_, i) => randomBytes(200_000 + i * 50_000));
+    const files = await Promise.all(bodies.map((body, i) => uploaded(app, owner.apiKey, `parallel-${i}.bin`, body, '/parallel')));
+    for (const [i, file] of files.entries()) {
+      expect(file).toMatchObject({ name: `parallel-${i}.bin`, size: bodies[i]!.length, sha256: sha256(bodies[i]!) });
+      expect((await download(file.id)).rawPayload.equals(bodies[i]!)).toBe(true);
+    }
+  });
+
   test('MIME type comes from the content first, then the extension, else application/octet-stream', async () => {
     expect((await uploaded(app, owner.apiKey, 'picture.txt', PNG)).mime_type).toBe('image/png');
     expect((await uploaded(app, owner.apiKey, 'doc.bin', Buffer.from('%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<<>>\nendobj\n', 'latin1'))).mime_type).toBe('application/pdf');
