@@ -5,7 +5,7 @@
 //   npm run build && node bench/files-upload-download.mjs [--mib 2048]
 //
 // Baselines: the upload can go no faster than clamd scanning the same bytes sent to it directly
-// (INSTREAM, no HTTP, no storage); the download no faster than reading the stored file from the
+// (INSTREAM in the same windows as the server, no HTTP, no storage); the download no faster than reading the stored file from the
 // local disk. Prints MB/s, the ratios, and the control plane's RSS before and at its peak.
 // Figures, not assertions.
 import { createReadStream, readdirSync, statSync } from 'node:fs';
@@ -15,7 +15,9 @@ import { parseArgs } from 'node:util';
 import { ensureServices, releaseServices } from '../e2e/dist/services/index.js';
 import { startStack } from '../e2e/dist/stack.js';
 import { downloadHash, keystream, rssMiB, uploadFile } from '../e2e/dist/tools/file-transfer.js';
-import { instream } from '../control-plane/dist/lib/clamd.js';
+import { CLAMD_MAX_SCAN_BYTES } from '../control-plane/dist/lib/clamd.js';
+import { instreamWindows } from '../control-plane/dist/lib/clamd-windows.js';
+import { WINDOW_OVERLAP_BYTES } from '../control-plane/dist/plugins/app/scanner.js';
 
 const { values: args } = parseArgs({ options: { mib: { type: 'string', default: '2048' } } });
 const SIZE = Number(args.mib) * 1024 * 1024;
@@ -33,7 +35,9 @@ try {
 
   log(`baseline: ${SIZE} B straight to clamd (INSTREAM)`);
   let t = performance.now();
-  const verdict = await instream({ host, port: Number(port) }, keystream(SIZE, seed), { timeoutMs: 30 * 60_000 });
+  const verdict = await instreamWindows({ host, port: Number(port) }, keystream(SIZE, seed), {
+    timeoutMs: 30 * 60_000, windowBytes: CLAMD_MAX_SCAN_BYTES, overlapBytes: WINDOW_OVERLAP_BYTES,
+  });
   const scanMs = performance.now() - t;
   if (!verdict.clean) throw new Error(`clamd flagged the bench data: ${verdict.signature}`);
 

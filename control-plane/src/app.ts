@@ -43,6 +43,7 @@ export interface BuildOptions {
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
+
 /** Paths whose values must never reach a log line. */
 const REDACT = [
   'req.headers.authorization', 'req.headers.cookie', 'headers.authorization',
@@ -83,9 +84,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     },
     routerOptions: { ignoreTrailingSlash: true },
-    // These bound how long receiving a request may take, never how long the answer may take: a
-    // blocking POST /transfers/:id/execute waits for the whole transfer (no socket idle timeout).
-    requestTimeout: 120_000,
+    // Neither how long a request may take to arrive (a large upload may take hours) nor how long
+    // its answer may take (a blocking POST /transfers/:id/execute waits for the whole transfer) is
+    // bounded; a body that stops arriving is (config.bodyIdleTimeoutMs, below). Headers must still
+    // arrive within Node's headersTimeout (60 s).
+    requestTimeout: 0,
     connectionTimeout: 0,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
@@ -100,6 +103,22 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
+    // A client that stops sending a body it announced is cut off after bodyIdleTimeoutMs of
+    // silence (Node's server destroys a socket whose 'timeout' nobody handles); once the body has
+    // arrived, the answer may take as long as it needs (a scan verdict, a blocking execute).
+    // (Injected requests have no real socket.)
+    const { raw } = request;
+    const length = raw.headers['content-length'];
+    const hasBody = (length !== undefined && length !== '0') || raw.headers['transfer-encoding'] !== undefined;
+    if (hasBody && typeof raw.socket?.setTimeout === 'function') {
+      raw.socket.setTimeout(config.bodyIdleTimeoutMs);
+      raw.once('end', () => raw.socket?.setTimeout(0));
+    }
+  });
+  // Every body but a multipart one (streamed by its route) has been read before the handler.
+  app.addHook('preHandler', async (request) => {
+    const { raw } = request;
+    if (!String(raw.headers['content-type'] ?? '').startsWith('multipart/') && typeof raw.socket?.setTimeout === 'function') raw.socket.setTimeout(0);
   });
 
   await app.register(errorHandler);

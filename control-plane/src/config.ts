@@ -16,6 +16,8 @@ export interface Config {
   masterKeys: Buffer[] | null;
   rateLimitPerMinute: number;
   bodyLimitBytes: number;
+  /** How long a request body may stall (no byte received) before its connection is closed. */
+  bodyIdleTimeoutMs: number;
   sessionTtlSeconds: number;
   logLevel: string;
   trustProxy: boolean;
@@ -192,6 +194,7 @@ export function parseConfig(env: Env): Config {
     masterKeys: active ? [...active, ...retired] : null,
     rateLimitPerMinute: int(env, 'XFER_RATE_LIMIT_PER_MINUTE', 600, 1, 1_000_000),
     bodyLimitBytes: int(env, 'XFER_BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
+    bodyIdleTimeoutMs: int(env, 'XFER_BODY_IDLE_TIMEOUT_MS', 60_000, 100, 3600_000),
     sessionTtlSeconds: int(env, 'XFER_SESSION_TTL_SECONDS', 12 * 3600, 60, 30 * 24 * 3600),
     logLevel,
     trustProxy: env.XFER_TRUST_PROXY === 'true',

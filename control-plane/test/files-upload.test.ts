@@ -242,6 +242,59 @@ describe('POST /files/upload: failures keep nothing', () => {
   });
 });
 
+describe('a body that stops arriving (XFER_BODY_IDLE_TIMEOUT_MS)', () => {
+  const IDLE_MS = 600;
+  let live: App;
+  let acct: TestAccount;
+  let port: number;
+  beforeAll(async () => {
+    live = await buildTestApp({ scanner: testScanner(), bodyIdleTimeoutMs: IDLE_MS });
+    acct = await createAccount(live);
+    await live.listen({ port: 0, host: '127.0.0.1' });
+    port = (live.server.address() as AddressInfo).port;
+  });
+  afterAll(() => live.close());
+
+  /** Sends the head of a multipart upload, then `chunks` 64 KiB chunks `gapMs` apart; resolves with the status, or 'closed'. */
+  function trickle(chunks: number, gapMs: number, finish: boolean): Promise<number | 'closed'> {
+    const boundary = 'xfertrickle';
+    const req = httpRequest({
+      host: '127.0.0.1', port, method: 'POST', path: '/api/v1/files/upload',
+      headers: { ...auth(acct.apiKey), 'content-type': `multipart/form-data; boundary=${boundary}` },
+    });
+    const outcome = new Promise<number | 'closed'>((resolve) => {
+      req.on('response', (res) => { res.resume(); res.on('end', () => resolve(res.statusCode!)); });
+      req.on('error', () => resolve('closed'));
+    });
+    req.write(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="slow.bin"\r\n\r\n`);
+    void (async () => {
+      for (let i = 0; i < chunks && !req.destroyed; i++) {
+        req.write(randomBytes(64 * 1024));
+        await new Promise((r) => setTimeout(r, gapMs));
+      }
+      if (finish && !req.destroyed) req.end(`\r\n--${boundary}--\r\n`);
+    })();
+    return outcome;
+  }
+
+  test('a client that stalls mid-upload has its connection closed and nothing is kept', async () => {
+    const started = Date.now();
+    expect(await trickle(4, 20, false)).toBe('closed');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(IDLE_MS);
+    const cleanBy = Date.now() + 10_000;
+    while (storedFiles(live).length > 0 && Date.now() < cleanBy) await new Promise((r) => setTimeout(r, 20));
+    expect(storedFiles(live)).toEqual([]);
+    expect(await live.db.files.countDocuments({})).toBe(0);
+  });
+
+  test('an upload that keeps coming, with pauses shorter than the limit, may take far longer than it and is stored', async () => {
+    const started = Date.now();
+    expect(await trickle(12, IDLE_MS / 3, true)).toBe(201);
+    expect(Date.now() - started).toBeGreaterThan(3 * IDLE_MS);
+    expect(await live.db.files.countDocuments({ name: 'slow.bin' })).toBe(1);
+  });
+});
+
 describe('POST /files/upload: every bad input is a 4xx {error} and keeps nothing', () => {
   const json = (payload: unknown, type = 'application/json') => app.inject({
     method: 'POST', url: '/api/v1/files/upload', headers: { ...auth(owner.apiKey), 'content-type': type }, payload: JSON.stringify(payload),
