@@ -162,10 +162,10 @@ describe('POST /files/:id/share', () => {
     const file = await upload(owner.apiKey);
     const link = await createShare(owner.apiKey, file.id, { max_downloads: 2 });
     const event = await app.db.outboxEvents.findOne({ type: 'file.shared', 'data.share_id': link.id }).lean();
-    expect(event!.data).toEqual({ id: file.id, file_id: file.id, share_id: link.id, expires_at: link.expires_at, max_downloads: 2 });
+    expect(event!.data).toEqual({ id: file.id, share_id: link.id, expires_at: link.expires_at, max_downloads: 2 });
     expect(String(event!.account_id)).toBe(owner.accountId);
     const audit = await app.db.auditEvents.findOne({ action: 'file.share', 'details.share_id': link.id }).lean();
-    expect(audit).toMatchObject({ outcome: 'success', resource: { type: 'file', id: file.id } });
+    expect(audit).toMatchObject({ outcome: 'success', resource: { type: 'file', id: file.id }, details: { share_id: link.id, max_downloads: 2 } });
     expect(String(audit!.account_id)).toBe(owner.accountId);
     expect(JSON.stringify([event, audit])).not.toContain(link.token);
   });

@@ -34,7 +34,7 @@ const shares: FastifyPluginAsync = async (fastify) => {
       accountId: principal.accountId, fileId: request.params.id, expiresInHours: expires_in_hours, maxDownloads: max_downloads,
       createdBy: principal.actor,
     });
-    const data = { file_id: link.file_id, share_id: link.id, expires_at: link.expires_at, max_downloads: link.max_downloads };
+    const data = { share_id: link.id, expires_at: link.expires_at, max_downloads: link.max_downloads };
     await app.audit.recordRequest(request, { action: 'file.share', outcome: 'success', resource: { type: 'file', id: link.file_id }, details: data });
     await app.outbox.emit(principal.accountId, 'file.shared', { id: link.file_id, ...data });
     return reply.code(201).send({ data: { ...link, token, url: shareUrl(token) } });
@@ -62,7 +62,7 @@ const shares: FastifyPluginAsync = async (fastify) => {
     const link = await revokeShareLink(app.db, principal.accountId, request.params.id, request.params.share_id, principal.actor);
     await app.audit.recordRequest(request, {
       action: 'file.share_revoke', outcome: 'success',
-      resource: { type: 'file', id: String(link.file_id) }, details: { file_id: String(link.file_id), share_id: String(link._id) },
+      resource: { type: 'file', id: String(link.file_id) }, details: { share_id: String(link._id) },
     });
     return { data: { id: String(link._id), deleted: true as const } };
   });
