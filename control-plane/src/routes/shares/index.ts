@@ -78,46 +78,38 @@ const shares: FastifyPluginAsync = async (fastify) => {
   }, async (request, reply) => downloadShared(request, reply, request.params.token));
 
   /**
-   * Streams the file of a share link. A GET takes one download of the link before it starts and
-   * gives it back when no body went out (304, 416, or a failure before the headers), so every
-   * 200 and 206 counts once; a HEAD takes none, but answers 410 like a GET would.
+   * Streams the file of a share link. Every GET that sends content (200 or 206) takes one download
+   * of the link, in `beforeSend`: after the 304, 416 and missing-content answers (which take none)
+   * and before the first byte, so that a download is counted, audited and evented before the
+   * client has it. A HEAD takes none. An exhausted link is 410 before anything else, for HEAD and
+   * conditional requests too; the claim settles the requests racing past that check.
    */
   async function downloadShared(request: FastifyRequest, reply: FastifyReply, token: string): Promise<FastifyReply> {
     const { link, file } = await openSharedFile(app.db, token);
+    await assertDownloadsLeft(app.db, link);
     // The URL is the credential: a page that renders the file must not pass it on as a Referer.
     reply.header('referrer-policy', 'no-referrer');
-    if (request.method === 'HEAD') {
-      await assertDownloadsLeft(app.db, link);
-      return sendStoredFile(app, request, reply, file);
-    }
-    const n = await claimDownload(app.db, link);
-    // A release that fails leaves the link one download short: logged, never worth failing the answer.
-    const release = () => releaseDownload(app.db, link, n)
-      .catch((err: unknown) => request.log.error({ err }, 'could not release a share-link download'));
-    try {
-      await sendStoredFile(app, request, reply, file);
-    } catch (err) {
-      if (!reply.raw.headersSent) await release();
-      throw err;
-    }
-    if (reply.statusCode !== 200 && reply.statusCode !== 206) {
-      await release();
-      return reply;
-    }
     const shareId = String(link._id);
-    const range = reply.getHeader('content-range');
-    // The answer is on its way: a failure to record it can no longer change it, so it is logged.
-    try {
-      await app.audit.record({
-        accountId: link.account_id, actor: { type: 'share_link', id: shareId }, action: 'file.download', outcome: 'success',
-        resource: { type: 'file', id: String(file._id) }, ip: request.ip,
-        details: { name: file.name, size: file.size, via: 'share_link', share_id: shareId, download: n, ...(range ? { range: String(range) } : {}) },
-      });
-      await app.outbox.emit(link.account_id, 'file.downloaded', { id: String(file._id), name: file.name, size: file.size, via: 'share_link', share_id: shareId });
-    } catch (err) {
-      request.log.error({ err, share_id: shareId }, 'could not record a share-link download');
-    }
-    return reply;
+    const fileId = String(file._id);
+    return sendStoredFile(app, request, reply, file, {
+      beforeSend: async (status) => {
+        const n = await claimDownload(app.db, link);
+        const seen = { name: file.name, size: file.size, via: 'share_link', share_id: shareId };
+        try {
+          await app.audit.record({
+            accountId: link.account_id, actor: { type: 'share_link', id: shareId }, action: 'file.download', outcome: 'success',
+            resource: { type: 'file', id: fileId }, ip: request.ip,
+            details: { ...seen, download: n, ...(status === 206 ? { range: request.headers.range } : {}) },
+          });
+          await app.outbox.emit(link.account_id, 'file.downloaded', { id: fileId, ...seen });
+        } catch (err) {
+          // Nothing is sent after all: the download is given back (best effort; the error is the answer).
+          await releaseDownload(app.db, link, n)
+            .catch((failure: unknown) => request.log.error({ err: failure }, 'could not release a share-link download'));
+          throw err;
+        }
+      },
+    });
   }
 };
 

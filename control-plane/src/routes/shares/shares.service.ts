@@ -127,7 +127,7 @@ export async function openSharedFile(db: Models, token: string): Promise<{ link:
   return { link, file: file as StoredFile };
 }
 
-/** 410 when `link` has no download left (for HEAD, which takes none). */
+/** 410 when `link` has no download left: the early answer; claimDownload is the exact one. */
 export async function assertDownloadsLeft(db: Models, link: LinkDoc): Promise<void> {
   if (link.max_downloads == null) return;
   if ((await downloadsOf(db, link._id)) >= link.max_downloads) throw new GoneError(ShareLinkMessages.exhausted);
@@ -149,7 +149,7 @@ async function tryClaim(db: Models, shareId: Types.ObjectId, n: number): Promise
  * throws 410 when every number is taken.
  *
  * Numbers are claimed upward from the current count; racing requests that lose a number move on
- * to the next. A released claim (releaseDownload) leaves a gap below the count, so when the
+ * to the next. A released claim (releaseDownload) may leave a gap below the count, so when the
  * upward numbers run out while fewer than max_downloads claims exist, the gaps are claimed.
  */
 export async function claimDownload(db: Models, link: LinkDoc): Promise<number> {
@@ -167,7 +167,7 @@ export async function claimDownload(db: Models, link: LinkDoc): Promise<number> 
   throw new GoneError(ShareLinkMessages.exhausted);
 }
 
-/** Gives download `n` back: the request it was taken for sent no body (304, 416, or an error before the headers). */
+/** Gives download `n` back: the request it was taken for failed before sending any content. */
 export async function releaseDownload(db: Models, link: LinkDoc, n: number): Promise<void> {
   await db.shareDownloads.deleteOne({ share_id: link._id, n });
 }
