@@ -25,7 +25,7 @@ export function linkStatus(link: LinkDoc, fileLive: boolean, downloads: number, 
   if (link.revoked_at) return 'revoked';
   if (!fileLive) return 'file_deleted';
   if (link.expires_at <= now) return 'expired';
-  if (link.max_downloads !== null && link.max_downloads !== undefined && downloads >= link.max_downloads) return 'exhausted';
+  if (link.max_downloads != null && downloads >= link.max_downloads) return 'exhausted';
   return 'active';
 }
 
@@ -36,6 +36,7 @@ const GONE: Record<Exclude<ShareLinkStatus, 'active'>, string> = {
   exhausted: ShareLinkMessages.exhausted,
 };
 
+/** The one read shape of a link: no account, no token hash. */
 export function presentShareLink(link: LinkDoc, status: ShareLinkStatus, downloads: number): ShareLink {
   return {
     id: String(link._id),
@@ -50,6 +51,7 @@ export function presentShareLink(link: LinkDoc, status: ShareLinkStatus, downloa
   };
 }
 
+/** What a new link needs; absent limits take the defaults (24 hours, unlimited downloads). */
 export interface CreateShareLink {
   accountId: string;
   fileId: string;
