@@ -43,9 +43,12 @@ export function instreamWindows(address: ClamdAddress, source: Readable, opts: W
   const open = () => {
     window = new PassThrough({ highWaterMark: 1024 * 1024 });
     room = opts.windowBytes;
+    // Like a single session, nothing is read before clamd accepted the first connection (an
+    // unreachable clamd consumes nothing); later windows open while the stream already flows.
+    const onConnect = sessions.length === 0 ? () => source.resume() : undefined;
     // A failing session ends them all (fail closed). A finding does not: like a single session,
     // the verdict comes once the whole stream was read, so a caller teeing it never stalls.
-    sessions.push(instream(address, window, { timeoutMs: opts.timeoutMs, signal: stop.signal }).catch((err: unknown) => {
+    sessions.push(instream(address, window, { timeoutMs: opts.timeoutMs, signal: stop.signal, onConnect }).catch((err: unknown) => {
       stop.abort(err);
       throw err;
     }));
@@ -102,7 +105,8 @@ export function instreamWindows(address: ClamdAddress, source: Readable, opts: W
       stop.abort(err);
     }
     source.on('data', onData).once('end', onEnd).once('error', onError).once('close', onClose);
-    source.resume();
+    // Attaching 'data' set the source flowing: hold it until the first session is connected.
+    source.pause();
   });
 
   return (async () => {

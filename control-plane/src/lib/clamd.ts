@@ -84,6 +84,8 @@ export interface InstreamOptions {
   timeoutMs: number;
   /** Aborting destroys the socket and rejects with the signal's reason; `source` is left as it is. */
   signal?: AbortSignal;
+  /** Called once clamd has accepted the connection, before any byte of `source` is read. */
+  onConnect?: () => void;
 }
 
 /** What a scan of a stream that was closed (destroyed without an error) before its end rejects with. */
@@ -206,6 +208,7 @@ export function instream(address: ClamdAddress, source: Readable, opts: Instream
     socket.once('connect', () => {
       connected = true;
       disarm();
+      opts.onConnect?.();
       socket.write('zINSTREAM\0');
       source.on('data', onData).once('end', onEnd).once('error', onSourceError).once('close', onSourceClose);
       if (source.readableEnded) onEnd();
