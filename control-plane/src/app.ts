@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import fastifyJwt from '@fastify/jwt';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Ajv } from 'ajv';
@@ -84,6 +84,16 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     },
     routerOptions: { ignoreTrailingSlash: true },
+    // Errors the router raises before any route runs, in the API's `{error}` shape. The URL is
+    // not echoed: a share link's token is part of it.
+    frameworkErrors: (error, request, reply) => {
+      const status = error.statusCode === 414 ? 414 : 400;
+      const message = error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+        ? 'A path segment of the URL is too long'
+        : error.code === 'FST_ERR_BAD_URL' ? 'The URL is not valid (bad percent-encoding)' : 'Bad request';
+      // Typed replies here know no status codes yet (the type provider is applied after).
+      void (reply as FastifyReply).code(status).header('x-request-id', request.id).send({ error: message });
+    },
     // Neither how long a request may take to arrive (a large upload may take hours) nor how long
     // its answer may take (a blocking POST /transfers/:id/execute waits for the whole transfer) is
     // bounded; a body that stops arriving is (config.bodyIdleTimeoutMs, below). Headers must still

@@ -75,6 +75,14 @@ describe('bad input answers 4xx {error}, never 500', () => {
     }
   });
 
+  test('a path segment too long is 414 {error}, bad percent-encoding 400 {error}; neither echoes the URL', async () => {
+    const long = await app.inject({ method: 'GET', url: `/api/v1/files/shared/${'t'.repeat(150)}` });
+    expectError(long, 414, 'A path segment of the URL is too long');
+    const bad = await app.inject({ method: 'GET', url: '/api/v1/files/shared/secret%zz' });
+    expectError(bad, 400, 'The URL is not valid (bad percent-encoding)');
+    expect(bad.headers['x-request-id']).toBeTruthy();
+  });
+
   test('unknown route is 404 {error}', async () => {
     const res = await app.inject({ method: 'GET', url: '/api/v1/nothing-here', headers: auth(owner.apiKey) });
     expectError(res, 404, 'No route for GET /api/v1/nothing-here');
