@@ -68,8 +68,9 @@ try {
     const s = performance.now();
     const res = await stack.api.call('GET', `${path}${path.includes('?') ? '&' : '?'}limit=50`);
     const ms = performance.now() - s;
-    if (res.status !== 200) throw new Error(`${path}: ${res.status} ${JSON.stringify(res.body)}`);
-    console.log(`| ${label} | ${res.body.data.length} | ${ms.toFixed(0)} ms | ${(ms / fullPassMs).toFixed(2)} |`);
+    // A page the database cannot serve within its time limit (lib/pagination.ts) answers 503.
+    const results = res.status === 200 ? res.body.data.length : `${res.status}: ${res.body.error}`;
+    console.log(`| ${label} | ${results} | ${ms.toFixed(0)} ms | ${(ms / fullPassMs).toFixed(2)} |`);
   }
 } finally {
   await client.close();

@@ -10,6 +10,7 @@ export const Messages = {
   consoleOnly: 'This setting is available to console sessions only',
   rateLimited: 'Rate limit exceeded, retry later',
   databaseUnavailable: 'Database unavailable, retry later',
+  queryTooSlow: 'The query took longer than the database allows one page and was stopped; narrow it (for files: a folder, a type or a size range)',
   internal: 'Internal server error',
   apiKeyWarning: 'Store this key now: it cannot be shown again.',
   webhookSecretWarning: 'Store this signing secret now: it cannot be shown again.',

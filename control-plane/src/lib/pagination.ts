@@ -14,6 +14,17 @@ function decodeCursor(cursor: string): Types.ObjectId {
 }
 
 /**
+ * How long one page may take the database. A page no index serves (a substring search on the
+ * embedded FerretDB, which sorts and filters in its own process) grows with the collection: past
+ * this it is stopped and answered 503 naming the cause, rather than holding a request and a
+ * database connection until the socket times out.
+ */
+export const LIST_MAX_TIME_MS = 20_000;
+
+/** MongoDB's and FerretDB's error code for an operation stopped by its maxTimeMS. */
+export const MAX_TIME_EXPIRED = 50;
+
+/**
  * Newest-first page of `model` matching `filter`, keyed on `_id` (unique and fixed at insert),
  * so paging is stable while documents are inserted concurrently.
  */
@@ -22,10 +33,12 @@ export async function paginate<Doc, Out>(
   filter: Record<string, unknown>,
   query: { limit?: number; cursor?: string },
   present: (doc: Doc & { _id: Types.ObjectId }) => Out,
+  opts: { maxTimeMs?: number } = {},
 ): Promise<Page<Out>> {
   const limit = query.limit ?? 50;
   const where = query.cursor ? { ...filter, _id: { $lt: decodeCursor(query.cursor) } } : filter;
-  const docs = (await model.find(where).sort({ _id: -1 }).limit(limit + 1).lean().exec()) as Array<Doc & { _id: Types.ObjectId }>;
+  const docs = (await model.find(where).sort({ _id: -1 }).limit(limit + 1).maxTimeMS(opts.maxTimeMs ?? LIST_MAX_TIME_MS)
+    .lean().exec()) as Array<Doc & { _id: Types.ObjectId }>;
   const page = docs.slice(0, limit);
   const last = page[page.length - 1];
   return { data: page.map(present), next_cursor: docs.length > limit && last ? encodeCursor(last._id) : null };

@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyError } from 'fastify';
 import { Messages } from '@xfer/shared';
+import { MAX_TIME_EXPIRED } from '../../lib/pagination.js';
 import { AppError } from '../../errors.js';
 
 const DB_DOWN = new Set([
@@ -53,6 +54,10 @@ export default fp(
         return reply.code(err.statusCode).headers(err.headers).send({ error: err.message });
       }
       if (err.validation) return reply.code(400).send({ error: validationMessage(err) });
+      if (err.name === 'MongoServerError' && (err as { code?: unknown }).code === MAX_TIME_EXPIRED) {
+        request.log.warn({ err: { name: err.name, message: err.message } }, 'query stopped by its time limit');
+        return reply.code(503).send({ error: Messages.queryTooSlow });
+      }
       if (isDatabaseUnavailable(err)) {
         request.log.warn({ err: { name: err.name, message: err.message } }, 'database unavailable');
         return reply.code(503).header('retry-after', '5').send({ error: Messages.databaseUnavailable });
