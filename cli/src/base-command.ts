@@ -1,0 +1,96 @@
+import { homedir } from 'node:os';
+import { Command, Errors, Flags, type Interfaces } from '@oclif/core';
+import { ApiError, XferClient, exitCodeOf, ExitCode } from './client.js';
+import { configDir, JsonProfileFile, type ProfileSettings } from './credentials/profile-store.js';
+import { SecretStore, type SecretLocation } from './credentials/secret-store.js';
+import { Messages } from './messages.js';
+
+export type BaseFlags<T extends typeof Command> = Interfaces.InferredFlags<(typeof BaseCommand)['baseFlags'] & T['flags']>;
+export type BaseArgs<T extends typeof Command> = Interfaces.InferredArgs<T['args']>;
+
+/** Where the commands's credentials came from. */
+export interface ResolvedAuth {
+  profile: string;
+  url: string;
+  secret: string;
+  source: 'env' | SecretLocation;
+}
+
+/** A usage error: exit code 2, like oclif's own flag and argument errors. */
+export function usageError(message: string): Errors.CLIError {
+  return new Errors.CLIError(message, { exit: ExitCode.usage });
+}
+
+/**
+ * Every xfer command: the global flags (`--json`, `--profile`, `--url`), credentials resolution
+ * (`XFER_API_KEY`/`XFER_URL` over the profile's stored secret and url), and one error path
+ * (one stderr line, `{"error"}` with `--json`, exit code from `exitCodeOf`). `run()` returns what
+ * `--json` prints: exactly the API's `data`.
+ */
+export abstract class BaseCommand<T extends typeof Command> extends Command {
+  static override enableJsonFlag = true;
+
+  static override baseFlags = {
+    profile: Flags.string({ description: 'Profile: which stored server and secret to use', default: 'default', helpGroup: 'GLOBAL' }),
+    url: Flags.string({ description: 'API base URL, e.g. https://xfer.example.com/api/v1 (XFER_URL overrides it)', helpGroup: 'GLOBAL' }),
+  };
+
+  protected flags!: BaseFlags<T>;
+  protected args!: BaseArgs<T>;
+  private warned = false;
+
+  override async init(): Promise<void> {
+    await super.init();
+    const { flags, args } = await this.parse(this.ctor);
+    this.flags = flags as BaseFlags<T>;
+    this.args = args as BaseArgs<T>;
+  }
+
+  protected get configDir(): string { return configDir(process.env, homedir()); }
+
+  protected get settings(): JsonProfileFile<ProfileSettings> {
+    return new JsonProfileFile<ProfileSettings>(this.configDir, 'config.json', 0o600);
+  }
+
+  protected get secrets(): SecretStore {
+    const store: SecretStore = new SecretStore(this.configDir, (reason) => {
+      if (this.warned) return;
+      this.warned = true;
+      process.stderr.write(Messages.keychainFallback(store.filePath, reason) + '\n');
+    });
+    return store;
+  }
+
+  /** The server URL: XFER_URL, else --url, else the profile's. */
+  protected resolveUrl(): string | undefined {
+    return process.env.XFER_URL || this.flags.url || this.settings.get(this.flags.profile)?.url;
+  }
+
+  /** The credentials to call the API with; a usage error when there are none. */
+  protected resolveAuth(): ResolvedAuth {
+    const profile = this.flags.profile;
+    const url = this.resolveUrl();
+    const envKey = process.env.XFER_API_KEY;
+    const stored = envKey ? null : this.secrets.get(profile);
+    if (!envKey && !stored) throw new Errors.CLIError(Messages.notLoggedIn(profile), { exit: ExitCode.auth });
+    if (!url) throw usageError(Messages.noUrl(profile));
+    return envKey ? { profile, url, secret: envKey, source: 'env' } : { profile, url, secret: stored!.secret, source: stored!.location };
+  }
+
+  protected client(auth: { url: string; secret?: string } = this.resolveAuth()): XferClient {
+    return new XferClient({ baseUrl: auth.url, token: auth.secret });
+  }
+
+  /** Human output: only when --json is off. */
+  protected print(text: string): void {
+    if (!this.jsonEnabled()) this.log(text);
+  }
+
+  override async catch(err: Error & { oclif?: { exit?: number } }): Promise<void> {
+    const code = err instanceof ApiError ? exitCodeOf(err) : err.oclif?.exit ?? ExitCode.other;
+    // oclif appends "See more help with --help" on a line of its own; one line keeps logs greppable.
+    const message = err.message.replace(/\u001b\[[0-9;]*m/g, '').split('\n').map((l) => l.trim()).filter(Boolean).join(' ');
+    process.stderr.write((this.jsonEnabled() ? JSON.stringify({ error: message }) : `Error: ${message}`) + '\n');
+    process.exitCode = code;
+  }
+}

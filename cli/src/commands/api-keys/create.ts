@@ -1,0 +1,28 @@
+import { Flags } from '@oclif/core';
+import { type CreatedApiKey } from '@xfer/shared';
+import { BaseCommand } from '../../base-command.js';
+import { Messages } from '../../messages.js';
+import { record } from '../../output.js';
+
+export default class Create extends BaseCommand<typeof Create> {
+  static override summary = 'Create an API key (POST /api-keys).';
+  static override description = 'The full key is in the answer (key) and never shown again. Scopes: docs/api.md; e.g. connections:read, transfers:write.';
+  static override examples = [
+    '<%= config.bin %> api-keys create --name ci --scope transfers:read --scope transfers:write --expires-in-days 90',
+    '<%= config.bin %> api-keys create --name ci --scope connections:read --json | jq -r .key',
+  ];
+  static override flags = {
+    name: Flags.string({ description: 'Name of the key', required: true }),
+    scope: Flags.string({ description: 'Scope granted (repeat for several)', required: true, multiple: true }),
+    'expires-in-days': Flags.integer({ description: 'Days until the key expires (1-3650); never when absent', min: 1, max: 3650 }),
+  };
+
+  async run(): Promise<CreatedApiKey> {
+    const f = this.flags;
+    const key = await this.client().apiKeys.create({
+      name: f.name, scopes: f.scope, ...(f['expires-in-days'] !== undefined && { expires_in_days: f['expires-in-days'] }),
+    });
+    this.print(`${record(key)}\n${Messages.keyCreated}`);
+    return key;
+  }
+}

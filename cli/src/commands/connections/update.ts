@@ -1,0 +1,45 @@
+import { Flags } from '@oclif/core';
+import type { Connection, ConnectionType, UpdateConnectionRequest } from '@xfer/shared';
+import { BaseCommand, usageError } from '../../base-command.js';
+import { Messages } from '../../messages.js';
+import { record } from '../../output.js';
+import { connectionFieldFlags, connectionIdArg, parseOptions, readCredentials } from '../../resources/connections.js';
+
+const CLEARABLE = ['host', 'port', 'agent_id'] as const;
+
+export default class Update extends BaseCommand<typeof Update> {
+  static override summary = 'Change a connection (PUT /connections/:id).';
+  static override description = `Only the fields given change. Credentials and options, when given, replace the stored ones entirely; changing --type needs new credentials. --clear host|port|agent_id sends null (port goes back to the type's default).
+Exit code 5 when the name is taken or a concurrent update won.`;
+  static override examples = [
+    '<%= config.bin %> connections update 665f1c2e9b1d4a0012345678 --name nightly-backups',
+    '<%= config.bin %> connections update 665f1c2e9b1d4a0012345678 --credentials-file new-keys.json --clear agent_id',
+  ];
+  static override args = connectionIdArg;
+  static override flags = {
+    ...connectionFieldFlags,
+    name: Flags.string({ description: 'New unique name' }),
+    clear: Flags.string({ description: 'Field to clear (send null)', options: [...CLEARABLE], multiple: true }),
+  };
+
+  async run(): Promise<Connection> {
+    const f = this.flags;
+    const credentials = await readCredentials(f);
+    const options = parseOptions(f.options);
+    const body: UpdateConnectionRequest = {
+      ...(f.name !== undefined && { name: f.name }),
+      ...(f.type !== undefined && { type: f.type as ConnectionType }),
+      ...(f.host !== undefined && { host: f.host }),
+      ...(f.port !== undefined && { port: f.port }),
+      ...(f.path !== undefined && { path: f.path }),
+      ...(credentials && { credentials }),
+      ...(options && { options }),
+      ...(f['agent-id'] !== undefined && { agent_id: f['agent-id'] }),
+    };
+    for (const field of f.clear ?? []) (body as Record<string, unknown>)[field] = null;
+    if (Object.keys(body).length === 0) throw usageError(Messages.nothingToUpdate);
+    const connection = await this.client().connections.update(this.args.id, body);
+    this.print(record(connection));
+    return connection;
+  }
+}

@@ -1,0 +1,22 @@
+/** A column of a table: the header and how to show a row's value. */
+export interface Column<T> { header: string; get: (row: T) => unknown }
+
+function cell(value: unknown): string {
+  if (value === null || value === undefined) return '-';
+  if (typeof value === 'object') return JSON.stringify(value);
+  return String(value).replace(/[\r\n\t]+/g, ' ');
+}
+
+/** Rows as a left-aligned text table with a header line. */
+export function table<T>(rows: readonly T[], columns: readonly Column<T>[]): string {
+  const cells = rows.map((row) => columns.map((c) => cell(c.get(row))));
+  const widths = columns.map((c, i) => Math.max(c.header.length, ...cells.map((r) => r[i]!.length)));
+  const line = (values: readonly string[]) => values.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd();
+  return [line(columns.map((c) => c.header.toUpperCase())), ...cells.map(line)].join('\n');
+}
+
+/** One record as `key: value` lines. */
+export function record(obj: Readonly<Record<string, unknown>>): string {
+  const width = Math.max(...Object.keys(obj).map((k) => k.length));
+  return Object.entries(obj).map(([k, v]) => `${(k + ':').padEnd(width + 1)} ${cell(v)}`).join('\n');
+}

@@ -1,0 +1,130 @@
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Messages } from '@xfer/shared';
+import { BINARIES, startStack, type Stack } from '../src/stack.js';
+
+/**
+ * `xfer auth login|status|logout` run as the built binary against a real control plane, in a
+ * HOME of its own with no D-Bus session: no keychain is reachable, so the secret must land in the
+ * 0600 fallback file with a warning, and every other behaviour must hold on that path.
+ */
+let stack: Stack;
+let home: string;
+
+interface Run { status: number | null; stdout: string; stderr: string }
+
+function xfer(args: string[], opts: { input?: string; env?: Record<string, string> } = {}): Run {
+  const env: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: home, XDG_CONFIG_HOME: join(home, '.config'), ...opts.env };
+  const res = spawnSync(process.execPath, [BINARIES.cli, ...args], { env, input: opts.input ?? '', encoding: 'utf8', timeout: 60_000 });
+  return { status: res.status, stdout: res.stdout, stderr: res.stderr };
+}
+
+const credentialsFile = () => join(home, '.config', 'xfer', 'credentials.json');
+
+beforeAll(async () => {
+  stack = await startStack({ env: process.env });
+}, 120_000);
+
+beforeEach(() => {
+  home = mkdtempSync(join(tmpdir(), 'xfer-cli-home-'));
+});
+
+afterEach(() => rmSync(home, { recursive: true, force: true }));
+
+afterAll(async () => {
+  await stack?.stop();
+}, 60_000);
+
+test('login with an API key from stdin stores it in a 0600 file with a one-line warning when no keychain is reachable', () => {
+  const login = xfer(['auth', 'login', '--url', stack.url], { input: `${stack.api.token}\n` });
+  expect(login.status).toBe(0);
+  const warnings = login.stderr.trim().split('\n');
+  expect(warnings).toHaveLength(1);
+  expect(warnings[0]).toMatch(/^Warning: no OS keychain reachable .*credentials\.json \(mode 0600\)$/);
+  expect(statSync(credentialsFile()).mode & 0o777).toBe(0o600);
+  expect(statSync(join(home, '.config', 'xfer')).mode & 0o777).toBe(0o700);
+  expect(JSON.parse(readFileSync(credentialsFile(), 'utf8'))).toEqual({ profiles: { default: { secret: stack.api.token } } });
+  expect(JSON.parse(readFileSync(join(home, '.config', 'xfer', 'config.json'), 'utf8'))).toEqual({ profiles: { default: { url: stack.url, auth: 'api-key' } } });
+
+  const status = xfer(['auth', 'status', '--json']);
+  expect(status.status).toBe(0);
+  expect(JSON.parse(status.stdout)).toEqual({ profile: 'default', url: stack.url, source: 'file', auth: 'api-key', expires_at: null });
+  expect(xfer(['auth', 'status']).stdout).toContain(stack.url);
+});
+
+test('login with a wrong key exits 3 with the server error as one stderr line, and stores nothing', () => {
+  const bad = xfer(['auth', 'login', '--url', stack.url, '--api-key', `xfk_${randomBytes(16).toString('hex')}`]);
+  expect(bad.status).toBe(3);
+  expect(bad.stdout).toBe('');
+  expect(bad.stderr).toBe(`Error: ${Messages.unauthenticated}\n`);
+  expect(existsSync(credentialsFile())).toBe(false);
+
+  const json = xfer(['auth', 'login', '--url', stack.url, '--api-key', 'nope', '--json']);
+  expect(json.status).toBe(3);
+  expect(json.stdout).toBe('');
+  expect(json.stderr.split('\n').filter(Boolean)).toHaveLength(1);
+  expect(JSON.parse(json.stderr)).toEqual({ error: Messages.unauthenticated });
+});
+
+test('XFER_API_KEY and XFER_URL override the stored profile', () => {
+  expect(xfer(['auth', 'login', '--url', stack.url], { input: stack.api.token }).status).toBe(0);
+  const env = xfer(['auth', 'status', '--json'], { env: { XFER_API_KEY: 'xfk_wrong', XFER_URL: stack.url } });
+  expect(env.status).toBe(3);
+  expect(JSON.parse(env.stderr)).toEqual({ error: Messages.unauthenticated });
+
+  const fresh = mkdtempSync(join(tmpdir(), 'xfer-cli-env-'));
+  try {
+    const ok = xfer(['connections', 'list', '--json'], { env: { XDG_CONFIG_HOME: fresh, XFER_API_KEY: stack.api.token, XFER_URL: stack.url } });
+    expect(ok.status).toBe(0);
+    expect(Array.isArray(JSON.parse(ok.stdout))).toBe(true);
+    expect(existsSync(join(fresh, 'xfer'))).toBe(false);
+  } finally {
+    rmSync(fresh, { recursive: true, force: true });
+  }
+});
+
+test('login with --email and --password-stdin stores a session token that the API accepts', async () => {
+  const email = `cli-${randomBytes(4).toString('hex')}@example.test`;
+  const password = randomBytes(12).toString('hex');
+  await stack.api.data('POST', '/users', { email, role: 'admin', password });
+
+  const login = xfer(['auth', 'login', '--url', stack.url, '--email', email, '--password-stdin', '--json'], { input: `${password}\n` });
+  expect(login.status).toBe(0);
+  const result = JSON.parse(login.stdout) as { auth: string; stored_in: string; expires_at: string };
+  expect(result).toMatchObject({ profile: 'default', url: stack.url, auth: 'session', stored_in: 'file' });
+  expect(Date.parse(result.expires_at)).toBeGreaterThan(Date.now());
+  const stored = JSON.parse(readFileSync(credentialsFile(), 'utf8')).profiles.default.secret as string;
+  expect(stored).not.toBe(stack.api.token);
+  expect(xfer(['connections', 'list', '--json']).status).toBe(0);
+
+  const wrong = xfer(['auth', 'login', '--url', stack.url, '--email', email, '--password-stdin', '--profile', 'other'], { input: 'wrong-password' });
+  expect(wrong.status).toBe(3);
+  expect(wrong.stderr).toBe(`Error: ${Messages.unauthenticated}\n`);
+});
+
+test('profiles keep separate secrets, and logout removes only its own', () => {
+  expect(xfer(['auth', 'login', '--url', stack.url], { input: stack.api.token }).status).toBe(0);
+  expect(xfer(['auth', 'login', '--url', stack.url, '--profile', 'ci'], { input: stack.api.token }).status).toBe(0);
+
+  const logout = xfer(['auth', 'logout', '--json']);
+  expect(logout.status).toBe(0);
+  expect(JSON.parse(logout.stdout)).toEqual({ profile: 'default', removed: true });
+  expect(JSON.parse(readFileSync(credentialsFile(), 'utf8')).profiles).toEqual({ ci: { secret: stack.api.token } });
+
+  const after = xfer(['auth', 'status']);
+  expect(after.status).toBe(3);
+  expect(after.stderr).toMatch(/^Error: Not logged in \(profile "default"\).*\n$/);
+  expect(xfer(['auth', 'status', '--profile', 'ci']).status).toBe(0);
+});
+
+test('usage errors exit 2 with one stderr line', () => {
+  const bad = xfer(['auth', 'status', '--bogus']);
+  expect(bad.status).toBe(2);
+  expect(bad.stderr.split('\n').filter(Boolean)).toEqual([expect.stringMatching(/^Error: Nonexistent flag: --bogus/)]);
+  const json = xfer(['auth', 'login', '--password-stdin', '--json']);
+  expect(json.status).toBe(2);
+  expect(JSON.parse(json.stderr).error).toMatch(/--email/);
+});
