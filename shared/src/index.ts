@@ -13,3 +13,4 @@ export * from './schemas/files.js';
 export * from './schemas/shares.js';
 export * from './schemas/webhooks.js';
 export * from './protocol/agent-protocol.js';
+export * from './client/index.js';
