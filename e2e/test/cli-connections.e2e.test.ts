@@ -1,0 +1,160 @@
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { BINARIES, startStack, type Stack } from '../src/stack.js';
+
+/**
+ * `xfer connections …` and `xfer api-keys …` run as the built binary against a real control plane:
+ * `--json` prints exactly what the API holds, `--all` follows every page, and errors map to the
+ * documented exit codes (4 unknown id, 5 duplicate name, 2 bad flag) as one stderr line.
+ */
+const run = randomBytes(3).toString('hex');
+let stack: Stack;
+let home: string;
+
+interface Run { status: number | null; stdout: string; stderr: string }
+
+function xfer(args: string[], input = ''): Run {
+  const env = { PATH: process.env.PATH ?? '', HOME: home, XDG_CONFIG_HOME: join(home, '.config') };
+  const res = spawnSync(process.execPath, [BINARIES.cli, ...args], { env, input, encoding: 'utf8', timeout: 60_000 });
+  return { status: res.status, stdout: res.stdout, stderr: res.stderr };
+}
+
+function json<T = any>(args: string[], input = ''): T {
+  const res = xfer([...args, '--json'], input);
+  if (res.status !== 0) throw new Error(`xfer ${args.join(' ')} exited ${res.status}: ${res.stderr}`);
+  return JSON.parse(res.stdout) as T;
+}
+
+async function apiAll(path: string): Promise<unknown[]> {
+  const items: unknown[] = [];
+  let cursor: string | null = null;
+  do {
+    const res = await stack.api.call('GET', `${path}?limit=1000${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+    items.push(...res.body.data);
+    cursor = res.body.next_cursor;
+  } while (cursor);
+  return items;
+}
+
+beforeAll(async () => {
+  stack = await startStack({ env: process.env });
+  home = mkdtempSync(join(tmpdir(), 'xfer-cli-home-'));
+  const login = xfer(['auth', 'login', '--url', stack.url], stack.api.token);
+  if (login.status !== 0) throw new Error(login.stderr);
+}, 120_000);
+
+afterAll(async () => {
+  if (home) rmSync(home, { recursive: true, force: true });
+  await stack?.stop();
+}, 60_000);
+
+test('create, get, update and delete a connection; --json is exactly the API data', async () => {
+  const credentials = join(home, 'sftp.json');
+  writeFileSync(credentials, JSON.stringify({ username: 'u', password: 'p' }), { mode: 0o600 });
+  const created = json(['connections', 'create', '--name', `sftp ${run}`, '--type', 'sftp', '--host', 'sftp.example.test',
+    '--path', '/in//./box/', '--credentials-file', credentials]);
+  expect(created).toMatchObject({ name: `sftp ${run}`, type: 'sftp', host: 'sftp.example.test', port: 22, path: '/in/box', has_credentials: true });
+  expect(created).not.toHaveProperty('credentials');
+  expect(json(['connections', 'get', created.id])).toEqual(await stack.api.data('GET', `/connections/${created.id}`));
+
+  const fromStdin = json(['connections', 'create', '--name', `webdav ${run}`, '--type', 'webdav', '--host', 'dav.example.test',
+    '--options', '{"secure":false}', '--credentials-stdin'], '{"username":"u","password":"p"}');
+  expect(fromStdin).toMatchObject({ type: 'webdav', options: { secure: false }, has_credentials: true });
+
+  const updated = json(['connections', 'update', created.id, '--name', `renamed ${run}`, '--port', '2222']);
+  expect(updated).toMatchObject({ id: created.id, name: `renamed ${run}`, port: 2222, host: 'sftp.example.test' });
+  expect(json(['connections', 'update', created.id, '--clear', 'port'])).toMatchObject({ port: 22 });
+  expect(await stack.api.data('GET', `/connections/${created.id}`)).toMatchObject({ name: `renamed ${run}`, port: 22 });
+
+  const human = xfer(['connections', 'get', created.id]);
+  expect(human.status).toBe(0);
+  expect(human.stdout).toMatch(new RegExp(`^name: +renamed ${run}$`, 'm'));
+
+  expect(json(['connections', 'delete', created.id])).toEqual({ id: created.id, deleted: true });
+  expect((await stack.api.call('GET', `/connections/${created.id}`)).status).toBe(404);
+});
+
+test('list --all follows every page and equals what the API lists; without --all one page', async () => {
+  for (let i = 0; i < 5; i++) {
+    await stack.api.data('POST', '/connections', { name: `nfs ${run} ${i}`, type: 'nfs', host: 'nfs.example.test', path: `/export/${i}` });
+  }
+  const all = json<unknown[]>(['connections', 'list', '--all', '--limit', '2']);
+  expect(all).toEqual(await apiAll('/connections'));
+  expect(all.length).toBeGreaterThanOrEqual(5);
+  expect(json<unknown[]>(['connections', 'list', '--limit', '2'])).toEqual(all.slice(0, 2));
+  expect(json<{ type: string }[]>(['connections', 'list', '--all', '--type', 'nfs']).every((c) => c.type === 'nfs')).toBe(true);
+
+  const table = xfer(['connections', 'list', '--type', 'nfs', '--limit', '1000']);
+  expect(table.status).toBe(0);
+  const lines = table.stdout.trim().split('\n');
+  expect(lines[0]).toMatch(/^ID +NAME +TYPE +HOST +PORT +PATH +AGENT_ID$/);
+  expect(lines.filter((l) => l.includes(`nfs ${run}`))).toHaveLength(5);
+});
+
+test('exit code 5 on a duplicate name and 4 on an unknown id, the server error as one stderr line', async () => {
+  const name = `dup ${run}`;
+  json(['connections', 'create', '--name', name, '--type', 'nfs', '--host', 'nfs.example.test']);
+  const api = await stack.api.call('POST', '/connections', { name, type: 'nfs', host: 'nfs.example.test' });
+  expect(api.status).toBe(409);
+
+  const dup = xfer(['connections', 'create', '--name', name, '--type', 'nfs', '--host', 'nfs.example.test']);
+  expect(dup.status).toBe(5);
+  expect(dup.stdout).toBe('');
+  expect(dup.stderr).toBe(`Error: ${api.body.error}\n`);
+  const dupJson = xfer(['connections', 'create', '--name', name, '--type', 'nfs', '--host', 'nfs.example.test', '--json']);
+  expect(dupJson.status).toBe(5);
+  expect(dupJson.stderr.split('\n').filter(Boolean)).toHaveLength(1);
+  expect(JSON.parse(dupJson.stderr)).toEqual({ error: api.body.error });
+
+  const unknown = '0123456789abcdef01234567';
+  for (const args of [['connections', 'get', unknown], ['connections', 'delete', unknown], ['connections', 'update', unknown, '--name', 'x']]) {
+    const res = xfer(args);
+    expect(res.status).toBe(4);
+    expect(res.stderr.split('\n').filter(Boolean)).toHaveLength(1);
+  }
+  expect(JSON.parse(xfer(['connections', 'get', unknown, '--json']).stderr)).toEqual({ error: expect.any(String) });
+});
+
+test('usage errors exit 2 before any request: bad flag value, unknown type, bad credentials JSON, missing required flag', () => {
+  const cases: [string[], string][] = [
+    [['connections', 'list', '--limit', 'abc'], ''],
+    [['connections', 'create', '--name', 'x', '--type', 'floppy'], ''],
+    [['connections', 'create', '--name', 'x', '--type', 'sftp', '--host', 'h', '--credentials-stdin'], 'not json'],
+    [['connections', 'create', '--type', 'nfs'], ''],
+    [['connections', 'update', '0123456789abcdef01234567'], ''],
+  ];
+  for (const [args, input] of cases) {
+    const res = xfer(args, input);
+    expect({ args, status: res.status }).toEqual({ args, status: 2 });
+    expect(res.stderr.split('\n').filter(Boolean)).toHaveLength(1);
+    const js = xfer([...args, '--json'], input);
+    expect(js.status).toBe(2);
+    expect(Object.keys(JSON.parse(js.stderr))).toEqual(['error']);
+  }
+});
+
+test('api-keys create, list and revoke; a revoked key is refused with exit code 3', () => {
+  const created = json<{ id: string; key: string; scopes: string[] }>(['api-keys', 'create', '--name', `ci ${run}`, '--scope', 'connections:read']);
+  expect(created.scopes).toEqual(['connections:read']);
+  const listed = json<{ id: string }[]>(['api-keys', 'list', '--all']);
+  expect(listed.map((k) => k.id)).toContain(created.id);
+  expect(listed.find((k) => k.id === created.id)).not.toHaveProperty('key');
+
+  const spare = mkdtempSync(join(tmpdir(), 'xfer-cli-spare-'));
+  const asKey = (args: string[]) => spawnSync(process.execPath, [BINARIES.cli, ...args], {
+    env: { PATH: process.env.PATH ?? '', HOME: spare, XDG_CONFIG_HOME: spare, XFER_API_KEY: created.key, XFER_URL: stack.url }, encoding: 'utf8',
+  });
+  try {
+    expect(asKey(['connections', 'list']).status).toBe(0);
+    const forbidden = asKey(['connections', 'create', '--name', `no ${run}`, '--type', 'nfs', '--host', 'h']);
+    expect(forbidden.status).toBe(3);
+    expect(json(['api-keys', 'revoke', created.id])).toEqual({ id: created.id, deleted: true });
+    expect(asKey(['connections', 'list']).status).toBe(3);
+    expect(xfer(['api-keys', 'revoke', created.id]).status).toBe(4);
+  } finally {
+    rmSync(spare, { recursive: true, force: true });
+  }
+});
