@@ -4,8 +4,8 @@ import { randomBytes } from 'node:crypto';
 export interface UploadSource {
   /** The file name stored (one path segment). */
   name: string;
-  /** A Readable, or any async iterable of bytes. */
-  content: AsyncIterable<Uint8Array | string>;
+  /** A Readable, or any (async) iterable of bytes. */
+  content: AsyncIterable<Uint8Array | string> | Iterable<Uint8Array | string>;
   /** Exact byte count when known: the request then has a Content-Length instead of chunked encoding. */
   size?: number;
   /** Target folder; absent = `/`. */
