@@ -1,6 +1,6 @@
 import { homedir } from 'node:os';
 import { Command, Errors, Flags, type Interfaces } from '@oclif/core';
-import { ApiError, XferClient, exitCodeOf, ExitCode } from './client.js';
+import { ApiError, XferClient, exitCodeOf, ExitCode } from '@xfer/shared';
 import { configDir, JsonProfileFile, type ProfileSettings } from './credentials/profile-store.js';
 import { SecretStore, type SecretLocation } from './credentials/secret-store.js';
 import { Messages } from './messages.js';
@@ -78,7 +78,7 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
   }
 
   protected client(auth: { url: string; secret?: string } = this.resolveAuth()): XferClient {
-    return new XferClient({ baseUrl: auth.url, token: auth.secret });
+    return new XferClient({ baseUrl: auth.url, token: auth.secret, userAgent: `xfer-cli/${this.config.version}` });
   }
 
   /** Human output: only when --json is off. */

@@ -1,5 +1,5 @@
 import { Flags } from '@oclif/core';
-import type { Page } from '@xfer/shared';
+import type { Page, PageIterator } from '@xfer/shared';
 
 /** Flags of every list: one page (`--limit`, `--cursor`) or all of them (`--all`). */
 export const listFlags = {
@@ -10,10 +10,10 @@ export const listFlags = {
 
 /** One page's items, or every page's with `all`. */
 export async function listItems<T, Q>(
-  resource: { list(q: Q): Promise<Page<T>>; all(q: Q): Promise<T[]> },
+  resource: { list(q: Q): Promise<Page<T>>; all(q: Q): PageIterator<T> },
   flags: { limit?: number; cursor?: string; all: boolean },
   query: Q,
 ): Promise<T[]> {
   const paging = { ...query, limit: flags.limit, cursor: flags.cursor };
-  return flags.all ? resource.all(paging) : (await resource.list(paging)).data;
+  return flags.all ? resource.all(paging).toArray() : (await resource.list(paging)).data;
 }

@@ -19,10 +19,12 @@ export default class Create extends BaseCommand<typeof Create> {
 
   async run(): Promise<CreatedApiKey> {
     const f = this.flags;
-    const key = await this.client().apiKeys.create({
+    const { data: key, warning } = await this.client().apiKeys.create({
       name: f.name, scopes: f.scope, ...(f['expires-in-days'] !== undefined && { expires_in_days: f['expires-in-days'] }),
     });
-    this.print(`${record(key)}\n${Messages.keyCreated}`);
+    this.print(record(key));
+    // On stderr, so that even the human output's stdout is only the key's fields.
+    if (!this.jsonEnabled()) process.stderr.write(`${warning ?? Messages.keyCreated}\n`);
     return key;
   }
 }

@@ -10,7 +10,7 @@ export default class Revoke extends BaseCommand<typeof Revoke> {
   static override args = { id: Args.string({ description: 'API key id', required: true }) };
 
   async run(): Promise<Deleted> {
-    const revoked = await this.client().apiKeys.delete(this.args.id);
+    const revoked = await this.client().apiKeys.revoke(this.args.id);
     this.print(Messages.deleted('API key', revoked.id));
     return revoked;
   }

@@ -1,5 +1,5 @@
 import { Flags } from '@oclif/core';
-import { ApiError, type XferClient } from '../../client.js';
+import { ApiError, type XferClient } from '@xfer/shared';
 import { BaseCommand, usageError } from '../../base-command.js';
 import type { SecretLocation } from '../../credentials/secret-store.js';
 import { promptHidden, readStdin } from '../../input.js';

@@ -1,5 +1,5 @@
 import { Flags } from '@oclif/core';
-import { CONNECTION_TYPES, type Connection } from '@xfer/shared';
+import { CONNECTION_TYPES, type Connection, type ConnectionType } from '@xfer/shared';
 import { BaseCommand } from '../../base-command.js';
 import { Messages } from '../../messages.js';
 import { table } from '../../output.js';
@@ -13,7 +13,7 @@ export default class List extends BaseCommand<typeof List> {
   static override flags = { ...listFlags, type: Flags.string({ description: 'Only connections of this type', options: [...CONNECTION_TYPES] }) };
 
   async run(): Promise<Connection[]> {
-    const items = await listItems(this.client().connections, this.flags, { type: this.flags.type });
+    const items = await listItems(this.client().connections, this.flags, { type: this.flags.type as ConnectionType | undefined });
     this.print(items.length > 0 ? table(items, connectionColumns) : Messages.empty);
     return items;
   }

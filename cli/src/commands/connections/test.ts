@@ -1,5 +1,5 @@
 import { BaseCommand } from '../../base-command.js';
-import type { ConnectionTestResult } from '../../client.js';
+import type { TestResult } from '@xfer/shared';
 import { record } from '../../output.js';
 import { connectionIdArg } from '../../resources/connections.js';
 
@@ -9,7 +9,7 @@ export default class Test extends BaseCommand<typeof Test> {
   static override examples = ['<%= config.bin %> connections test 665f1c2e9b1d4a0012345678', '<%= config.bin %> connections test 665f1c2e9b1d4a0012345678 --json | jq -e .success'];
   static override args = connectionIdArg;
 
-  async run(): Promise<ConnectionTestResult> {
+  async run(): Promise<TestResult> {
     const result = await this.client().connections.test(this.args.id);
     this.print(record({ ...result }));
     return result;
