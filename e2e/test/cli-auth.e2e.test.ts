@@ -127,4 +127,19 @@ test('usage errors exit 2 with one stderr line', () => {
   const json = xfer(['auth', 'login', '--password-stdin', '--json']);
   expect(json.status).toBe(2);
   expect(JSON.parse(json.stderr).error).toMatch(/--email/);
+  const unknown = xfer(['connections', 'frobnicate']);
+  expect(unknown.status).toBe(2);
+  expect(unknown.stderr).toBe('Error: command connections:frobnicate not found\n');
+  expect(JSON.parse(xfer(['frobnicate', '--json']).stderr)).toEqual({ error: 'command frobnicate not found' });
+});
+
+test('every command has a description and examples in its help', () => {
+  const commands = ['auth login', 'auth status', 'auth logout', 'connections list', 'connections get', 'connections create',
+    'connections update', 'connections delete', 'connections test', 'api-keys list', 'api-keys create', 'api-keys revoke'];
+  for (const command of commands) {
+    const help = xfer([...command.split(' '), '--help']);
+    expect({ command, status: help.status }).toEqual({ command, status: 0 });
+    expect(help.stdout).toMatch(/\nDESCRIPTION\n {2}\S/);
+    expect(help.stdout.slice(help.stdout.indexOf('\nEXAMPLES\n'))).toContain(`xfer ${command}`);
+  }
 });

@@ -1,5 +1,18 @@
 #!/usr/bin/env node
 /** xfer: the command-line interface. oclif finds the commands through the `oclif` section of package.json. */
-import { execute } from '@oclif/core';
+import { flush, run } from '@oclif/core';
 
-await execute({ dir: import.meta.url });
+try {
+  await run(process.argv.slice(2), import.meta.url);
+  await flush();
+} catch (err) {
+  // Commands report their own errors (BaseCommand.catch); what arrives here failed before one
+  // ran, such as an unknown command: same one-line shape, usage exit code.
+  const e = err as Error & { oclif?: { exit?: number } };
+  const exit = e.oclif?.exit ?? 1;
+  if (exit !== 0) {
+    const message = String(e.message).replace(/\u001b\[[0-9;]*m/g, '').split('\n').map((l) => l.trim()).filter(Boolean).join(' ');
+    process.stderr.write((process.argv.includes('--json') ? JSON.stringify({ error: message }) : `Error: ${message}`) + '\n');
+  }
+  process.exitCode = exit;
+}
