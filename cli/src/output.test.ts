@@ -1,0 +1,17 @@
+import { record, table } from './output.js';
+
+test('table aligns columns under upper-case headers, shows null as -, and keeps each row on one line', () => {
+  const rows = [{ id: 'a1', name: 'short', host: null }, { id: 'b22', name: 'a\nlonger name', host: 'h' }];
+  const text = table(rows, [
+    { header: 'id', get: (r) => r.id }, { header: 'name', get: (r) => r.name }, { header: 'host', get: (r) => r.host },
+  ]);
+  expect(text.split('\n')).toEqual([
+    'ID   NAME           HOST',
+    'a1   short          -',
+    'b22  a longer name  h',
+  ]);
+});
+
+test('record prints one key: value line per field, objects as JSON', () => {
+  expect(record({ id: 'x', options: { secure: false }, agent_id: null })).toBe('id:       x\noptions:  {"secure":false}\nagent_id: -');
+});
