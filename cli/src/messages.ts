@@ -14,6 +14,5 @@ export const Messages = {
   optionsNotJson: (reason: string) => `--options is not a JSON object: ${reason}`,
   nothingToUpdate: 'Nothing to update: give at least one flag',
   deleted: (what: string, id: string) => `Deleted ${what} ${id}`,
-  keyCreated: 'Store this key now: it is shown only once.',
   empty: 'No results',
 } as const;

@@ -1,7 +1,6 @@
 import { Flags } from '@oclif/core';
 import { type CreatedApiKey } from '@xfer/shared';
 import { BaseCommand } from '../../base-command.js';
-import { Messages } from '../../messages.js';
 import { record } from '../../output.js';
 
 export default class Create extends BaseCommand<typeof Create> {
@@ -24,7 +23,7 @@ export default class Create extends BaseCommand<typeof Create> {
     });
     this.print(record(key));
     // On stderr, so that even the human output's stdout is only the key's fields.
-    if (!this.jsonEnabled()) process.stderr.write(`${warning ?? Messages.keyCreated}\n`);
+    if (warning && !this.jsonEnabled()) process.stderr.write(`${warning}\n`);
     return key;
   }
 }
