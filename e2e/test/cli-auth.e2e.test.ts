@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Messages } from '@xfer/shared';
@@ -132,6 +133,18 @@ test('usage errors exit 2 with one stderr line', () => {
   expect(unknown.stderr).toBe('Error: command connections:frobnicate not found\n');
   expect(JSON.parse(xfer(['frobnicate', '--json']).stderr)).toEqual({ error: 'command frobnicate not found' });
 });
+
+test('an unreachable server is exit 6 after the retries, named in one stderr line', async () => {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as { port: number };
+  await new Promise((r) => server.close(r));
+  const res = xfer(['connections', 'list', '--json'], { env: { XFER_URL: `http://127.0.0.1:${port}/api/v1`, XFER_API_KEY: stack.api.token } });
+  expect(res.status).toBe(6);
+  expect(res.stdout).toBe('');
+  expect(res.stderr.split('\n').filter(Boolean)).toHaveLength(1);
+  expect(JSON.parse(res.stderr).error).toContain(`127.0.0.1:${port}`);
+}, 60_000);
 
 test('every command has a description and examples in its help', () => {
   const commands = ['auth login', 'auth status', 'auth logout', 'connections list', 'connections get', 'connections create',
