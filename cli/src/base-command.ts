@@ -31,7 +31,7 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
   static override enableJsonFlag = true;
 
   static override baseFlags = {
-    profile: Flags.string({ description: 'Profile: which stored server and secret to use', default: 'default', helpGroup: 'GLOBAL' }),
+    profile: Flags.string({ description: 'Profile: which stored server and secret to use', default: 'default', env: 'XFER_PROFILE', helpGroup: 'GLOBAL' }),
     url: Flags.string({ description: 'API base URL, e.g. https://xfer.example.com/api/v1 (XFER_URL overrides it)', helpGroup: 'GLOBAL' }),
   };
 

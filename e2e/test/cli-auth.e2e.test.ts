@@ -119,6 +119,7 @@ test('profiles keep separate secrets, and logout removes only its own', () => {
   expect(after.status).toBe(3);
   expect(after.stderr).toMatch(/^Error: Not logged in \(profile "default"\).*\n$/);
   expect(xfer(['auth', 'status', '--profile', 'ci']).status).toBe(0);
+  expect(JSON.parse(xfer(['auth', 'status', '--json'], { env: { XFER_PROFILE: 'ci' } }).stdout)).toMatchObject({ profile: 'ci' });
 });
 
 test('usage errors exit 2 with one stderr line', () => {
