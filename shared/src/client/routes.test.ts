@@ -1,0 +1,74 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { XferClient } from './client.js';
+import { json, serve, type TestServer } from './test-server.js';
+
+/**
+ * Every route of the control plane has a client method: the routes are read from the control
+ * plane's route files, the client's calls are recorded by a real server, and the two sets must
+ * match. A route added without a method fails here.
+ */
+const ROUTES_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '../../../control-plane/src/routes');
+
+function controlPlaneRoutes(): string[] {
+  const routes: string[] = [];
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.test.ts')) {
+        for (const m of readFileSync(path, 'utf8').matchAll(/app\.(get|post|put|delete)(?:<[^(]*>)?\(\s*'([^']+)'/g)) routes.push(`${m[1]!.toUpperCase()} ${m[2]}`);
+      }
+    }
+  };
+  walk(ROUTES_DIR);
+  return routes.sort();
+}
+
+/** One call of every method, with placeholder ids the recorder turns back into parameters. */
+const CALLS: Array<(c: XferClient) => Promise<unknown>> = [
+  (c) => c.health(),
+  (c) => c.auth.login({ email: 'a@b.c', password: 'p' }),
+  (c) => c.apiKeys.list(), (c) => c.apiKeys.create({ name: 'k', scopes: ['files:read'] }), (c) => c.apiKeys.revoke('ID'),
+  (c) => c.users.list(), (c) => c.users.create({ email: 'a@b.c', role: 'member', password: 'p'.repeat(12) }),
+  (c) => c.users.get('ID'), (c) => c.users.update('ID', { name: 'n' }), (c) => c.users.delete('ID'),
+  (c) => c.settings.getMfa(), (c) => c.settings.updateMfa({ enabled: true }), (c) => c.settings.verifyMfa({ code: '123456' }),
+  (c) => c.settings.getSessions(), (c) => c.settings.revokeSessions(), (c) => c.settings.loginEvents(),
+  (c) => c.settings.getAvatar(), (c) => c.settings.updateAvatar({ url: null }),
+  (c) => c.settings.getRetention(), (c) => c.settings.updateRetention({ audit_days: 90 }),
+  (c) => c.settings.getServicePrincipals(), (c) => c.settings.updateServicePrincipals({ service_principals: [] }),
+  (c) => c.settings.testStatus(),
+  (c) => c.activity.list(),
+  (c) => c.connections.list(), (c) => c.connections.create({ name: 'n', type: 'nfs', host: 'h' }), (c) => c.connections.get('ID'),
+  (c) => c.connections.update('ID', { port: 1 }), (c) => c.connections.delete('ID'), (c) => c.connections.test('ID'),
+  (c) => c.agents.list(), (c) => c.agents.create({ name: 'a' }), (c) => c.agents.get('ID'), (c) => c.agents.delete('ID'), (c) => c.agents.test('ID'),
+  (c) => c.transfers.list(), (c) => c.transfers.get('ID'), (c) => c.transfers.execute('ID'), (c) => c.transfers.cancel('ID'),
+  (c) => c.transfers.retry('ID'), (c) => c.transfers.delete('ID'), (c) => c.transfers.files('ID'),
+  (c) => c.transfers.create({ name: 't', sourceConnectionId: 's', sourcePath: '/', destinationConnectionId: 'd', destinationPath: '/' }),
+  (c) => c.files.list(), (c) => c.files.search({ q: 'x' }), (c) => c.files.get('ID'), (c) => c.files.delete('ID'),
+  async (c) => (await c.files.download('ID')).body.resume(),
+  (c) => c.files.upload({ name: 'a', content: [Buffer.from('a')] }),
+  (c) => c.shares.create('ID'), (c) => c.shares.listForFile('ID'), (c) => c.shares.list(), (c) => c.shares.revoke('ID', 'SHARE'),
+  async (c) => (await c.shares.download('TOKEN')).body.resume(),
+  (c) => c.webhooks.list(), (c) => c.webhooks.create({ url: 'https://h', events: ['file.uploaded'] }), (c) => c.webhooks.get('ID'),
+  (c) => c.webhooks.update('ID', { active: false }), (c) => c.webhooks.delete('ID'), (c) => c.webhooks.test('ID'), (c) => c.webhooks.deliveries('ID'),
+];
+
+let server: TestServer;
+afterAll(() => server?.close());
+
+test('the client has a method for every route of the control plane', async () => {
+  server = await serve((req, res) => {
+    req.resume();
+    json(res, 200, { data: [], next_cursor: null, success: true, status: 'ok' });
+  });
+  const client = new XferClient({ baseUrl: server.baseUrl, token: 'svc_x' });
+  for (const call of CALLS) await call(client);
+  const called = server.requests.map((r) => `${r.method} ${new URL(r.url, 'http://x').pathname
+    .replace(/^\/api\/v1/, '').replace(/\/ID(?=\/|$)/g, '/:id').replace('/SHARE', '/:share_id').replace('/TOKEN', '/:token')}`);
+  // The agents' WebSocket is the agent's, not an API call.
+  const routes = controlPlaneRoutes().filter((r) => r !== 'GET /agents/connect');
+  expect(routes.length).toBeGreaterThan(50);
+  expect([...new Set(called)].sort()).toEqual(routes);
+});
