@@ -242,6 +242,33 @@ describe('POST /files/upload: failures keep nothing', () => {
   });
 });
 
+test('an upload refused before its body has arrived (413) answers at once and closes the connection', async () => {
+  const small = await buildTestApp({ scanner: testScanner(), uploadMaxBytes: 1000 });
+  try {
+    const acct = await createAccount(small);
+    await small.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = small.server.address() as AddressInfo;
+    const boundary = 'xferearly';
+    const req = httpRequest({
+      host: '127.0.0.1', port, method: 'POST', path: '/api/v1/files/upload',
+      headers: { ...auth(acct.apiKey), 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': String(1024 * 1024) },
+    });
+    const answered = new Promise<{ status: number; connection: string | undefined }>((resolve) => {
+      req.on('response', (res) => { res.resume(); resolve({ status: res.statusCode!, connection: res.headers.connection }); });
+    });
+    const closed = new Promise<void>((resolve) => req.on('socket', (socket) => socket.once('close', () => resolve())));
+    req.on('error', () => undefined);
+    req.write(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.bin"\r\n\r\n`);
+    req.write(randomBytes(5000));
+    // The rest of the declared megabyte never comes: only closing the connection frees the client.
+    expect(await answered).toEqual({ status: 413, connection: 'close' });
+    await closed;
+    expect(storedFiles(small)).toEqual([]);
+  } finally {
+    await small.close();
+  }
+});
+
 describe('a body that stops arriving (XFER_BODY_IDLE_TIMEOUT_MS)', () => {
   const IDLE_MS = 600;
   let live: App;

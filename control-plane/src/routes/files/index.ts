@@ -92,6 +92,11 @@ const files: FastifyPluginAsync = async (fastify) => {
    */
   app.post('/files/upload', {
     onRequest: requireMultipart,
+    // An answer given before the whole body arrived (413, 400, an early verdict) closes the
+    // connection: the rest of the body is not read, so the socket cannot serve another request.
+    onSend: async (request, reply) => {
+      if (!request.raw.complete) void reply.header('connection', 'close');
+    },
     schema: { response: { 201: Envelope(FileRecord) } },
     config: { access: { scope: 'files:write' } },
   }, async (request, reply) => {
