@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { request as httpRequest, type ClientRequest } from 'node:http';
 import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import type { App } from '../src/app.js';
@@ -83,4 +84,22 @@ export async function eventsOf(app: App, accountId: string, type: string) {
 /** The account's audit records of `action`, oldest first. */
 export async function auditsOf(app: App, accountId: string, action: string) {
   return app.db.auditEvents.find({ account_id: accountId, action }).sort({ _id: 1 }).lean();
+}
+
+/**
+ * Starts `POST /files/upload` over a real connection to 127.0.0.1:`port` and sends the head of its
+ * file part named `filename`; the caller writes the content (and `end(closing)` to finish). Without
+ * a `contentLength` the body goes chunked.
+ */
+export function openUpload(port: number, apiKey: string, filename: string, contentLength?: number): { req: ClientRequest; closing: string } {
+  const boundary = `xfer${randomBytes(6).toString('hex')}`;
+  const req = httpRequest({
+    host: '127.0.0.1', port, method: 'POST', path: '/api/v1/files/upload',
+    headers: {
+      ...auth(apiKey), 'content-type': `multipart/form-data; boundary=${boundary}`,
+      ...(contentLength === undefined ? {} : { 'content-length': String(contentLength) }),
+    },
+  });
+  req.write(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${filename}"\r\nContent-Type: application/octet-stream\r\n\r\n`);
+  return { req, closing: `\r\n--${boundary}--\r\n` };
 }

@@ -1,6 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { request as httpRequest } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,7 +7,7 @@ import { clamd as clamdService } from '../../e2e/src/services/clamd.service.js';
 import { stopPid } from '../src/db/process.js';
 import type { App } from '../src/app.js';
 import { auth, buildTestApp, createAccount, createKey, expectError, type TestAccount } from './helper.js';
-import { auditsOf, eicar, EICAR_SIGNATURE, eventsOf, multipart, postParts, storedFiles, testScanner, upload, uploaded } from './files-helper.js';
+import { auditsOf, eicar, EICAR_SIGNATURE, eventsOf, multipart, openUpload, postParts, storedFiles, testScanner, upload, uploaded } from './files-helper.js';
 
 const NOT_MULTIPART = 'Upload must be multipart/form-data with a "file" part';
 const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==', 'base64');
@@ -211,13 +210,8 @@ describe('POST /files/upload: failures keep nothing', () => {
       const acct = await createAccount(live);
       await live.listen({ port: 0, host: '127.0.0.1' });
       const { port } = live.server.address() as AddressInfo;
-      const boundary = 'xferabort';
-      const req = httpRequest({
-        host: '127.0.0.1', port, method: 'POST', path: '/api/v1/files/upload',
-        headers: { ...auth(acct.apiKey), 'content-type': `multipart/form-data; boundary=${boundary}` },
-      });
+      const { req } = openUpload(port, acct.apiKey, 'partial.bin');
       const closed = new Promise<void>((resolve) => { req.on('error', () => resolve()); req.on('close', () => resolve()); });
-      req.write(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="partial.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`);
       for (let i = 0; i < 16; i++) req.write(randomBytes(64 * 1024));
       // Wait until the store holds temporary content: the upload is under way.
       const deadline = Date.now() + 10_000;
@@ -248,17 +242,12 @@ test('an upload refused before its body has arrived (413) answers at once and cl
     const acct = await createAccount(small);
     await small.listen({ port: 0, host: '127.0.0.1' });
     const { port } = small.server.address() as AddressInfo;
-    const boundary = 'xferearly';
-    const req = httpRequest({
-      host: '127.0.0.1', port, method: 'POST', path: '/api/v1/files/upload',
-      headers: { ...auth(acct.apiKey), 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': String(1024 * 1024) },
-    });
+    const { req } = openUpload(port, acct.apiKey, 'big.bin', 1024 * 1024);
     const answered = new Promise<{ status: number; connection: string | undefined }>((resolve) => {
       req.on('response', (res) => { res.resume(); resolve({ status: res.statusCode!, connection: res.headers.connection }); });
     });
     const closed = new Promise<void>((resolve) => req.on('socket', (socket) => socket.once('close', () => resolve())));
     req.on('error', () => undefined);
-    req.write(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.bin"\r\n\r\n`);
     req.write(randomBytes(5000));
     // The rest of the declared megabyte never comes: only closing the connection frees the client.
     expect(await answered).toEqual({ status: 413, connection: 'close' });
@@ -284,22 +273,17 @@ describe('a body that stops arriving (XFER_BODY_IDLE_TIMEOUT_MS)', () => {
 
   /** Sends the head of a multipart upload, then `chunks` 64 KiB chunks `gapMs` apart; resolves with the status, or 'closed'. */
   function trickle(chunks: number, gapMs: number, finish: boolean): Promise<number | 'closed'> {
-    const boundary = 'xfertrickle';
-    const req = httpRequest({
-      host: '127.0.0.1', port, method: 'POST', path: '/api/v1/files/upload',
-      headers: { ...auth(acct.apiKey), 'content-type': `multipart/form-data; boundary=${boundary}` },
-    });
+    const { req, closing } = openUpload(port, acct.apiKey, 'slow.bin');
     const outcome = new Promise<number | 'closed'>((resolve) => {
       req.on('response', (res) => { res.resume(); res.on('end', () => resolve(res.statusCode!)); });
       req.on('error', () => resolve('closed'));
     });
-    req.write(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="slow.bin"\r\n\r\n`);
     void (async () => {
       for (let i = 0; i < chunks && !req.destroyed; i++) {
         req.write(randomBytes(64 * 1024));
         await new Promise((r) => setTimeout(r, gapMs));
       }
-      if (finish && !req.destroyed) req.end(`\r\n--${boundary}--\r\n`);
+      if (finish && !req.destroyed) req.end(closing);
     })();
     return outcome;
   }

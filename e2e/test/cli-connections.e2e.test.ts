@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { XferClient } from '@xfer/shared';
 import { BINARIES, startStack, type Stack } from '../src/stack.js';
 
 /**
@@ -28,16 +29,6 @@ function json<T = any>(args: string[], input = ''): T {
   return JSON.parse(res.stdout) as T;
 }
 
-async function apiAll(path: string): Promise<unknown[]> {
-  const items: unknown[] = [];
-  let cursor: string | null = null;
-  do {
-    const res = await stack.api.call('GET', `${path}?limit=1000${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
-    items.push(...res.body.data);
-    cursor = res.body.next_cursor;
-  } while (cursor);
-  return items;
-}
 
 beforeAll(async () => {
   stack = await startStack({ env: process.env });
@@ -82,7 +73,7 @@ test('list --all follows every page and equals what the API lists; without --all
     await stack.api.data('POST', '/connections', { name: `nfs ${run} ${i}`, type: 'nfs', host: 'nfs.example.test', path: `/export/${i}` });
   }
   const all = json<unknown[]>(['connections', 'list', '--all', '--limit', '2']);
-  expect(all).toEqual(await apiAll('/connections'));
+  expect(all).toEqual(await new XferClient({ baseUrl: stack.url, token: stack.api.token }).connections.all({ limit: 1000 }).toArray());
   expect(all.length).toBeGreaterThanOrEqual(5);
   expect(json<unknown[]>(['connections', 'list', '--limit', '2'])).toEqual(all.slice(0, 2));
   expect(json<{ type: string }[]>(['connections', 'list', '--all', '--type', 'nfs']).every((c) => c.type === 'nfs')).toBe(true);

@@ -1,5 +1,5 @@
 import { Args, Flags } from '@oclif/core';
-import { CONNECTION_TYPES, type Connection } from '@xfer/shared';
+import { CONNECTION_TYPES, type Connection, type ConnectionType, type CreateConnectionRequest } from '@xfer/shared';
 import { usageError } from '../base-command.js';
 import { parseJsonObject, readStdin, readTextFile } from '../input.js';
 import { Messages } from '../messages.js';
@@ -30,7 +30,7 @@ export const connectionFieldFlags = {
 };
 
 /** The credentials object from --credentials-file or --credentials-stdin, or undefined when neither is given. */
-export async function readCredentials(flags: { 'credentials-file'?: string; 'credentials-stdin'?: boolean }): Promise<Record<string, unknown> | undefined> {
+async function readCredentials(flags: { 'credentials-file'?: string; 'credentials-stdin'?: boolean }): Promise<Record<string, unknown> | undefined> {
   const file = flags['credentials-file'];
   if (!file && !flags['credentials-stdin']) return undefined;
   const source = file ?? 'stdin';
@@ -38,6 +38,26 @@ export async function readCredentials(flags: { 'credentials-file'?: string; 'cre
   return parseJsonObject(text, (reason) => usageError(Messages.credentialsNotJson(source, reason)));
 }
 
-export function parseOptions(text: string | undefined): Record<string, unknown> | undefined {
+function parseOptions(text: string | undefined): Record<string, unknown> | undefined {
   return text === undefined ? undefined : parseJsonObject(text, (reason) => usageError(Messages.optionsNotJson(reason)));
+}
+
+type FieldFlags = {
+  type?: string; host?: string; port?: number; path?: string; options?: string; 'agent-id'?: string;
+  'credentials-file'?: string; 'credentials-stdin'?: boolean;
+};
+
+/** The request fields given as `connectionFieldFlags` (create and update send the same ones); absent flags are left out. */
+export async function connectionFields(f: FieldFlags): Promise<Partial<Omit<CreateConnectionRequest, 'name'>>> {
+  const credentials = await readCredentials(f);
+  const options = parseOptions(f.options);
+  return {
+    ...(f.type !== undefined && { type: f.type as ConnectionType }),
+    ...(f.host !== undefined && { host: f.host }),
+    ...(f.port !== undefined && { port: f.port }),
+    ...(f.path !== undefined && { path: f.path }),
+    ...(credentials && { credentials }),
+    ...(options && { options }),
+    ...(f['agent-id'] !== undefined && { agent_id: f['agent-id'] }),
+  };
 }

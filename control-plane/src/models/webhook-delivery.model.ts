@@ -1,8 +1,5 @@
 import { Schema, type Connection, type InferSchemaType } from 'mongoose';
-
-/** What became of a delivery (docs/api.md "Webhook delivery"). */
-export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed', 'cancelled'] as const;
-export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
+import { WEBHOOK_DELIVERY_STATUSES } from '@xfer/shared';
 
 /**
  * One event for one webhook (plugins/app/webhook-deliverer.ts). Created by the fan-out of an
@@ -18,7 +15,7 @@ const deliverySchema = new Schema(
     event_id: { type: Schema.Types.ObjectId, required: true },
     event: { type: String, required: true },
     payload: { type: String, required: true },
-    status: { type: String, enum: DELIVERY_STATUSES, required: true, default: 'pending' },
+    status: { type: String, enum: WEBHOOK_DELIVERY_STATUSES, required: true, default: 'pending' },
     /** Number of the last attempt claimed (mirrors the attempts collection, for display). */
     attempts: { type: Number, required: true, default: 0 },
     /** When the next attempt may be claimed; while one is in flight, when its lease ends. Null once final. */

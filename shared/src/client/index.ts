@@ -7,9 +7,6 @@ export { parseRetryAfter, retryDelayMs, isIdempotent, type BackoffOptions } from
 export type { CallOptions, CallSettings, RetryInfo, StreamedResponse, ApiEnvelope, QueryValue } from './transport.js';
 export type { Warned } from './resource.js';
 export type { ByteRange, Download, DownloadOptions, UploadSource } from './files.js';
-export type {
-  WebhookAttempt, WebhookDelivery, WebhookDeliveryStatus, WebhookTestResult, ListWebhookDeliveriesQuery,
-} from './webhooks.js';
 export type { AuthApi, ApiKeysApi, UsersApi, SettingsApi, ActivityApi } from './account.js';
 export type { ConnectionsApi, AgentsApi } from './infrastructure.js';
 export type { TransfersApi } from './transfers.js';

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { Envelope, Id, PageQuery, Timestamp } from './common.js';
+import { Envelope, Id, PageQuery, StringEnum, Timestamp } from './common.js';
 
 /** Every event type of api.md "Events": what a webhook may subscribe to. */
 export const WEBHOOK_EVENT_TYPES = [
@@ -60,3 +60,49 @@ export const UpdateWebhookRequest = Type.Object(
   { additionalProperties: false },
 );
 export type UpdateWebhookRequest = Static<typeof UpdateWebhookRequest>;
+
+/** Where a delivery stands (docs/api.md "Webhook delivery"). */
+export const WEBHOOK_DELIVERY_STATUSES = ['pending', 'delivered', 'failed', 'cancelled'] as const;
+export type WebhookDeliveryStatus = (typeof WEBHOOK_DELIVERY_STATUSES)[number];
+
+/** One attempt of a delivery; all but `n` and `at` are null while it is in flight. */
+export const WebhookAttempt = Type.Object({
+  n: Type.Integer({ minimum: 1 }),
+  at: Timestamp,
+  status_code: Type.Union([Type.Integer(), Type.Null()]),
+  duration_ms: Type.Union([Type.Integer(), Type.Null()]),
+  error: Type.Union([Type.String(), Type.Null()]),
+});
+export type WebhookAttempt = Static<typeof WebhookAttempt>;
+
+/** One event for one webhook, with every attempt made. */
+export const WebhookDelivery = Type.Object({
+  id: Id,
+  event: Type.String(),
+  event_id: Id,
+  status: StringEnum(WEBHOOK_DELIVERY_STATUSES),
+  /** Attempts made so far. */
+  attempts: Type.Integer({ minimum: 0 }),
+  next_attempt_at: Type.Union([Timestamp, Type.Null()]),
+  created_at: Timestamp,
+  delivered_at: Type.Union([Timestamp, Type.Null()]),
+  /** Every attempt, oldest first. */
+  attempt_log: Type.Array(WebhookAttempt),
+});
+export type WebhookDelivery = Static<typeof WebhookDelivery>;
+
+export const ListWebhookDeliveriesQuery = Type.Composite(
+  [PageQuery, Type.Object({ status: Type.Optional(StringEnum(WEBHOOK_DELIVERY_STATUSES)) })],
+  { additionalProperties: false },
+);
+export type ListWebhookDeliveriesQuery = Static<typeof ListWebhookDeliveriesQuery>;
+
+/** Answer of `POST /webhooks/:id/test`: 200 whatever the receiver did. */
+export const WebhookTestResult = Type.Object({
+  success: Type.Boolean(),
+  status_code: Type.Union([Type.Integer(), Type.Null()]),
+  duration_ms: Type.Integer(),
+  error: Type.Union([Type.String(), Type.Null()]),
+  delivery_id: Id,
+});
+export type WebhookTestResult = Static<typeof WebhookTestResult>;

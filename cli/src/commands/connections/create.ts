@@ -2,7 +2,7 @@ import { Flags } from '@oclif/core';
 import { CONNECTION_TYPES, type Connection, type ConnectionType, type CreateConnectionRequest } from '@xfer/shared';
 import { BaseCommand } from '../../base-command.js';
 import { record } from '../../output.js';
-import { connectionFieldFlags, parseOptions, readCredentials } from '../../resources/connections.js';
+import { connectionFieldFlags, connectionFields } from '../../resources/connections.js';
 
 export default class Create extends BaseCommand<typeof Create> {
   static override summary = 'Create a connection (POST /connections).';
@@ -19,18 +19,7 @@ Exit code 5 when the name is taken.`;
   };
 
   async run(): Promise<Connection> {
-    const f = this.flags;
-    const credentials = await readCredentials(f);
-    const options = parseOptions(f.options);
-    const body: CreateConnectionRequest = {
-      name: f.name, type: f.type as ConnectionType,
-      ...(f.host !== undefined && { host: f.host }),
-      ...(f.port !== undefined && { port: f.port }),
-      ...(f.path !== undefined && { path: f.path }),
-      ...(credentials && { credentials }),
-      ...(options && { options }),
-      ...(f['agent-id'] !== undefined && { agent_id: f['agent-id'] }),
-    };
+    const body: CreateConnectionRequest = { ...await connectionFields(this.flags), name: this.flags.name, type: this.flags.type as ConnectionType };
     const connection = await this.client().connections.create(body);
     this.print(record(connection));
     return connection;

@@ -1,9 +1,9 @@
 import { Flags } from '@oclif/core';
-import type { Connection, ConnectionType, UpdateConnectionRequest } from '@xfer/shared';
+import type { Connection, UpdateConnectionRequest } from '@xfer/shared';
 import { BaseCommand, usageError } from '../../base-command.js';
 import { Messages } from '../../messages.js';
 import { record } from '../../output.js';
-import { connectionFieldFlags, connectionIdArg, parseOptions, readCredentials } from '../../resources/connections.js';
+import { connectionFieldFlags, connectionFields, connectionIdArg } from '../../resources/connections.js';
 
 const CLEARABLE = ['host', 'port', 'agent_id'] as const;
 
@@ -24,18 +24,7 @@ Exit code 5 when the name is taken or a concurrent update won.`;
 
   async run(): Promise<Connection> {
     const f = this.flags;
-    const credentials = await readCredentials(f);
-    const options = parseOptions(f.options);
-    const body: UpdateConnectionRequest = {
-      ...(f.name !== undefined && { name: f.name }),
-      ...(f.type !== undefined && { type: f.type as ConnectionType }),
-      ...(f.host !== undefined && { host: f.host }),
-      ...(f.port !== undefined && { port: f.port }),
-      ...(f.path !== undefined && { path: f.path }),
-      ...(credentials && { credentials }),
-      ...(options && { options }),
-      ...(f['agent-id'] !== undefined && { agent_id: f['agent-id'] }),
-    };
+    const body: UpdateConnectionRequest = { ...(f.name !== undefined && { name: f.name }), ...await connectionFields(f) };
     for (const field of f.clear ?? []) (body as Record<string, unknown>)[field] = null;
     if (Object.keys(body).length === 0) throw usageError(Messages.nothingToUpdate);
     const connection = await this.client().connections.update(this.args.id, body);

@@ -1,20 +1,12 @@
 import fp from 'fastify-plugin';
 import { randomUUID } from 'node:crypto';
 import { Types } from 'mongoose';
+import type { WebhookTestResult } from '@xfer/shared';
 import { Loop } from '../../lib/loop.js';
 import { AddressPolicy, type Lookup } from '../../lib/ssrf-guard.js';
 import { sendWebhook, webhookBody, type SendResult } from '../../lib/webhook-sender.js';
 import { openWebhookSecret } from '../../routes/webhooks/webhooks.service.js';
 import type { WebhookDoc } from '../../models/webhook.model.js';
-
-/** How a test event went (`POST /webhooks/:id/test`). */
-export interface TestOutcome {
-  success: boolean;
-  status_code: number | null;
-  duration_ms: number;
-  error: string | null;
-  delivery_id: string;
-}
 
 /** TLS trust and name resolution of outgoing deliveries: the system's unless replaced (tests). */
 export interface WebhookTransport {
@@ -27,7 +19,7 @@ export interface WebhookDeliverer {
    * Sends a `webhook.test` event to one of the account's webhooks now: one attempt, recorded
    * like any delivery and never retried. Null when the account has no such webhook.
    */
-  sendTest(accountId: string, webhookId: Types.ObjectId): Promise<TestOutcome | null>;
+  sendTest(accountId: string, webhookId: Types.ObjectId): Promise<WebhookTestResult | null>;
   /** Replaceable by tests before deliveries start (a self-signed receiver, an injected resolver). */
   readonly transport: WebhookTransport;
 }
@@ -209,7 +201,7 @@ export default fp(
       await attemptDue();
     }
 
-    async function sendTest(accountId: string, webhookId: Types.ObjectId): Promise<TestOutcome | null> {
+    async function sendTest(accountId: string, webhookId: Types.ObjectId): Promise<WebhookTestResult | null> {
       const webhook = await db.webhooks.findOne({ _id: webhookId, account_id: accountId }).lean();
       if (!webhook) return null;
       const now = new Date();

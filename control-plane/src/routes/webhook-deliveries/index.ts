@@ -1,53 +1,11 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Type, type Static } from '@sinclair/typebox';
 import type { Types } from 'mongoose';
-import { Envelope, Id, IdParams, Page, PageQuery, StringEnum, Timestamp } from '@xfer/shared';
+import { Envelope, IdParams, ListWebhookDeliveriesQuery, Page, WebhookDelivery, WebhookTestResult, type WebhookAttempt } from '@xfer/shared';
 import { NotFoundError } from '../../errors.js';
 import { paginate, toObjectId } from '../../lib/pagination.js';
 import { principalOf } from '../../plugins/app/auth.js';
-import { DELIVERY_STATUSES, type WebhookAttemptDoc, type WebhookDeliveryDoc } from '../../models/webhook-delivery.model.js';
-
-const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(t: T) => Type.Union([t, Type.Null()]);
-
-/** One attempt of a delivery; all but `n` and `at` are null while it is in flight. */
-export const WebhookAttempt = Type.Object({
-  n: Type.Integer({ minimum: 1 }),
-  at: Timestamp,
-  status_code: Nullable(Type.Integer()),
-  duration_ms: Nullable(Type.Integer()),
-  error: Nullable(Type.String()),
-});
-export type WebhookAttempt = Static<typeof WebhookAttempt>;
-
-/** One event for one webhook, with every attempt made (docs/api.md "Webhook delivery"). */
-export const WebhookDelivery = Type.Object({
-  id: Id,
-  event: Type.String(),
-  event_id: Id,
-  status: StringEnum(DELIVERY_STATUSES),
-  /** Attempts made so far. */
-  attempts: Type.Integer({ minimum: 0 }),
-  next_attempt_at: Nullable(Timestamp),
-  created_at: Timestamp,
-  delivered_at: Nullable(Timestamp),
-  /** Every attempt, oldest first. */
-  attempt_log: Type.Array(WebhookAttempt),
-});
-export type WebhookDelivery = Static<typeof WebhookDelivery>;
-
-export const ListWebhookDeliveriesQuery = Type.Composite(
-  [PageQuery, Type.Object({ status: Type.Optional(StringEnum(DELIVERY_STATUSES)) })],
-  { additionalProperties: false },
-);
-
-export const WebhookTestResult = Type.Object({
-  success: Type.Boolean(),
-  status_code: Nullable(Type.Integer()),
-  duration_ms: Type.Integer(),
-  error: Nullable(Type.String()),
-  delivery_id: Id,
-});
+import type { WebhookAttemptDoc, WebhookDeliveryDoc } from '../../models/webhook-delivery.model.js';
 
 type Stored<T> = T & { _id: Types.ObjectId };
 
