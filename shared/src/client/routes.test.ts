@@ -1,6 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { controlPlaneRoutes } from '../testing/control-plane-routes.js';
 import { XferClient } from './client.js';
 import { json, serve, type TestServer } from './test-server.js';
 
@@ -9,22 +7,6 @@ import { json, serve, type TestServer } from './test-server.js';
  * plane's route files, the client's calls are recorded by a real server, and the two sets must
  * match. A route added without a method fails here.
  */
-const ROUTES_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '../../../control-plane/src/routes');
-
-function controlPlaneRoutes(): string[] {
-  const routes: string[] = [];
-  const walk = (dir: string) => {
-    for (const entry of readdirSync(dir, { withFileTypes: true })) {
-      const path = join(dir, entry.name);
-      if (entry.isDirectory()) walk(path);
-      else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.test.ts')) {
-        for (const m of readFileSync(path, 'utf8').matchAll(/app\.(get|post|put|delete)(?:<[^(]*>)?\(\s*'([^']+)'/g)) routes.push(`${m[1]!.toUpperCase()} ${m[2]}`);
-      }
-    }
-  };
-  walk(ROUTES_DIR);
-  return routes.sort();
-}
 
 /** One call of every method, with placeholder ids the recorder turns back into parameters. */
 const CALLS: Array<(c: XferClient) => Promise<unknown>> = [
@@ -67,8 +49,7 @@ test('the client has a method for every route of the control plane', async () =>
   for (const call of CALLS) await call(client);
   const called = server.requests.map((r) => `${r.method} ${new URL(r.url, 'http://x').pathname
     .replace(/^\/api\/v1/, '').replace(/\/ID(?=\/|$)/g, '/:id').replace('/SHARE', '/:share_id').replace('/TOKEN', '/:token')}`);
-  // The agents' WebSocket is the agent's, not an API call.
-  const routes = controlPlaneRoutes().filter((r) => r !== 'GET /agents/connect');
+  const routes = controlPlaneRoutes();
   expect(routes.length).toBeGreaterThan(50);
   expect([...new Set(called)].sort()).toEqual(routes);
 });

@@ -24,7 +24,7 @@ export async function verifySecret(client: XferClient): Promise<void> {
 }
 
 export default class Login extends BaseCommand<typeof Login> {
-  static override summary = 'Log in to an xfer server and store the secret for a profile.';
+  static override summary = 'Log in to an xfer server and store the secret for a profile (POST /auth/login, GET /connections).';
   static override description = `With an API key (--api-key, or piped on stdin), or with --email and a password (asked on the terminal, or piped with --password-stdin) for a session.
 The secret is checked with one API call, then stored in the OS keychain (service "xfer", account = profile), or in a 0600 file when no keychain is reachable. The URL is stored with the profile.`;
 

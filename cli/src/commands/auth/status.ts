@@ -12,7 +12,7 @@ export interface StatusResult {
 }
 
 export default class Status extends BaseCommand<typeof Status> {
-  static override summary = 'Show which server and credentials a profile uses, and check them.';
+  static override summary = 'Show which server and credentials a profile uses, and check them (GET /connections).';
   static override description = 'Resolves the credentials as every command does (XFER_API_KEY and XFER_URL first, then the profile) and checks them with one API call: exit code 3 when they are refused.';
   static override examples = ['<%= config.bin %> auth status', '<%= config.bin %> auth status --profile staging --json'];
 
