@@ -15,4 +15,13 @@ export const Messages = {
   nothingToUpdate: 'Nothing to update: give at least one flag',
   deleted: (what: string, id: string) => `Deleted ${what} ${id}`,
   empty: 'No results',
+  connectionNotFound: (ref: string) => `No connection with the id or name "${ref}"`,
+  transferEnded: (id: string, status: string, error: string | null) => `Transfer ${id} ${status}${error ? `: ${error}` : ''}`,
+  transferStarted: (id: string) => `Started transfer ${id}: follow it with xfer transfers watch ${id}`,
+  queued: (id: string) => `Transfer ${id} is queued: waiting for it to start (xfer transfers execute ${id} starts it)`,
+  cancelling: (id: string) => `Cancelling transfer ${id} (Ctrl-C again to stop waiting)`,
+  cancelFailed: (id: string, reason: string) => `Could not cancel transfer ${id}: ${reason}`,
+  stoppedWaiting: (id: string) => `Interrupted; transfer ${id} was asked to cancel: see xfer transfers get ${id}`,
+  stoppedWatching: (id: string) => `Stopped watching; transfer ${id} continues on the server: xfer transfers watch ${id}`,
+  pollFailed: (id: string, reason: string) => `${reason}; transfer ${id} continues on the server: xfer transfers watch ${id}`,
 } as const;
