@@ -16,6 +16,8 @@ export interface ResolvedAuth {
   source: 'env' | SecretLocation;
 }
 
+const isHttpUrl = (url: string) => URL.canParse(url) && /^https?:$/.test(new URL(url).protocol);
+
 /** A usage error: exit code 2, like oclif's own flag and argument errors. */
 export function usageError(message: string): Errors.CLIError {
   return new Errors.CLIError(message, { exit: ExitCode.usage });
@@ -61,9 +63,13 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
     return store;
   }
 
-  /** The server URL: XFER_URL, else --url, else the profile's. */
+  /** The server URL: XFER_URL, else --url, else the profile's; a usage error when it is not an http(s) URL. */
   protected resolveUrl(): string | undefined {
-    return process.env.XFER_URL || this.flags.url || this.settings.get(this.flags.profile)?.url;
+    const [url, source] = process.env.XFER_URL ? [process.env.XFER_URL, 'XFER_URL']
+      : this.flags.url ? [this.flags.url, '--url']
+      : [this.settings.get(this.flags.profile)?.url, `profile "${this.flags.profile}"`];
+    if (url !== undefined && !isHttpUrl(url)) throw usageError(Messages.badUrl(url, source));
+    return url;
   }
 
   /** The credentials to call the API with; a usage error when there are none. */

@@ -3,6 +3,7 @@ export const Messages = {
   keychainFallback: (file: string, reason: string) =>
     `Warning: no OS keychain reachable (${reason}); the secret is stored in ${file} (mode 0600)`,
   notLoggedIn: (profile: string) => `Not logged in (profile "${profile}"): run xfer auth login, or set XFER_API_KEY and XFER_URL`,
+  badUrl: (url: string, source: string) => `The server URL from ${source} is not an http(s) URL: ${url} (expected e.g. https://xfer.example.com/api/v1)`,
   noUrl: (profile: string) => `No server URL for profile "${profile}": pass --url or set XFER_URL`,
   loggedIn: (profile: string, url: string, location: string) => `Logged in to ${url} as profile "${profile}" (secret in the ${location})`,
   loggedOut: (profile: string) => `Logged out of profile "${profile}"`,

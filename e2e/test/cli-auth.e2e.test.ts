@@ -133,6 +133,11 @@ test('usage errors exit 2 with one stderr line', () => {
   expect(unknown.status).toBe(2);
   expect(unknown.stderr).toBe('Error: command connections:frobnicate not found\n');
   expect(JSON.parse(xfer(['frobnicate', '--json']).stderr)).toEqual({ error: 'command frobnicate not found' });
+  const badUrl = xfer(['connections', 'list'], { env: { XFER_URL: 'xfer.example.com', XFER_API_KEY: stack.api.token } });
+  expect(badUrl.status).toBe(2);
+  expect(badUrl.stderr).toBe('Error: The server URL from XFER_URL is not an http(s) URL: xfer.example.com (expected e.g. https://xfer.example.com/api/v1)\n');
+  expect(xfer(['auth', 'login', '--url', 'ftp://host/api/v1'], { input: stack.api.token }).status).toBe(2);
+  expect(existsSync(credentialsFile())).toBe(false);
 });
 
 test('an unreachable server is exit 6 after the retries, named in one stderr line', async () => {
