@@ -16,6 +16,9 @@ export interface ResolvedAuth {
   source: 'env' | SecretLocation;
 }
 
+/** Further attempts after a 429, 503 or network failure (the client's backoff honours Retry-After). */
+const RETRIES = 4;
+
 const isHttpUrl = (url: string) => URL.canParse(url) && /^https?:$/.test(new URL(url).protocol);
 
 /** A usage error: exit code 2, like oclif's own flag and argument errors. */
@@ -84,7 +87,13 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
   }
 
   protected client(auth: { url: string; secret?: string } = this.resolveAuth()): XferClient {
-    return new XferClient({ baseUrl: auth.url, token: auth.secret, userAgent: `xfer-cli/${this.config.version}` });
+    return new XferClient({
+      baseUrl: auth.url, token: auth.secret, userAgent: `xfer-cli/${this.config.version}`, retries: RETRIES,
+      // People see why nothing happens for a while; scripts (--json) get only the outcome.
+      onRetry: ({ error, delayMs, attempt }) => {
+        if (!this.jsonEnabled()) process.stderr.write(Messages.retrying(error.message, delayMs, attempt, RETRIES + 1) + '\n');
+      },
+    });
   }
 
   /** Human output: only when --json is off. */

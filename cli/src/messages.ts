@@ -4,6 +4,8 @@ export const Messages = {
     `Warning: no OS keychain reachable (${reason}); the secret is stored in ${file} (mode 0600)`,
   notLoggedIn: (profile: string) => `Not logged in (profile "${profile}"): run xfer auth login, or set XFER_API_KEY and XFER_URL`,
   badUrl: (url: string, source: string) => `The server URL from ${source} is not an http(s) URL: ${url} (expected e.g. https://xfer.example.com/api/v1)`,
+  retrying: (reason: string, delayMs: number, attempt: number, attempts: number) =>
+    `Warning: ${reason} (retrying in ${Math.ceil(delayMs / 1000)} s, attempt ${attempt + 1} of ${attempts})`,
   noUrl: (profile: string) => `No server URL for profile "${profile}": pass --url or set XFER_URL`,
   loggedIn: (profile: string, url: string, location: string) => `Logged in to ${url} as profile "${profile}" (secret in the ${location})`,
   loggedOut: (profile: string) => `Logged out of profile "${profile}"`,
@@ -24,5 +26,11 @@ export const Messages = {
   cancelFailed: (id: string, reason: string) => `Could not cancel transfer ${id}: ${reason}`,
   stoppedWaiting: (id: string) => `Interrupted; transfer ${id} was asked to cancel: see xfer transfers get ${id}`,
   stoppedWatching: (id: string) => `Stopped watching; transfer ${id} continues on the server: xfer transfers watch ${id}`,
+  webhookSecretMissing: 'No signing secret on stdin: pipe it with --secret-stdin, or leave the flag out to have one generated',
+  mfaEnrolment: 'Add the secret to an authenticator app (or scan otpauth_url), then turn MFA on with: xfer settings mfa verify --code <code>',
+  mfaEnableOrDisable: 'Give --enable or --disable',
+  sessionsRevoked: 'Signed out everywhere: this session no longer works either (run xfer auth login again)',
+  badServicePrincipal: (text: string) => `Expected --principal NAME=CLIENT_ID, got "${text}"`,
+  avatarUrlOrClear: 'Give --avatar-url, or --clear to remove the avatar',
   pollFailed: (id: string, reason: string) => `${reason}; transfer ${id} continues on the server: xfer transfers watch ${id}`,
 } as const;

@@ -150,6 +150,13 @@ test('an unreachable server is exit 6 after the retries, named in one stderr lin
   expect(res.stdout).toBe('');
   expect(res.stderr.split('\n').filter(Boolean)).toHaveLength(1);
   expect(JSON.parse(res.stderr).error).toContain(`127.0.0.1:${port}`);
+  // Without --json, people see each retry coming.
+  const human = xfer(['connections', 'list'], { env: { XFER_URL: `http://127.0.0.1:${port}/api/v1`, XFER_API_KEY: stack.api.token } });
+  expect(human.status).toBe(6);
+  const lines = human.stderr.split('\n').filter(Boolean);
+  expect(lines).toHaveLength(5);
+  expect(lines[0]).toMatch(new RegExp(`^Warning: Connection refused to http://127\\.0\\.0\\.1:${port}.* \\(retrying in \\d+ s, attempt 2 of 5\\)$`));
+  expect(lines[4]).toMatch(/^Error: Connection refused/);
 }, 60_000);
 
 test('every command has a description and examples in its help', () => {
