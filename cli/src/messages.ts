@@ -32,5 +32,5 @@ export const Messages = {
   sessionsRevoked: 'Signed out everywhere: this session no longer works either (run xfer auth login again)',
   badServicePrincipal: (text: string) => `Expected --principal NAME=CLIENT_ID, got "${text}"`,
   avatarUrlOrClear: 'Give --avatar-url, or --clear to remove the avatar',
-  pollFailed: (id: string, reason: string) => `${reason}; transfer ${id} continues on the server: xfer transfers watch ${id}`,
+  pollFailed: (id: string, reason: string) => `${reason} (transfer ${id} continues on the server; follow it again with xfer transfers watch ${id})`,
 } as const;

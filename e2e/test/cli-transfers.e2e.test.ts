@@ -271,6 +271,6 @@ test('the server going away while following: exit 6 after the retries, naming th
   stack.server.child.kill('SIGKILL');
   expect(await p.exited).toBe(6);
   const last = lines(p.out.stderr).at(-1)!;
-  expect(last).toMatch(new RegExp(`^Error: .+; transfer ${job.id} continues on the server: xfer transfers watch ${job.id}$`));
+  expect(last).toMatch(new RegExp(`^Error: Connection refused .+ \\(transfer ${job.id} continues on the server; follow it again with xfer transfers watch ${job.id}\\)$`));
   expect(lines(p.out.stderr).filter((l) => l.startsWith('Error:'))).toHaveLength(1);
 }, 120_000);
