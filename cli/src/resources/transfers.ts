@@ -136,7 +136,8 @@ export async function followTransfer(client: XferClient, start: Transfer, o: Fol
   };
   process.on('SIGINT', onSigint);
   try {
-    if (current.status === 'queued') note(Messages.queued(id));
+    // Told like progress is (not to scripts): a queued job may wait for a long time.
+    if (current.status === 'queued' && mode !== 'none') note(Messages.queued(id));
     let delay = POLL_MIN_MS;
     for (;;) {
       progress.update(progressOf(current));
