@@ -66,6 +66,16 @@ async function sessionLogin(profile: string, email: string, password: string): P
   if (login.status !== 0) throw new Error(login.stderr);
 }
 
+/** RFC 6238 code (SHA-1, 6 digits, 30 s) of a base32 secret at `atMs`: what an authenticator app shows. */
+function totp(base32: string, atMs: number): string {
+  const bits = [...base32.replace(/=+$/, '')].map((c) => 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567'.indexOf(c).toString(2).padStart(5, '0')).join('');
+  const key = Buffer.from(bits.match(/.{8}/g)!.map((b) => parseInt(b, 2)));
+  const counter = Buffer.alloc(8);
+  counter.writeBigUInt64BE(BigInt(Math.floor(atMs / 30_000)));
+  const mac = createHmac('sha1', key).update(counter).digest();
+  return String((mac.readUInt32BE(mac[19]! & 0x0f) & 0x7fffffff) % 1_000_000).padStart(6, '0');
+}
+
 /** What this file did, for the activity test. */
 const made = { webhook: '', agent: '', user: '' };
 
@@ -275,6 +285,21 @@ test('settings with a session login: mfa, sessions, login events, retention, tes
   expect(await json(['settings', 'avatar', 'update', '--clear', ...as])).toMatchObject({ url: null });
   expect(await json(['settings', 'test-status', ...as])).toMatchObject({ status: 'ok', database: 'ok' });
 
+  // MFA: the enrolment secret is shown once (with the next step on stderr), a first code turns it on, a later one off.
+  const enrol = await xfer(['settings', 'mfa', 'update', '--enable', ...as]);
+  expect(enrol.status).toBe(0);
+  const secret = /^secret: +([A-Z2-7]+)$/m.exec(enrol.stdout)![1]!;
+  expect(enrol.stdout).toMatch(/^otpauth_url: +otpauth:\/\/totp\//m);
+  expect(enrol.stderr).toMatch(/^Add the secret .*xfer settings mfa verify --code <code>\n$/);
+  expect(await json(['settings', 'mfa', 'show', ...as])).toEqual({ enabled: false, pending: true });
+  const wrong = totp(secret, Date.now()) === '000000' ? '111111' : '000000';
+  expect((await fails(['settings', 'mfa', 'verify', '--code', wrong, ...as])).status).toBe(2);
+  expect(await json(['settings', 'mfa', 'verify', '--code', totp(secret, Date.now()), ...as])).toEqual({ enabled: true, pending: false });
+  expect((await fails(['settings', 'mfa', 'update', '--enable', '--disable', ...as])).status).toBe(2);
+  expect((await fails(['settings', 'mfa', 'update', ...as])).status).toBe(2);
+  // A code is single-use: turning MFA off takes the next step's code (accepted within the ±1 step window).
+  expect(await json(['settings', 'mfa', 'update', '--disable', '--code', totp(secret, Date.now() + 30_000), ...as])).toEqual({ enabled: false, pending: false });
+
   for (const args of [['settings', 'mfa', 'show'], ['settings', 'sessions', 'show'], ['settings', 'login-events'], ['settings', 'retention', 'show']]) {
     expect({ args, status: (await fails(args)).status }).toEqual({ args, status: 3 });
   }
@@ -282,7 +307,7 @@ test('settings with a session login: mfa, sessions, login events, retention, tes
   // Signing out everywhere ends the session the CLI holds, too.
   expect(await json(['settings', 'sessions', 'revoke', ...as])).toMatchObject({ id: admin.id, deleted: true });
   expect((await fails(['settings', 'mfa', 'show', ...as])).status).toBe(3);
-}, 90_000);
+}, 150_000);
 
 test('health needs no credentials: ok is exit 0; no URL is exit 2', async () => {
   const bare = mkdtempSync(join(tmpdir(), 'xfer-cli-bare-'));

@@ -22,7 +22,7 @@ A wrong or missing code is exit code 2. ${CONSOLE_ONLY}`;
   async run(): Promise<MfaSetting | MfaEnrolment> {
     const { enable, disable, code } = this.flags;
     if (!enable && !disable) throw usageError(Messages.mfaEnableOrDisable);
-    const answer = await this.client().settings.updateMfa({ enabled: enable, ...(code !== undefined && { code }) });
+    const answer = await this.client().settings.updateMfa({ enabled: enable === true, ...(code !== undefined && { code }) });
     this.print(record(answer));
     if ('secret' in answer && !this.jsonEnabled()) process.stderr.write(`${Messages.mfaEnrolment}\n`);
     return answer;
