@@ -1,9 +1,10 @@
 import { homedir } from 'node:os';
 import { Command, Errors, Flags, type Interfaces } from '@oclif/core';
-import { ApiError, XferClient, exitCodeOf, ExitCode } from '@xfer/shared';
+import { ApiError, TransferFailedError, XferClient, exitCodeOf, ExitCode } from '@xfer/shared';
 import { configDir, JsonProfileFile, type ProfileSettings } from './credentials/profile-store.js';
 import { SecretStore, type SecretLocation } from './credentials/secret-store.js';
 import { Messages } from './messages.js';
+import { writeLine } from './progress/index.js';
 
 export type BaseFlags<T extends typeof Command> = Interfaces.InferredFlags<(typeof BaseCommand)['baseFlags'] & T['flags']>;
 export type BaseArgs<T extends typeof Command> = Interfaces.InferredArgs<T['args']>;
@@ -91,7 +92,7 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
       baseUrl: auth.url, token: auth.secret, userAgent: `xfer-cli/${this.config.version}`, retries: RETRIES,
       // People see why nothing happens for a while; scripts (--json) get only the outcome.
       onRetry: ({ error, delayMs, attempt }) => {
-        if (!this.jsonEnabled()) process.stderr.write(Messages.retrying(error.message, delayMs, attempt, RETRIES + 1) + '\n');
+        if (!this.jsonEnabled()) writeLine(Messages.retrying(error.message, delayMs, attempt, RETRIES + 1));
       },
     });
   }
@@ -102,7 +103,7 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
   }
 
   override async catch(err: Error & { oclif?: { exit?: number } }): Promise<void> {
-    const code = err instanceof ApiError ? exitCodeOf(err) : err.oclif?.exit ?? ExitCode.other;
+    const code = err instanceof ApiError || err instanceof TransferFailedError ? exitCodeOf(err) : err.oclif?.exit ?? ExitCode.other;
     // oclif appends "See more help with --help" on a line of its own; one line keeps logs greppable.
     const message = err.message.replace(/\u001b\[[0-9;]*m/g, '').split('\n').map((l) => l.trim()).filter(Boolean).join(' ');
     process.stderr.write((this.jsonEnabled() ? JSON.stringify({ error: message }) : `Error: ${message}`) + '\n');

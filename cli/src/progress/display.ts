@@ -1,6 +1,6 @@
 import { Flags } from '@oclif/core';
-import { createElement as h, type ReactElement } from 'react';
-import { Box, render, Text, type Instance } from 'ink';
+import { createElement as h, Fragment, type ReactElement } from 'react';
+import { Box, render, Static, Text, type Instance } from 'ink';
 import { plainLine, progressParts, ProgressTracker, type ProgressInput, type ProgressSnapshot } from './meter.js';
 
 /**
@@ -35,23 +35,53 @@ export function ProgressView({ p }: { p: ProgressSnapshot }): ReactElement {
   return h(Box, null, h(Text, { wrap: 'truncate-end' }, h(Text, { bold: true }, p.label), state, bar, `  ${progressParts(p).join('  ')}`));
 }
 
+/** The live view on screen, if any: lines written meanwhile must go above it (`writeLine`). */
+let live: InkProgress | undefined;
+
 class InkProgress implements ProgressDisplay {
   private readonly tracker = new ProgressTracker();
   private instance: Instance | undefined;
+  private snapshot: ProgressSnapshot | undefined;
+  /** Lines written while the view is up: ink's Static prints each once, above the view. */
+  private readonly lines: string[] = [];
 
   constructor(private readonly stream: NodeJS.WriteStream) {}
 
   update(input: ProgressInput): void {
-    const view = h(ProgressView, { p: this.tracker.snapshot(input) });
-    if (this.instance) this.instance.rerender(view);
-    // Ctrl-C stays a signal for the command (transfers run cancels on it), not ink's to handle.
-    else this.instance = render(view, { stdout: this.stream, stderr: this.stream, exitOnCtrlC: false, patchConsole: false });
+    this.snapshot = this.tracker.snapshot(input);
+    this.draw();
+    live = this;
+  }
+
+  interject(line: string): void {
+    this.lines.push(line);
+    this.draw();
   }
 
   stop(): void {
     this.instance?.unmount();
     this.instance = undefined;
+    if (live === this) live = undefined;
   }
+
+  private draw(): void {
+    const view = h(Fragment, null,
+      h(Static<string>, { items: [...this.lines], children: (line: string, i: number) => h(Text, { key: i }, line) }),
+      this.snapshot ? h(ProgressView, { p: this.snapshot }) : null);
+    if (this.instance) this.instance.rerender(view);
+    // Ctrl-C stays a signal for the command (transfers run cancels on it), not ink's to handle.
+    else this.instance = render(view, { stdout: this.stream, stderr: this.stream, exitOnCtrlC: false, patchConsole: false });
+  }
+}
+
+/**
+ * A line for people on stderr (a warning, a notice) that does not tear the live view: ink redraws
+ * by erasing the lines it drew last, so a line written behind its back would be half erased.
+ * While a view is up, the line is printed above it by ink itself.
+ */
+export function writeLine(line: string, stream: NodeJS.WriteStream = process.stderr): void {
+  if (live) live.interject(line);
+  else stream.write(line + '\n');
 }
 
 class PlainProgress implements ProgressDisplay {

@@ -1,7 +1,7 @@
 import { PassThrough } from 'node:stream';
 import { renderToString } from 'ink';
 import { createElement } from 'react';
-import { createProgress, progressMode } from './display.js';
+import { createProgress, progressMode, writeLine } from './display.js';
 import { formatBytes, formatDuration, plainLine, ProgressTracker, RateMeter } from './meter.js';
 
 test('RateMeter: rate over the window, undefined until samples span 250 ms', () => {
@@ -82,4 +82,26 @@ test('the ink view shows the label, state, a bar and the figures', async () => {
   expect(view).toContain('3/6 files');
   expect(view).toContain('1.00 MB/s');
   expect(view).toContain('ETA 0:04');
+});
+
+test('a line written while the live view is up goes above it, and the view is drawn again', async () => {
+  const out = Object.assign(new PassThrough(), { isTTY: true, columns: 120, rows: 40 });
+  let text = '';
+  out.on('data', (d: Buffer) => (text += d.toString()));
+  const p = createProgress('tty', out as unknown as NodeJS.WriteStream);
+  p.update({ label: 'job', bytes: 10, bytesTotal: 100 });
+  await new Promise((r) => setTimeout(r, 50));
+  const before = text.length;
+  writeLine('Warning: server busy (retrying in 1 s, attempt 2 of 5)', out as unknown as NodeJS.WriteStream);
+  await new Promise((r) => setTimeout(r, 50));
+  p.stop();
+  const after = text.slice(before);
+  const warning = after.indexOf('Warning: server busy');
+  expect(warning).toBeGreaterThanOrEqual(0);
+  // The view comes back below the line.
+  expect(after.indexOf('job', warning)).toBeGreaterThan(warning);
+  // Once the view is gone, lines go straight to the stream.
+  text = '';
+  writeLine('plain', out as unknown as NodeJS.WriteStream);
+  expect(text).toBe('plain\n');
 });

@@ -6,7 +6,7 @@ import {
 import { BaseCommand } from '../base-command.js';
 import { Messages } from '../messages.js';
 import { record, type Column } from '../output.js';
-import { createProgress, formatBytes, progressMode, type ProgressDisplay, type ProgressInput } from '../progress/index.js';
+import { createProgress, formatBytes, progressMode, writeLine, type ProgressDisplay, type ProgressInput } from '../progress/index.js';
 
 export const transferColumns: Column<Transfer>[] = [
   { header: 'id', get: (t) => t.id },
@@ -106,18 +106,13 @@ export interface FollowOptions {
 export async function followTransfer(client: XferClient, start: Transfer, o: FollowOptions): Promise<Transfer> {
   const id = start.id;
   const mode = progressMode(o);
-  let progress: ProgressDisplay = createProgress(mode);
+  const progress: ProgressDisplay = createProgress(mode);
   let current = start;
   let done = false;
   let interrupts = 0;
   let wake = () => {};
-  // The live view redraws in place: it must be gone before a line of ours is written, then come back.
   const note = (line: string) => {
-    if (done) return;
-    progress.stop();
-    process.stderr.write(line + '\n');
-    progress = createProgress(mode);
-    progress.update(progressOf(current));
+    if (!done) writeLine(line);
   };
   const onSigint = () => {
     interrupts++;
