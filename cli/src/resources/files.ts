@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { rename, rm, stat } from 'node:fs/promises';
-import { basename, join } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Args, Errors, Flags } from '@oclif/core';
@@ -36,7 +36,7 @@ export function parseSize(text: string): number | undefined {
 export const sizeFlag = Flags.custom<number>({
   parse: async (text) => {
     const bytes = parseSize(text);
-    if (bytes === undefined) throw new Error(Messages.badSize(text));
+    if (bytes === undefined) throw usageError(Messages.badSize(text));
     return bytes;
   },
 });
@@ -54,7 +54,7 @@ export const PART_SUFFIX = '.xfer-part';
 
 /** What a download to a file prints with --json (a download has no API `data`: this describes what was written). */
 export interface SavedFile {
-  /** The file written; null for stdout. */
+  /** The file written, as an absolute path; null for stdout. */
   file: string | null;
   name: string;
   size: number;
@@ -241,7 +241,7 @@ export async function saveDownload(req: DownloadRequest): Promise<SavedFile> {
       if (mismatch) { corrupt = true; throw mismatch; }
       const size = await sizeOf(part);
       await rename(part, target);
-      return { file: target, name, size, sha256, resumed_from: from };
+      return { file: resolve(target), name, size, sha256, resumed_from: from };
     } catch (err) {
       const keep = req.resume && !corrupt;
       if (!keep) await rm(part, { force: true });
