@@ -9,6 +9,13 @@ import { record } from '../../output.js';
 import { progressFlags, progressMode } from '../../progress/index.js';
 import { byteProgress, tapped } from '../../resources/files.js';
 
+/**
+ * The client's limit on silence, per chunk sent and then for the answer. After the last byte the
+ * server still waits for clamd's verdict (XFER_CLAMD_TIMEOUT_MS, 120 s by default) and commits
+ * the content: the client's default 60 s would report a timeout for an upload the server keeps.
+ */
+const UPLOAD_TIMEOUT_MS = 300_000;
+
 export default class Upload extends BaseCommand<typeof Upload> {
   static override summary = 'Upload a file to the file store (POST /files/upload).';
   static override description = `The file streams to the server as it is read (never held in memory) and is scanned for malware before it is kept. A name already in the folder is kept as a second file with its own id.
@@ -47,7 +54,7 @@ Exit code 2 when the server refuses the content (422 malware found: "File reject
         // Every byte is sent: what remains is the server's malware scan.
         progress.set({ state: 'scanning' });
       }
-      const file = await client.files.upload({ name, path: this.flags.path, size, content: content() });
+      const file = await client.files.upload({ name, path: this.flags.path, size, content: content() }, { timeoutMs: UPLOAD_TIMEOUT_MS });
       progress.set({ state: 'uploaded' });
       this.print(record(file));
       return file;
