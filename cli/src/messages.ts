@@ -48,4 +48,5 @@ export const Messages = {
   downloaded: (file: string, size: string, sha256: string) => `Saved ${file} (${size}, sha256 ${sha256})`,
   downloadedFrom: (file: string, size: string, sha256: string, from: string) => `Saved ${file} (${size}, resumed after ${from}, sha256 ${sha256})`,
   shareShownOnce: 'The share link is shown this once (lists never show it): copy it now',
+  noOutputDir: (dir: string) => `No such directory: ${dir}`,
 } as const;

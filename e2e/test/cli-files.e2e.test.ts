@@ -280,6 +280,8 @@ test('share links: download with no credentials at all, --max-downloads, list, r
   const once = json(['shares', 'create', file.id, '--max-downloads', '1', '--expires-in-hours', '2']);
   expect(once).toMatchObject({ file_id: file.id, status: 'active', max_downloads: 1, downloads: 0, token: expect.any(String), url: expect.stringMatching(/^\/api\/v1\/files\/shared\//) });
 
+  // Refused before any request: the link's one download is not spent.
+  expect(fails(['shares', 'download', once.token, '-o', join(work, 'missing', 'x.bin')], 2, { env: noCredentials })).toBe(`Error: No such directory: ${join(work, 'missing')}`);
   const out = join(work, `shared-${run}.bin`);
   expect(json(['shares', 'download', once.token, '-o', out], { env: noCredentials })).toMatchObject({ file: out, sha256: file.sha256 });
   expect(readFileSync(out).equals(content)).toBe(true);

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { rename, rm, stat } from 'node:fs/promises';
-import { basename, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Args, Errors, Flags } from '@oclif/core';
@@ -133,8 +133,10 @@ const isDirectory = (path: string) => stat(path).then((s) => s.isDirectory(), ()
 const sizeOf = (path: string) => stat(path).then((s) => s.size, () => 0);
 const exists = (path: string) => stat(path).then(() => true, () => false);
 
+/** Checked before the request whenever the output path is known then: every request to a share link spends one of its downloads. */
 async function refuseOverwrite(target: string, force: boolean): Promise<void> {
   if (!force && await exists(target)) throw usageError(Messages.outputExists(target));
+  if (!await isDirectory(dirname(target))) throw usageError(Messages.noOutputDir(dirname(target)));
 }
 
 /** The partial file's bytes through the hash, so that a resumed download is verified whole. */
