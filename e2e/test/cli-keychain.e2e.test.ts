@@ -86,12 +86,17 @@ class SecretService {
     }
   }
 
-  async start(): Promise<void> {
+  /**
+   * With `keyring: false` only the bus: the first keychain call then has dbus-daemon start
+   * gnome-keyring-daemon on demand, with no login keyring, as in a session nobody logged in to
+   * graphically (it exits with the bus).
+   */
+  async start({ keyring = true } = {}): Promise<void> {
     // The standard session configuration, so the keyring can ask for its unlock prompter by D-Bus activation as on a desktop.
     this.bus = spawnDaemon('dbus-daemon', ['--session', '--nofork', '--print-address=1'], this.env);
     await until('dbus-daemon printed no address', () => this.bus!.stdout().includes('\n'), () => this.bus!.stderr());
     this.env = { ...this.env, DBUS_SESSION_BUS_ADDRESS: this.bus.stdout().split('\n')[0]! };
-    await this.startKeyring();
+    if (keyring) await this.startKeyring();
   }
 
   /**
@@ -101,10 +106,10 @@ class SecretService {
   async startKeyring(): Promise<void> {
     const keyring = spawnDaemon('gnome-keyring-daemon', ['--foreground', '--unlock', '--components=secrets'], this.env, KEYRING_PASSWORD);
     this.keyring = keyring;
-    // NameHasOwner, not a call to the service itself: that would make dbus-daemon activate a second, locked keyring daemon.
+    // Asking the service itself before it is there would make dbus-daemon start a second, locked keyring daemon.
     await until('gnome-keyring-daemon did not take org.freedesktop.secrets', () => {
       if (keyring.child.exitCode !== null) throw new Error(`gnome-keyring-daemon exited (${keyring.child.exitCode}): ${keyring.stderr()}`);
-      return this.dbus('org.freedesktop.DBus', '/org/freedesktop/DBus', 'org.freedesktop.DBus.NameHasOwner', 'string:org.freedesktop.secrets') === 'boolean true';
+      return this.hasSecretsOwner();
     }, () => keyring.stderr());
     if (this.locked()) throw new Error(`gnome-keyring-daemon did not unlock the login keyring: ${keyring.stderr()}`);
   }
@@ -152,7 +157,22 @@ class SecretService {
 
   async stop(): Promise<void> {
     await stopDaemon(this.keyring);
+    // A keyring daemon the bus started on demand is the bus's child: end it while the bus is there
+    // to reap it, and wait until it has (a signal 0 then fails), so no zombie outlives the test.
+    if (this.bus && this.bus.child.exitCode === null && this.hasSecretsOwner()) {
+      const reply = this.dbus('org.freedesktop.DBus', '/org/freedesktop/DBus', 'org.freedesktop.DBus.GetConnectionUnixProcessID', `string:${SECRETS}`);
+      const pid = Number(/uint32 (\d+)/.exec(reply)?.[1]);
+      process.kill(pid, 'SIGTERM');
+      await until(`gnome-keyring-daemon ${pid} was not reaped`, () => {
+        try { process.kill(pid, 0); return false; } catch { return true; }
+      }, () => reply);
+    }
     await stopDaemon(this.bus);
+  }
+
+  /** NameHasOwner, not a call to the service itself: that would make dbus-daemon start a keyring daemon. */
+  private hasSecretsOwner(): boolean {
+    return this.dbus('org.freedesktop.DBus', '/org/freedesktop/DBus', 'org.freedesktop.DBus.NameHasOwner', `string:${SECRETS}`) === 'boolean true';
   }
 
   private dbus(dest: string, path: string, method: string, ...args: string[]): string {
@@ -170,6 +190,12 @@ let home: string;
 /** The built xfer in the test's D-Bus session, with a config directory of its own per test. */
 function xfer(args: string[], input = ''): Run {
   return run(process.execPath, [BINARIES.cli, ...args], { ...secrets.env, HOME: home, XDG_CONFIG_HOME: join(home, '.config') }, input);
+}
+
+/** What a command printed with --json; when it printed nothing, its exit code and stderr, so a failure says why. */
+function stdoutJson(res: Run): unknown {
+  if (!res.stdout) throw new Error(`no output (exit ${res.status}, signal ${res.signal}): ${res.stderr}`);
+  return JSON.parse(res.stdout);
 }
 
 const configFile = () => join(home, '.config', 'xfer', 'config.json');
@@ -209,7 +235,7 @@ test('login stores the key in the Secret Service without a word on stderr, and e
   const key = stack.api.token;
   const login = xfer(['auth', 'login', '--url', stack.url, '--json'], `${key}\n`);
   expect(login).toMatchObject({ status: 0, stderr: '' });
-  expect(JSON.parse(login.stdout)).toEqual({ profile: 'default', url: stack.url, auth: 'api-key', stored_in: 'keychain', expires_at: null });
+  expect(stdoutJson(login)).toEqual({ profile: 'default', url: stack.url, auth: 'api-key', stored_in: 'keychain', expires_at: null });
   expect(existsSync(credentialsFile())).toBe(false);
   expect(readFileSync(configFile(), 'utf8')).not.toContain(key);
   expect(JSON.parse(readFileSync(configFile(), 'utf8'))).toEqual({ profiles: { default: { url: stack.url, auth: 'api-key' } } });
@@ -223,10 +249,10 @@ test('login stores the key in the Secret Service without a word on stderr, and e
 
   const status = xfer(['auth', 'status', '--json']);
   expect(status).toMatchObject({ status: 0, stderr: '' });
-  expect(JSON.parse(status.stdout)).toEqual({ profile: 'default', url: stack.url, source: 'keychain', auth: 'api-key', expires_at: null });
+  expect(stdoutJson(status)).toEqual({ profile: 'default', url: stack.url, source: 'keychain', auth: 'api-key', expires_at: null });
   const list = xfer(['connections', 'list', '--json']);
   expect(list).toMatchObject({ status: 0, stderr: '' });
-  expect(Array.isArray(JSON.parse(list.stdout))).toBe(true);
+  expect(Array.isArray(stdoutJson(list))).toBe(true);
 
   // Without --json the person is told where the secret went.
   expect(xfer(['auth', 'login', '--url', stack.url], key).stdout).toBe(`Logged in to ${stack.url} as profile "default" (secret in the keychain)\n`);
@@ -243,7 +269,7 @@ test('two profiles keep two keychain items, and logout removes only its own', as
 
   const logout = xfer(['auth', 'logout', '--json']);
   expect(logout).toMatchObject({ status: 0, stderr: '' });
-  expect(JSON.parse(logout.stdout)).toEqual({ profile: 'default', removed: true });
+  expect(stdoutJson(logout)).toEqual({ profile: 'default', removed: true });
   expect(secrets.lookup('default')).toMatchObject({ status: 1, stdout: '' });
   expect(secrets.lookup('ci')).toMatchObject({ status: 0, stdout: b.key });
   expect(secrets.profiles()).toEqual(['ci']);
@@ -251,11 +277,11 @@ test('two profiles keep two keychain items, and logout removes only its own', as
   expect(xfer(['auth', 'status'])).toMatchObject({ status: 3, stderr: expect.stringMatching(/^Error: Not logged in \(profile "default"\)/) });
   const ci = xfer(['auth', 'status', '--profile', 'ci', '--json']);
   expect(ci.status).toBe(0);
-  expect(JSON.parse(ci.stdout)).toMatchObject({ profile: 'ci', source: 'keychain' });
+  expect(stdoutJson(ci)).toMatchObject({ profile: 'ci', source: 'keychain' });
 
-  expect(JSON.parse(xfer(['auth', 'logout', '--profile', 'ci', '--json']).stdout)).toEqual({ profile: 'ci', removed: true });
+  expect(stdoutJson(xfer(['auth', 'logout', '--profile', 'ci', '--json']))).toEqual({ profile: 'ci', removed: true });
   expect(secrets.profiles()).toEqual([]);
-  expect(JSON.parse(xfer(['auth', 'logout', '--profile', 'ci', '--json']).stdout)).toEqual({ profile: 'ci', removed: false });
+  expect(stdoutJson(xfer(['auth', 'logout', '--profile', 'ci', '--json']))).toEqual({ profile: 'ci', removed: false });
 });
 
 test('a locked keyring never hangs and never loses a secret: reads and logout say it is locked, login falls back with a warning', async () => {
@@ -281,11 +307,11 @@ test('a locked keyring never hangs and never loses a secret: reads and logout sa
   // A new login cannot replace the locked item: it goes to the 0600 file, with the one warning line saying why.
   const login = xfer(['auth', 'login', '--url', stack.url, '--json'], newer.key);
   expect(login.status).toBe(0);
-  expect(JSON.parse(login.stdout)).toMatchObject({ stored_in: 'file' });
+  expect(stdoutJson(login)).toMatchObject({ stored_in: 'file' });
   expect(login.stderr).toMatch(/^Warning: no OS keychain reachable \(.*unlock prompt was dismissed\); the secret is stored in .*credentials\.json \(mode 0600\)\n$/);
   expect(statSync(credentialsFile()).mode & 0o777).toBe(0o600);
   expect(JSON.parse(readFileSync(credentialsFile(), 'utf8'))).toEqual({ profiles: { default: { secret: newer.key } } });
-  expect(JSON.parse(xfer(['auth', 'status', '--json']).stdout)).toMatchObject({ source: 'file' });
+  expect(stdoutJson(xfer(['auth', 'status', '--json']))).toMatchObject({ source: 'file' });
 
   // Once unlocked, the older keychain item is still there, but the newer secret wins: with the
   // older key revoked, commands still work.
@@ -294,13 +320,36 @@ test('a locked keyring never hangs and never loses a secret: reads and logout sa
   await stack.api.data('DELETE', `/api-keys/${older.id}`);
   const after = xfer(['auth', 'status', '--json']);
   expect(after).toMatchObject({ status: 0, stderr: '' });
-  expect(JSON.parse(after.stdout)).toMatchObject({ source: 'file' });
+  expect(stdoutJson(after)).toMatchObject({ source: 'file' });
 
   // Logging in again with the keychain open moves the secret back there and empties the file.
   expect(xfer(['auth', 'login', '--url', stack.url], newer.key)).toMatchObject({ status: 0, stderr: '' });
   expect(secrets.lookup('default').stdout).toBe(newer.key);
   expect(JSON.parse(readFileSync(credentialsFile(), 'utf8'))).toEqual({ profiles: {} });
-  expect(JSON.parse(xfer(['auth', 'status', '--json']).stdout)).toMatchObject({ source: 'keychain' });
-  expect(JSON.parse(xfer(['auth', 'logout', '--json']).stdout)).toEqual({ profile: 'default', removed: true });
+  expect(stdoutJson(xfer(['auth', 'status', '--json']))).toMatchObject({ source: 'keychain' });
+  expect(stdoutJson(xfer(['auth', 'logout', '--json']))).toEqual({ profile: 'default', removed: true });
   expect(secrets.profiles()).toEqual([]);
 }, 60_000);
+
+test('a session bus whose keyring has no login collection: login falls back to the file with the warning, never hangs', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'xfer-secret-service-bare-'));
+  const bare = new SecretService(root);
+  try {
+    await bare.start({ keyring: false });
+    const env = { ...bare.env, HOME: home, XDG_CONFIG_HOME: join(home, '.config') };
+    const login = run(process.execPath, [BINARIES.cli, 'auth', 'login', '--url', stack.url, '--json'], env, stack.api.token);
+    expect(login.status).toBe(0);
+    expect(stdoutJson(login)).toMatchObject({ stored_in: 'file' });
+    expect(login.stderr).toMatch(/^Warning: no OS keychain reachable \(.*Secret Service: no result found\); the secret is stored in .*credentials\.json \(mode 0600\)\n$/);
+    expect(JSON.parse(readFileSync(credentialsFile(), 'utf8'))).toEqual({ profiles: { default: { secret: stack.api.token } } });
+    expect(bare.profiles()).toEqual([]);
+    const status = run(process.execPath, [BINARIES.cli, 'auth', 'status', '--json'], env);
+    expect(status).toMatchObject({ status: 0, stderr: '' });
+    expect(stdoutJson(status)).toMatchObject({ source: 'file' });
+    // The shared keyring of the other tests saw nothing.
+    expect(secrets.profiles()).toEqual([]);
+  } finally {
+    await bare.stop();
+    rmSync(root, { recursive: true, force: true });
+  }
+});
