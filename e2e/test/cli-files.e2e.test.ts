@@ -71,14 +71,15 @@ function xferAsync(args: string[], env: Record<string, string | undefined> = {})
 
 /**
  * A failure: the exit code, nothing on stdout, one error line on stderr, last (an upload's
- * progress lines may come first: without --json, stderr is also where progress goes).
+ * progress lines may come first: without --json, stderr is also where progress goes); with
+ * `json`, run again with --json: the same exit code and `{"error"}` as the only stderr line.
  */
 function fails(args: string[], status: number, opts: { env?: Record<string, string | undefined>; json?: boolean } = {}): string {
   const res = xfer(args, opts);
   expect({ status: res.status, stdout: res.out }).toEqual({ status, stdout: '' });
   const all = lines(res.stderr);
   expect(all.filter((l) => l.startsWith('Error'))).toEqual([all.at(-1)]);
-  if (opts.json === false) return all.at(-1)!;
+  if (!opts.json) return all.at(-1)!;
   const json = xfer([...args, '--json'], opts);
   expect({ status: json.status, stdout: json.out, stderr: lines(json.stderr).length }).toEqual({ status, stdout: '', stderr: 1 });
   expect(JSON.parse(json.stderr)).toEqual({ error: all.at(-1)!.replace(/^Error: /, '') });
@@ -150,7 +151,7 @@ test('upload streams a file up and prints its record; list and search find it', 
 
   const fromStdin = json(['files', 'upload', '-', '--name', `notes ${run}.txt`, '--path', folder], { input: 'hello from stdin\n' });
   expect(fromStdin).toMatchObject({ name: `notes ${run}.txt`, path: folder, size: 17, mime_type: 'text/plain', sha256: sha256(Buffer.from('hello from stdin\n')) });
-  expect(fails(['files', 'upload', '-'], 2)).toContain('needs --name');
+  expect(fails(['files', 'upload', '-'], 2, { json: true })).toContain('needs --name');
   expect(fails(['files', 'upload', join(work, 'missing.bin')], 2)).toContain('No such file');
   expect(fails(['files', 'upload', work], 2)).toContain('Not a regular file');
 });
@@ -224,12 +225,12 @@ test('--continue resumes a truncated partial file with a Range request; a corrup
   expect(existsSync(corrupt)).toBe(false);
   expect(existsSync(corrupt + '.xfer-part')).toBe(false);
 
-  expect(fails(['files', 'download', file.id, '-o', '-', '--continue'], 2, { json: false })).toContain('--continue');
+  expect(fails(['files', 'download', file.id, '-o', '-', '--continue'], 2)).toContain('--continue');
 });
 
 test('a failed download leaves no file at the output path: unknown id, connection cut, process killed', async () => {
   const unknown = join(work, `unknown-${run}.bin`);
-  expect(fails(['files', 'download', '0123456789abcdef01234567', '-o', unknown], 4)).toBe('Error: File 0123456789abcdef01234567 not found');
+  expect(fails(['files', 'download', '0123456789abcdef01234567', '-o', unknown], 4, { json: true })).toBe('Error: File 0123456789abcdef01234567 not found');
   expect(existsSync(unknown)).toBe(false);
   expect(existsSync(unknown + '.xfer-part')).toBe(false);
 
@@ -285,7 +286,7 @@ test('share links: download with no credentials at all, --max-downloads, list, r
   const out = join(work, `shared-${run}.bin`);
   expect(json(['shares', 'download', once.token, '-o', out], { env: noCredentials })).toMatchObject({ file: out, sha256: file.sha256 });
   expect(readFileSync(out).equals(content)).toBe(true);
-  expect(fails(['shares', 'download', once.token, '-o', join(work, `again-${run}.bin`)], 4, { env: noCredentials })).toBe(`Error: ${ShareLinkMessages.exhausted}`);
+  expect(fails(['shares', 'download', once.token, '-o', join(work, `again-${run}.bin`)], 4, { env: noCredentials, json: true })).toBe(`Error: ${ShareLinkMessages.exhausted}`);
   expect(existsSync(join(work, `again-${run}.bin`))).toBe(false);
 
   // The human output shows the absolute URL, which needs nothing else: no key, no XFER_URL, no profile.
@@ -316,10 +317,10 @@ test('share links: download with no credentials at all, --max-downloads, list, r
 test('malware is refused with exit 2 and the server message; so is a file above the size limit', () => {
   const infected = join(work, `eicar-${run}.com`);
   writeFileSync(infected, eicar());
-  expect(fails(['files', 'upload', infected, '--path', folder], 2)).toMatch(/^Error: File rejected: malware detected \(.*\)$/);
+  expect(fails(['files', 'upload', infected, '--path', folder], 2, { json: true })).toMatch(/^Error: File rejected: malware detected \(.*\)$/);
   const big = join(work, `big-${run}.bin`);
   writeFileSync(big, Buffer.alloc(UPLOAD_LIMIT + 1));
-  expect(fails(['files', 'upload', big, '--path', folder], 2)).toBe(`Error: File exceeds the upload limit of ${UPLOAD_LIMIT} bytes`);
+  expect(fails(['files', 'upload', big, '--path', folder], 2, { json: true })).toBe(`Error: File exceeds the upload limit of ${UPLOAD_LIMIT} bytes`);
   expect(json<{ name: string }[]>(['files', 'list', '--path', folder]).map((f) => f.name)).not.toEqual(expect.arrayContaining([`eicar-${run}.com`, `big-${run}.bin`]));
 }, 60_000);
 
@@ -328,7 +329,7 @@ test('delete: the file is gone (exit 4) and its share links answer 410 (exit 4)'
   const link = json(['shares', 'create', victim.id]);
   expect(json(['files', 'delete', victim.id])).toEqual({ id: victim.id, deleted: true });
   expect((await stack.api.call('GET', `/files/${victim.id}`)).status).toBe(404);
-  expect(fails(['files', 'get', victim.id], 4)).toBe(`Error: File ${victim.id} not found`);
+  expect(fails(['files', 'get', victim.id], 4, { json: true })).toBe(`Error: File ${victim.id} not found`);
   expect(fails(['files', 'delete', victim.id], 4)).toBe(`Error: File ${victim.id} not found`);
   expect(fails(['shares', 'download', link.token, '-o', join(work, `deleted-${run}.bin`)], 4, { env: { XFER_API_KEY: undefined } })).toBe(`Error: ${ShareLinkMessages.fileDeleted}`);
   expect(json<any[]>(['shares', 'list']).find((s) => s.id === link.id)).toMatchObject({ status: 'file_deleted' });
