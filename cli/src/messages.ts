@@ -1,7 +1,9 @@
 /** Every user-facing string of the CLI that is not a flag or command description, in one place. */
 export const Messages = {
   keychainFallback: (file: string, reason: string) =>
-    `Warning: no OS keychain reachable (${reason}); the secret is stored in ${file} (mode 0600)`,
+    `Warning: the OS keychain is unavailable (${reason}); the secret is stored in ${file} (mode 0600)`,
+  keychainLocked: (profile: string, reason: string) =>
+    `The OS keychain holding the secret of profile "${profile}" is locked: unlock it and run the command again (${reason})`,
   notLoggedIn: (profile: string) => `Not logged in (profile "${profile}"): run xfer auth login, or set XFER_API_KEY and XFER_URL`,
   badUrl: (url: string, source: string) => `The server URL from ${source} is not an http(s) URL: ${url} (expected e.g. https://xfer.example.com/api/v1)`,
   retrying: (reason: string, delayMs: number, attempt: number, attempts: number) =>

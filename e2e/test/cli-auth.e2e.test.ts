@@ -44,7 +44,7 @@ test('login with an API key from stdin stores it in a 0600 file with a one-line 
   expect(login.status).toBe(0);
   const warnings = login.stderr.trim().split('\n');
   expect(warnings).toHaveLength(1);
-  expect(warnings[0]).toMatch(/^Warning: no OS keychain reachable .*credentials\.json \(mode 0600\)$/);
+  expect(warnings[0]).toMatch(/^Warning: the OS keychain is unavailable .*credentials\.json \(mode 0600\)$/);
   expect(statSync(credentialsFile()).mode & 0o777).toBe(0o600);
   expect(statSync(join(home, '.config', 'xfer')).mode & 0o777).toBe(0o700);
   expect(JSON.parse(readFileSync(credentialsFile(), 'utf8'))).toEqual({ profiles: { default: { secret: stack.api.token } } });

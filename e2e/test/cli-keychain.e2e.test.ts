@@ -308,7 +308,7 @@ test('a locked keyring never hangs and never loses a secret: reads and logout sa
   const login = xfer(['auth', 'login', '--url', stack.url, '--json'], newer.key);
   expect(login.status).toBe(0);
   expect(stdoutJson(login)).toMatchObject({ stored_in: 'file' });
-  expect(login.stderr).toMatch(/^Warning: no OS keychain reachable \(.*unlock prompt was dismissed\); the secret is stored in .*credentials\.json \(mode 0600\)\n$/);
+  expect(login.stderr).toMatch(/^Warning: the OS keychain is unavailable \(.*unlock prompt was dismissed\); the secret is stored in .*credentials\.json \(mode 0600\)\n$/);
   expect(statSync(credentialsFile()).mode & 0o777).toBe(0o600);
   expect(JSON.parse(readFileSync(credentialsFile(), 'utf8'))).toEqual({ profiles: { default: { secret: newer.key } } });
   expect(stdoutJson(xfer(['auth', 'status', '--json']))).toMatchObject({ source: 'file' });
@@ -340,7 +340,7 @@ test('a session bus whose keyring has no login collection: login falls back to t
     const login = run(process.execPath, [BINARIES.cli, 'auth', 'login', '--url', stack.url, '--json'], env, stack.api.token);
     expect(login.status).toBe(0);
     expect(stdoutJson(login)).toMatchObject({ stored_in: 'file' });
-    expect(login.stderr).toMatch(/^Warning: no OS keychain reachable \(.*Secret Service: no result found\); the secret is stored in .*credentials\.json \(mode 0600\)\n$/);
+    expect(login.stderr).toMatch(/^Warning: the OS keychain is unavailable \(.*Secret Service: no result found\); the secret is stored in .*credentials\.json \(mode 0600\)\n$/);
     expect(JSON.parse(readFileSync(credentialsFile(), 'utf8'))).toEqual({ profiles: { default: { secret: stack.api.token } } });
     expect(bare.profiles()).toEqual([]);
     const status = run(process.execPath, [BINARIES.cli, 'auth', 'status', '--json'], env);

@@ -1,6 +1,7 @@
 import { Entry } from '@napi-rs/keyring';
 import { Errors } from '@oclif/core';
 import { ExitCode } from '@xfer/shared';
+import { Messages } from '../messages.js';
 import { JsonProfileFile } from './profile-store.js';
 
 /** Where a secret was stored or found. */
@@ -13,7 +14,7 @@ export type SecretLocation = 'keychain' | 'file';
  */
 export class KeychainLockedError extends Errors.CLIError {
   constructor(profile: string, reason: string) {
-    super(`The OS keychain holding the secret of profile "${profile}" is locked: unlock it and run the command again (${reason})`, { exit: ExitCode.auth });
+    super(Messages.keychainLocked(profile, reason), { exit: ExitCode.auth });
   }
 }
 
