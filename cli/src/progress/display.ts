@@ -1,7 +1,6 @@
 import { Flags } from '@oclif/core';
-import { createElement as h, Fragment, type ReactElement } from 'react';
-import { Box, render, Static, Text, type Instance } from 'ink';
-import { plainLine, progressParts, ProgressTracker, type ProgressInput, type ProgressSnapshot } from './meter.js';
+import { plainLine, ProgressTracker, type ProgressInput, type ProgressSnapshot } from './meter.js';
+export { writeLine } from './live.js';
 
 /**
  * How long work shows its progress, always on stderr so that stdout stays the command's result:
@@ -21,67 +20,6 @@ export interface ProgressDisplay {
   update(input: ProgressInput): void;
   /** Draws the last state once more and releases the terminal. */
   stop(): void;
-}
-
-const BAR_WIDTH = 24;
-
-/** The live view: label and state, a bar when a total is known, then files, bytes, rate, ETA. */
-export function ProgressView({ p }: { p: ProgressSnapshot }): ReactElement {
-  const filled = p.fraction === undefined ? 0 : Math.round(p.fraction * BAR_WIDTH);
-  const state = p.state ? h(Text, { color: p.state === 'failed' ? 'red' : p.state === 'completed' ? 'green' : 'cyan' }, ` ${p.state}`) : null;
-  const bar = p.fraction === undefined ? null
-    : h(Text, null, ' ', h(Text, { color: 'green' }, '█'.repeat(filled)), h(Text, { dimColor: true }, '░'.repeat(BAR_WIDTH - filled)), ` ${Math.floor(p.fraction * 100)}%`);
-  // One line of text, cut at the terminal's width rather than wrapped, so redraws stay in place.
-  return h(Box, null, h(Text, { wrap: 'truncate-end' }, h(Text, { bold: true }, p.label), state, bar, `  ${progressParts(p).join('  ')}`));
-}
-
-/** The live view on screen, if any: lines written meanwhile must go above it (`writeLine`). */
-let live: InkProgress | undefined;
-
-class InkProgress implements ProgressDisplay {
-  private readonly tracker = new ProgressTracker();
-  private instance: Instance | undefined;
-  private snapshot: ProgressSnapshot | undefined;
-  /** Lines written while the view is up: ink's Static prints each once, above the view. */
-  private readonly lines: string[] = [];
-
-  constructor(private readonly stream: NodeJS.WriteStream) {}
-
-  update(input: ProgressInput): void {
-    this.snapshot = this.tracker.snapshot(input);
-    this.draw();
-    live = this;
-  }
-
-  interject(line: string): void {
-    this.lines.push(line);
-    this.draw();
-  }
-
-  stop(): void {
-    this.instance?.unmount();
-    this.instance = undefined;
-    if (live === this) live = undefined;
-  }
-
-  private draw(): void {
-    const view = h(Fragment, null,
-      h(Static<string>, { items: [...this.lines], children: (line: string, i: number) => h(Text, { key: i }, line) }),
-      this.snapshot ? h(ProgressView, { p: this.snapshot }) : null);
-    if (this.instance) this.instance.rerender(view);
-    // Ctrl-C stays a signal for the command (transfers run cancels on it), not ink's to handle.
-    else this.instance = render(view, { stdout: this.stream, stderr: this.stream, exitOnCtrlC: false, patchConsole: false });
-  }
-}
-
-/**
- * A line for people on stderr (a warning, a notice) that does not tear the live view: ink redraws
- * by erasing the lines it drew last, so a line written behind its back would be half erased.
- * While a view is up, the line is printed above it by ink itself.
- */
-export function writeLine(line: string, stream: NodeJS.WriteStream = process.stderr): void {
-  if (live) live.interject(line);
-  else stream.write(line + '\n');
 }
 
 class PlainProgress implements ProgressDisplay {
@@ -114,8 +52,9 @@ class PlainProgress implements ProgressDisplay {
 const NONE: ProgressDisplay = { update() {}, stop() {} };
 
 /** `XFER_PROGRESS_INTERVAL_MS` sets the plain lines' interval (default 5 s). */
-export function createProgress(mode: ProgressMode, stream: NodeJS.WriteStream = process.stderr): ProgressDisplay {
-  if (mode === 'tty') return new InkProgress(stream);
+export async function createProgress(mode: ProgressMode, stream: NodeJS.WriteStream = process.stderr): Promise<ProgressDisplay> {
+  // ink and React take ~0.4 s to load: only a terminal that shows the live view pays for them.
+  if (mode === 'tty') return new (await import('./ink-view.js')).InkProgress(stream);
   if (mode === 'plain') return new PlainProgress(stream, Number(process.env.XFER_PROGRESS_INTERVAL_MS) || 5000);
   return NONE;
 }

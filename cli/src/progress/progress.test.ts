@@ -58,11 +58,11 @@ test('progressMode: ink on a terminal, plain lines otherwise, none for --quiet o
   expect(progressMode({ quiet: true }, tty)).toBe('none');
 });
 
-test('plain progress writes at most one line per interval, and the last state on stop', () => {
+test('plain progress writes at most one line per interval, and the last state on stop', async () => {
   const out = new PassThrough();
   let text = '';
   out.on('data', (d: Buffer) => (text += d.toString()));
-  const p = createProgress('plain', out as unknown as NodeJS.WriteStream);
+  const p = await createProgress('plain', out as unknown as NodeJS.WriteStream);
   p.update({ label: 'f', bytes: 1, bytesTotal: 100 });
   p.update({ label: 'f', bytes: 50, bytesTotal: 100 });
   p.update({ label: 'f', bytes: 100, bytesTotal: 100 });
@@ -71,7 +71,7 @@ test('plain progress writes at most one line per interval, and the last state on
 });
 
 test('the ink view shows the label, state, a bar and the figures', async () => {
-  const { ProgressView } = await import('./display.js');
+  const { ProgressView } = await import('./ink-view.js');
   const view = renderToString(createElement(ProgressView, {
     p: { label: 'nightly', state: 'in-progress', bytes: 5_000_000, files: 3, filesTotal: 6, rate: 1_000_000, etaSeconds: 4, fraction: 0.5, elapsedSeconds: 5 },
   }), { columns: 200 });
@@ -88,7 +88,7 @@ test('a line written while the live view is up goes above it, and the view is dr
   const out = Object.assign(new PassThrough(), { isTTY: true, columns: 120, rows: 40 });
   let text = '';
   out.on('data', (d: Buffer) => (text += d.toString()));
-  const p = createProgress('tty', out as unknown as NodeJS.WriteStream);
+  const p = await createProgress('tty', out as unknown as NodeJS.WriteStream);
   p.update({ label: 'job', bytes: 10, bytesTotal: 100 });
   await new Promise((r) => setTimeout(r, 50));
   const before = text.length;

@@ -88,8 +88,8 @@ export interface DownloadRequest {
 }
 
 /** A progress display fed by byte counts, redrawn at most every 100 ms (it is fed per chunk). */
-export function byteProgress(mode: ProgressMode, start: ProgressInput) {
-  const display = createProgress(mode);
+export async function byteProgress(mode: ProgressMode, start: ProgressInput) {
+  const display = await createProgress(mode);
   const state = { ...start };
   let drawn = 0;
   const draw = (always: boolean) => {
@@ -228,7 +228,7 @@ export async function saveDownload(req: DownloadRequest): Promise<SavedFile> {
     const part = target + PART_SUFFIX;
     const name = basename(target);
     const hash = createHash('sha256');
-    const progress = byteProgress(req.progress, { label: name, bytes: from, bytesTotal: download.size === undefined ? undefined : from + download.size });
+    const progress = await byteProgress(req.progress, { label: name, bytes: from, bytesTotal: download.size === undefined ? undefined : from + download.size });
     let corrupt = false;
     try {
       if (from > 0) await hashFile(part, hash);
@@ -258,13 +258,13 @@ export async function saveDownload(req: DownloadRequest): Promise<SavedFile> {
 /** The content on stdout (for a pipe); progress stays on stderr. A bad checksum can only be reported, the bytes are out. */
 async function toStdout(req: DownloadRequest): Promise<SavedFile> {
   return abortable(async (signal, interrupted) => {
-    let progress: ReturnType<typeof byteProgress> | undefined;
+    let progress: Awaited<ReturnType<typeof byteProgress>> | undefined;
     try {
       const download = await req.open(undefined, signal);
       const name = localName(download.fileName);
       const hash = createHash('sha256');
       let size = 0;
-      progress = byteProgress(req.progress, { label: name, bytes: 0, bytesTotal: download.size });
+      progress = await byteProgress(req.progress, { label: name, bytes: 0, bytesTotal: download.size });
       const p = progress;
       await pipeline(download.body, tap((chunk) => { hash.update(chunk); size += chunk.length; p.add(chunk.length); }), process.stdout, { end: false });
       const sha256 = hash.digest('hex');

@@ -106,7 +106,7 @@ export interface FollowOptions {
 export async function followTransfer(client: XferClient, start: Transfer, o: FollowOptions): Promise<Transfer> {
   const id = start.id;
   const mode = progressMode(o);
-  const progress: ProgressDisplay = createProgress(mode);
+  const progress: ProgressDisplay = await createProgress(mode);
   let current = start;
   let done = false;
   let interrupts = 0;

@@ -47,7 +47,7 @@ Exit code 2 when the server refuses the content (422 malware found: "File reject
     const name = this.flags.name ?? basename(local);
     const client = this.client();
     const source = fromStdin ? process.stdin : createReadStream(local);
-    const progress = byteProgress(progressMode({ json: this.jsonEnabled(), quiet: this.flags.quiet }), { label: name, state: 'uploading', bytes: 0, bytesTotal: size });
+    const progress = await byteProgress(progressMode({ json: this.jsonEnabled(), quiet: this.flags.quiet }), { label: name, state: 'uploading', bytes: 0, bytesTotal: size });
     try {
       async function* content() {
         yield* tapped(source, (chunk) => progress.add(chunk.length));
