@@ -69,7 +69,7 @@ async function connected(overrides: Parameters<typeof testAgent>[1] = {}) {
 }
 
 /** Like the registry: the fs connector for nfs, UNSUPPORTED for any other type. */
-function registryLike(s: ConnectionSettings): Connector {
+function registryLike(s: ConnectionSettings): Connector | Promise<Connector> {
   if (s.type !== 'nfs') throw new ConnectorError('UNSUPPORTED', `this agent has no connector for ${s.type} connections`);
   return fsConnectors().create(s);
 }
