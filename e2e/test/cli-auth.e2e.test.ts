@@ -1,11 +1,11 @@
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Messages } from '@xfer/shared';
-import { BINARIES, startStack, type Stack } from '../src/stack.js';
+import { startStack, type Stack } from '../src/stack.js';
+import { cliEnv, runCli, type CliRun } from './support/cli.js';
 
 /**
  * `xfer auth login|status|logout` run as the built binary against a real control plane, in a
@@ -15,13 +15,8 @@ import { BINARIES, startStack, type Stack } from '../src/stack.js';
 let stack: Stack;
 let home: string;
 
-interface Run { status: number | null; stdout: string; stderr: string }
-
-function xfer(args: string[], opts: { input?: string; env?: Record<string, string> } = {}): Run {
-  const env: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: home, XDG_CONFIG_HOME: join(home, '.config'), ...opts.env };
-  const res = spawnSync(process.execPath, [BINARIES.cli, ...args], { env, input: opts.input ?? '', encoding: 'utf8', timeout: 60_000 });
-  return { status: res.status, stdout: res.stdout, stderr: res.stderr };
-}
+const xfer = (args: string[], o: { input?: string; env?: Record<string, string> } = {}): CliRun =>
+  runCli(args, { env: cliEnv(home, o.env), input: o.input });
 
 const credentialsFile = () => join(home, '.config', 'xfer', 'credentials.json');
 

@@ -1,10 +1,10 @@
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { XferClient } from '@xfer/shared';
-import { BINARIES, startStack, type Stack } from '../src/stack.js';
+import { startStack, type Stack } from '../src/stack.js';
+import { cliEnv, jsonOf, runCli, type CliRun } from './support/cli.js';
 
 /**
  * `xfer connections …` and `xfer api-keys …` run as the built binary against a real control plane:
@@ -15,20 +15,8 @@ const run = randomBytes(3).toString('hex');
 let stack: Stack;
 let home: string;
 
-interface Run { status: number | null; stdout: string; stderr: string }
-
-function xfer(args: string[], input = ''): Run {
-  const env = { PATH: process.env.PATH ?? '', HOME: home, XDG_CONFIG_HOME: join(home, '.config') };
-  const res = spawnSync(process.execPath, [BINARIES.cli, ...args], { env, input, encoding: 'utf8', timeout: 60_000 });
-  return { status: res.status, stdout: res.stdout, stderr: res.stderr };
-}
-
-function json<T = any>(args: string[], input = ''): T {
-  const res = xfer([...args, '--json'], input);
-  if (res.status !== 0) throw new Error(`xfer ${args.join(' ')} exited ${res.status}: ${res.stderr}`);
-  return JSON.parse(res.stdout) as T;
-}
-
+const xfer = (args: string[], input = ''): CliRun => runCli(args, { env: cliEnv(home), input });
+const json = <T = any>(args: string[], input = ''): T => jsonOf<T>(xfer([...args, '--json'], input));
 
 beforeAll(async () => {
   stack = await startStack({ env: process.env });
@@ -135,9 +123,7 @@ test('api-keys create, list and revoke; a revoked key is refused with exit code 
   expect(listed.find((k) => k.id === created.id)).not.toHaveProperty('key');
 
   const spare = mkdtempSync(join(tmpdir(), 'xfer-cli-spare-'));
-  const asKey = (args: string[]) => spawnSync(process.execPath, [BINARIES.cli, ...args], {
-    env: { PATH: process.env.PATH ?? '', HOME: spare, XDG_CONFIG_HOME: spare, XFER_API_KEY: created.key, XFER_URL: stack.url }, encoding: 'utf8',
-  });
+  const asKey = (args: string[]) => runCli(args, { env: cliEnv(spare, { XDG_CONFIG_HOME: spare, XFER_API_KEY: created.key, XFER_URL: stack.url }) });
   try {
     expect(asKey(['connections', 'list']).status).toBe(0);
     const forbidden = asKey(['connections', 'create', '--name', `no ${run}`, '--type', 'nfs', '--host', 'h']);
