@@ -1,9 +1,9 @@
-import { spawn } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BINARIES, startStack, type Stack } from '../src/stack.js';
+import { startStack, type Stack } from '../src/stack.js';
+import { cliEnv, jsonOf, startCli, type CliRun } from './support/cli.js';
 import { makeTestCertificate, WebhookReceiver, type TestCertificate } from '../src/tools/webhook-receiver.js';
 
 /**
@@ -20,29 +20,10 @@ let home: string;
 let cert: TestCertificate;
 let receiver: WebhookReceiver;
 
-interface Run { status: number | null; stdout: string; stderr: string }
 interface Opts { input?: string; env?: Record<string, string> }
 
-function xfer(args: string[], opts: Opts = {}): Promise<Run> {
-  const env = { PATH: process.env.PATH ?? '', HOME: home, XDG_CONFIG_HOME: join(home, '.config'), ...opts.env };
-  const child = spawn(process.execPath, [BINARIES.cli, ...args], { env });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (c: string) => { stdout += c; });
-  child.stderr.setEncoding('utf8').on('data', (c: string) => { stderr += c; });
-  child.stdin.end(opts.input ?? '');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-  return new Promise((resolve) => child.on('close', (status) => {
-    clearTimeout(timer);
-    resolve({ status, stdout, stderr });
-  }));
-}
-
-async function json<T = any>(args: string[], opts: Opts = {}): Promise<T> {
-  const res = await xfer([...args, '--json'], opts);
-  if (res.status !== 0) throw new Error(`xfer ${args.join(' ')} exited ${res.status}: ${res.stderr}`);
-  return JSON.parse(res.stdout) as T;
-}
+const xfer = (args: string[], o: Opts = {}): Promise<CliRun> => startCli(args, { env: cliEnv(home, o.env), input: o.input });
+const json = async <T = any>(args: string[], o: Opts = {}): Promise<T> => jsonOf<T>(await xfer([...args, '--json'], o));
 
 /** A failure: the exit code, nothing on stdout, and the error as one JSON line on stderr. */
 async function fails(args: string[], opts: Opts = {}): Promise<{ status: number | null; error: string }> {

@@ -1,11 +1,11 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ShareLinkMessages } from '@xfer/shared';
-import { BINARIES, startStack, type Stack } from '../src/stack.js';
+import { startStack, type Stack } from '../src/stack.js';
+import { cliEnv, jsonOf, lines, runCli, startCli, type CliRun } from './support/cli.js';
 import { eicar } from '../src/tools/eicar.js';
 
 /**
@@ -25,49 +25,16 @@ let content: Buffer;
 let local: string;
 let file: { id: string; name: string; size: number; sha256: string; path: string };
 
-interface Run { status: number | null; stdout: Buffer; out: string; stderr: string }
+interface Opts { input?: string | Buffer; env?: Record<string, string | undefined> }
 
 const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
-const lines = (text: string) => text.split('\n').filter(Boolean);
 
 /** The CLI's environment: a HOME of its own, credentials from XFER_URL/XFER_API_KEY unless `env` changes them. */
-function cliEnv(env: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
-  const all: Record<string, string | undefined> = {
-    PATH: process.env.PATH ?? '', HOME: home, XDG_CONFIG_HOME: join(home, '.config'),
-    XFER_URL: stack.url, XFER_API_KEY: stack.api.token, ...env,
-  };
-  return Object.fromEntries(Object.entries(all).filter(([, v]) => v !== undefined)) as NodeJS.ProcessEnv;
-}
-
-function xfer(args: string[], opts: { input?: string | Buffer; env?: Record<string, string | undefined> } = {}): Run {
-  const res = spawnSync(process.execPath, [BINARIES.cli, ...args], {
-    cwd: work, env: cliEnv(opts.env), input: opts.input ?? '', timeout: 60_000, maxBuffer: 64 * 1024 * 1024,
-  });
-  return { status: res.status, stdout: res.stdout, out: res.stdout.toString('utf8'), stderr: res.stderr.toString('utf8') };
-}
-
-function json<T = any>(args: string[], opts: { input?: string | Buffer; env?: Record<string, string | undefined> } = {}): T {
-  const res = xfer([...args, '--json'], opts);
-  if (res.status !== 0) throw new Error(`xfer ${args.join(' ')} exited ${res.status}: ${res.stderr}`);
-  return JSON.parse(res.out) as T;
-}
-
-/**
- * The CLI run without blocking this process (which serves the proxies below), as `child` and as
- * a promise of its outcome.
- */
-function xferAsync(args: string[], env: Record<string, string | undefined> = {}): Promise<Run> & { child: ChildProcess } {
-  const child = spawn(process.execPath, [BINARIES.cli, ...args], { cwd: work, env: cliEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
-  child.stdout.on('data', (d: Buffer) => out.push(d));
-  child.stderr.on('data', (d: Buffer) => err.push(d));
-  const done = new Promise<Run>((resolve) => child.on('close', (status) => {
-    const stdout = Buffer.concat(out);
-    resolve({ status, stdout, out: stdout.toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
-  }));
-  return Object.assign(done, { child });
-}
+const env = (extra: Record<string, string | undefined> = {}) => cliEnv(home, { XFER_URL: stack.url, XFER_API_KEY: stack.api.token, ...extra });
+const xfer = (args: string[], o: Opts = {}): CliRun => runCli(args, { env: env(o.env), input: o.input, cwd: work });
+const json = <T = any>(args: string[], o: Opts = {}): T => jsonOf<T>(xfer([...args, '--json'], o));
+/** The CLI run without blocking this process (which serves the proxies below): `child` and the promise of its outcome. */
+const xferAsync = (args: string[], extra: Record<string, string | undefined> = {}) => startCli(args, { env: env(extra), cwd: work });
 
 /**
  * A failure: the exit code, nothing on stdout, one error line on stderr, last (an upload's
@@ -76,12 +43,12 @@ function xferAsync(args: string[], env: Record<string, string | undefined> = {})
  */
 function fails(args: string[], status: number, opts: { env?: Record<string, string | undefined>; json?: boolean } = {}): string {
   const res = xfer(args, opts);
-  expect({ status: res.status, stdout: res.out }).toEqual({ status, stdout: '' });
+  expect({ status: res.status, stdout: res.stdout }).toEqual({ status, stdout: '' });
   const all = lines(res.stderr);
   expect(all.filter((l) => l.startsWith('Error'))).toEqual([all.at(-1)]);
   if (!opts.json) return all.at(-1)!;
   const json = xfer([...args, '--json'], opts);
-  expect({ status: json.status, stdout: json.out, stderr: lines(json.stderr).length }).toEqual({ status, stdout: '', stderr: 1 });
+  expect({ status: json.status, stdout: json.stdout, stderr: lines(json.stderr).length }).toEqual({ status, stdout: '', stderr: 1 });
   expect(JSON.parse(json.stderr)).toEqual({ error: all.at(-1)!.replace(/^Error: /, '') });
   return all.at(-1)!;
 }
@@ -141,8 +108,8 @@ test('upload streams a file up and prints its record; list and search find it', 
   expect(ids(json(['files', 'list', '--path', folder]))).toEqual([]);
   expect(ids(json(['files', 'list', '--path', folder, '--recursive', '--all', '--limit', '1']))).toEqual([file.id]);
   const table = xfer(['files', 'list', '--path', folder, '-r']);
-  expect(lines(table.out)[0]).toMatch(/^ID +PATH +NAME +SIZE +TYPE +CREATED$/);
-  expect(lines(table.out)[1]).toMatch(new RegExp(`^${file.id} +${folder}/sub +data ${run}\\.bin +6\\.29 MB +application/octet-stream +\\S+$`));
+  expect(lines(table.stdout)[0]).toMatch(/^ID +PATH +NAME +SIZE +TYPE +CREATED$/);
+  expect(lines(table.stdout)[1]).toMatch(new RegExp(`^${file.id} +${folder}/sub +data ${run}\\.bin +6\\.29 MB +application/octet-stream +\\S+$`));
 
   expect(ids(json(['files', 'search', '-q', `DATA ${run}`]))).toEqual([file.id]);
   expect(ids(json(['files', 'search', '-q', run, '--min-size', '6MiB', '--max-size', '7MB', '--type', 'application/*']))).toEqual([file.id]);
@@ -161,7 +128,7 @@ test('progress: plain lines on stderr without --json (non-TTY), none with --json
   writeFileSync(small, randomBytes(3_000_000));
   const plain = xfer(['files', 'upload', small, '--path', folder], { env: { XFER_PROGRESS_INTERVAL_MS: '1' } });
   expect(plain.status).toBe(0);
-  expect(plain.out).toMatch(/^sha256: +[0-9a-f]{64}$/m);
+  expect(plain.stdout).toMatch(/^sha256: +[0-9a-f]{64}$/m);
   const progress = lines(plain.stderr);
   expect(progress.length).toBeGreaterThanOrEqual(1);
   for (const line of progress) expect(line).toMatch(new RegExp(`^progress ${run}\\.bin \\[(uploading|scanning|uploaded)\\] \\d+%: `));
@@ -170,7 +137,7 @@ test('progress: plain lines on stderr without --json (non-TTY), none with --json
   const down = xfer(['files', 'download', file.id, '-o', join(work, `progress-${run}.out`)], { env: { XFER_PROGRESS_INTERVAL_MS: '1' } });
   expect(down.status).toBe(0);
   expect(lines(down.stderr).at(-1)).toMatch(new RegExp(`^progress-${run}\\.out 100%: 6\\.29 MB / 6\\.29 MB`));
-  expect(down.out.trim()).toBe(`Saved ${join(work, `progress-${run}.out`)} (6.29 MB, sha256 ${file.sha256})`);
+  expect(down.stdout.trim()).toBe(`Saved ${join(work, `progress-${run}.out`)} (6.29 MB, sha256 ${file.sha256})`);
 
   for (const args of [['files', 'upload', small, '--json'], ['files', 'download', file.id, '-o', join(work, `quiet-${run}.out`), '--json']]) {
     const res = xfer(args, { env: { XFER_PROGRESS_INTERVAL_MS: '1' } });
@@ -200,10 +167,10 @@ test('download: byte-identical to the stored name, to a file and to stdout; neve
 
   const stdout = xfer(['files', 'download', file.id, '-o', '-']);
   expect(stdout.status).toBe(0);
-  expect(stdout.stdout.length).toBe(content.length);
-  expect(sha256(stdout.stdout)).toBe(file.sha256);
+  expect(stdout.stdoutBytes.length).toBe(content.length);
+  expect(sha256(stdout.stdoutBytes)).toBe(file.sha256);
   const both = xfer(['files', 'download', file.id, '-o', '-', '--json']);
-  expect({ status: both.status, stdout: both.out, stderr: JSON.parse(both.stderr) })
+  expect({ status: both.status, stdout: both.stdout, stderr: JSON.parse(both.stderr) })
     .toEqual({ status: 2, stdout: '', stderr: { error: '--json cannot be used with --output -: stdout carries the content' } });
 });
 
@@ -220,7 +187,7 @@ test('--continue resumes a truncated partial file with a Range request; a corrup
   const corrupt = join(work, `corrupt-${run}.bin`);
   writeFileSync(corrupt + '.xfer-part', randomBytes(1_000_000));
   const bad = xfer(['files', 'download', file.id, '-o', corrupt, '--continue', '-q']);
-  expect({ status: bad.status, stdout: bad.out }).toEqual({ status: 1, stdout: '' });
+  expect({ status: bad.status, stdout: bad.stdout }).toEqual({ status: 1, stdout: '' });
   expect(bad.stderr.trim()).toMatch(/^Error: Download of corrupt-.*\.bin is corrupt \(SHA-256 [0-9a-f]{64}, the server's is [0-9a-f]{64}\): nothing was kept$/);
   expect(existsSync(corrupt)).toBe(false);
   expect(existsSync(corrupt + '.xfer-part')).toBe(false);
@@ -293,12 +260,12 @@ test('share links: download with no credentials at all, --max-downloads, list, r
   const human = xfer(['shares', 'create', file.id]);
   expect(human.status).toBe(0);
   expect(human.stderr).toContain('shown this once');
-  const url = /^url: +(\S+)$/m.exec(human.out)![1]!;
+  const url = /^url: +(\S+)$/m.exec(human.stdout)![1]!;
   expect(url.startsWith(`${stack.url.replace(/\/api\/v1$/, '')}/api/v1/files/shared/`)).toBe(true);
   const anonymous = xfer(['shares', 'download', url, '-o', '-'], { env: { XFER_URL: undefined, XFER_API_KEY: undefined } });
   expect(anonymous.status).toBe(0);
-  expect(sha256(anonymous.stdout)).toBe(file.sha256);
-  const linkId = /^id: +(\S+)$/m.exec(human.out)![1]!;
+  expect(sha256(anonymous.stdoutBytes)).toBe(file.sha256);
+  const linkId = /^id: +(\S+)$/m.exec(human.stdout)![1]!;
 
   const all = json<any[]>(['shares', 'list', '--all']);
   expect(all.map((s) => s.id)).toEqual(expect.arrayContaining([once.id, linkId]));
@@ -306,7 +273,7 @@ test('share links: download with no credentials at all, --max-downloads, list, r
   const forFile = json<any[]>(['shares', 'list', '--file', file.id]);
   expect(forFile.map((s) => s.id).sort()).toEqual([once.id, linkId].sort());
   expect(forFile.find((s) => s.id === once.id)).toMatchObject({ status: 'exhausted', downloads: 1 });
-  expect(lines(xfer(['shares', 'list', '--file', file.id]).out)[0]).toMatch(/^ID +FILE_ID +STATUS +DOWNLOADS +EXPIRES +CREATED$/);
+  expect(lines(xfer(['shares', 'list', '--file', file.id]).stdout)[0]).toMatch(/^ID +FILE_ID +STATUS +DOWNLOADS +EXPIRES +CREATED$/);
 
   expect(json(['shares', 'revoke', file.id, linkId])).toEqual({ id: linkId, deleted: true });
   expect(fails(['shares', 'download', url, '-o', join(work, `revoked-${run}.bin`)], 4, { env: noCredentials })).toBe(`Error: ${ShareLinkMessages.revoked}`);
@@ -334,5 +301,5 @@ test('delete: the file is gone (exit 4) and its share links answer 410 (exit 4)'
   expect(fails(['shares', 'download', link.token, '-o', join(work, `deleted-${run}.bin`)], 4, { env: { XFER_API_KEY: undefined } })).toBe(`Error: ${ShareLinkMessages.fileDeleted}`);
   expect(json<any[]>(['shares', 'list']).find((s) => s.id === link.id)).toMatchObject({ status: 'file_deleted' });
   const human = xfer(['files', 'get', file.id]);
-  expect(human.out).toMatch(new RegExp(`^sha256: +${file.sha256}$`, 'm'));
+  expect(human.stdout).toMatch(new RegExp(`^sha256: +${file.sha256}$`, 'm'));
 });
