@@ -3,7 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BINARIES, startStack, type Stack } from '../src/stack.js';
+import { startStack, type Stack } from '../src/stack.js';
+import { cliEnv, jsonOf, runCli, type CliRun } from './support/cli.js';
 
 /**
  * `xfer auth …` run as the built binary against a real control plane and a real Secret Service: a
@@ -187,16 +188,12 @@ let secrets: SecretService;
 let secretsRoot: string;
 let home: string;
 
-/** The built xfer in the test's D-Bus session, with a config directory of its own per test. */
-function xfer(args: string[], input = ''): Run {
-  return run(process.execPath, [BINARIES.cli, ...args], { ...secrets.env, HOME: home, XDG_CONFIG_HOME: join(home, '.config') }, input);
-}
-
-/** What a command printed with --json; when it printed nothing, its exit code and stderr, so a failure says why. */
-function stdoutJson(res: Run): unknown {
-  if (!res.stdout) throw new Error(`no output (exit ${res.status}, signal ${res.signal}): ${res.stderr}`);
-  return JSON.parse(res.stdout);
-}
+/** The built xfer in the D-Bus session of `session` (the shared one unless given), with a config directory of its own per test. */
+const xfer = (args: string[], input = '', session = secrets): CliRun => runCli(args, {
+  env: cliEnv(home, { XDG_RUNTIME_DIR: session.env.XDG_RUNTIME_DIR, DBUS_SESSION_BUS_ADDRESS: session.env.DBUS_SESSION_BUS_ADDRESS }),
+  input,
+  timeoutMs: RUN_TIMEOUT_MS,
+});
 
 const configFile = () => join(home, '.config', 'xfer', 'config.json');
 const credentialsFile = () => join(home, '.config', 'xfer', 'credentials.json');
@@ -235,7 +232,7 @@ test('login stores the key in the Secret Service without a word on stderr, and e
   const key = stack.api.token;
   const login = xfer(['auth', 'login', '--url', stack.url, '--json'], `${key}\n`);
   expect(login).toMatchObject({ status: 0, stderr: '' });
-  expect(stdoutJson(login)).toEqual({ profile: 'default', url: stack.url, auth: 'api-key', stored_in: 'keychain', expires_at: null });
+  expect(jsonOf(login)).toEqual({ profile: 'default', url: stack.url, auth: 'api-key', stored_in: 'keychain', expires_at: null });
   expect(existsSync(credentialsFile())).toBe(false);
   expect(readFileSync(configFile(), 'utf8')).not.toContain(key);
   expect(JSON.parse(readFileSync(configFile(), 'utf8'))).toEqual({ profiles: { default: { url: stack.url, auth: 'api-key' } } });
@@ -249,10 +246,10 @@ test('login stores the key in the Secret Service without a word on stderr, and e
 
   const status = xfer(['auth', 'status', '--json']);
   expect(status).toMatchObject({ status: 0, stderr: '' });
-  expect(stdoutJson(status)).toEqual({ profile: 'default', url: stack.url, source: 'keychain', auth: 'api-key', expires_at: null });
+  expect(jsonOf(status)).toEqual({ profile: 'default', url: stack.url, source: 'keychain', auth: 'api-key', expires_at: null });
   const list = xfer(['connections', 'list', '--json']);
   expect(list).toMatchObject({ status: 0, stderr: '' });
-  expect(Array.isArray(stdoutJson(list))).toBe(true);
+  expect(Array.isArray(jsonOf(list))).toBe(true);
 
   // Without --json the person is told where the secret went.
   expect(xfer(['auth', 'login', '--url', stack.url], key).stdout).toBe(`Logged in to ${stack.url} as profile "default" (secret in the keychain)\n`);
@@ -269,7 +266,7 @@ test('two profiles keep two keychain items, and logout removes only its own', as
 
   const logout = xfer(['auth', 'logout', '--json']);
   expect(logout).toMatchObject({ status: 0, stderr: '' });
-  expect(stdoutJson(logout)).toEqual({ profile: 'default', removed: true });
+  expect(jsonOf(logout)).toEqual({ profile: 'default', removed: true });
   expect(secrets.lookup('default')).toMatchObject({ status: 1, stdout: '' });
   expect(secrets.lookup('ci')).toMatchObject({ status: 0, stdout: b.key });
   expect(secrets.profiles()).toEqual(['ci']);
@@ -277,11 +274,11 @@ test('two profiles keep two keychain items, and logout removes only its own', as
   expect(xfer(['auth', 'status'])).toMatchObject({ status: 3, stderr: expect.stringMatching(/^Error: Not logged in \(profile "default"\)/) });
   const ci = xfer(['auth', 'status', '--profile', 'ci', '--json']);
   expect(ci.status).toBe(0);
-  expect(stdoutJson(ci)).toMatchObject({ profile: 'ci', source: 'keychain' });
+  expect(jsonOf(ci)).toMatchObject({ profile: 'ci', source: 'keychain' });
 
-  expect(stdoutJson(xfer(['auth', 'logout', '--profile', 'ci', '--json']))).toEqual({ profile: 'ci', removed: true });
+  expect(jsonOf(xfer(['auth', 'logout', '--profile', 'ci', '--json']))).toEqual({ profile: 'ci', removed: true });
   expect(secrets.profiles()).toEqual([]);
-  expect(stdoutJson(xfer(['auth', 'logout', '--profile', 'ci', '--json']))).toEqual({ profile: 'ci', removed: false });
+  expect(jsonOf(xfer(['auth', 'logout', '--profile', 'ci', '--json']))).toEqual({ profile: 'ci', removed: false });
 });
 
 test('a locked keyring never hangs and never loses a secret: reads and logout say it is locked, login falls back with a warning', async () => {
@@ -307,11 +304,11 @@ test('a locked keyring never hangs and never loses a secret: reads and logout sa
   // A new login cannot replace the locked item: it goes to the 0600 file, with the one warning line saying why.
   const login = xfer(['auth', 'login', '--url', stack.url, '--json'], newer.key);
   expect(login.status).toBe(0);
-  expect(stdoutJson(login)).toMatchObject({ stored_in: 'file' });
+  expect(jsonOf(login)).toMatchObject({ stored_in: 'file' });
   expect(login.stderr).toMatch(/^Warning: the OS keychain is unavailable \(.*unlock prompt was dismissed\); the secret is stored in .*credentials\.json \(mode 0600\)\n$/);
   expect(statSync(credentialsFile()).mode & 0o777).toBe(0o600);
   expect(JSON.parse(readFileSync(credentialsFile(), 'utf8'))).toEqual({ profiles: { default: { secret: newer.key } } });
-  expect(stdoutJson(xfer(['auth', 'status', '--json']))).toMatchObject({ source: 'file' });
+  expect(jsonOf(xfer(['auth', 'status', '--json']))).toMatchObject({ source: 'file' });
 
   // Once unlocked, the older keychain item is still there, but the newer secret wins: with the
   // older key revoked, commands still work.
@@ -320,14 +317,14 @@ test('a locked keyring never hangs and never loses a secret: reads and logout sa
   await stack.api.data('DELETE', `/api-keys/${older.id}`);
   const after = xfer(['auth', 'status', '--json']);
   expect(after).toMatchObject({ status: 0, stderr: '' });
-  expect(stdoutJson(after)).toMatchObject({ source: 'file' });
+  expect(jsonOf(after)).toMatchObject({ source: 'file' });
 
   // Logging in again with the keychain open moves the secret back there and empties the file.
   expect(xfer(['auth', 'login', '--url', stack.url], newer.key)).toMatchObject({ status: 0, stderr: '' });
   expect(secrets.lookup('default').stdout).toBe(newer.key);
   expect(JSON.parse(readFileSync(credentialsFile(), 'utf8'))).toEqual({ profiles: {} });
-  expect(stdoutJson(xfer(['auth', 'status', '--json']))).toMatchObject({ source: 'keychain' });
-  expect(stdoutJson(xfer(['auth', 'logout', '--json']))).toEqual({ profile: 'default', removed: true });
+  expect(jsonOf(xfer(['auth', 'status', '--json']))).toMatchObject({ source: 'keychain' });
+  expect(jsonOf(xfer(['auth', 'logout', '--json']))).toEqual({ profile: 'default', removed: true });
   expect(secrets.profiles()).toEqual([]);
 }, 60_000);
 
@@ -336,16 +333,15 @@ test('a session bus whose keyring has no login collection: login falls back to t
   const bare = new SecretService(root);
   try {
     await bare.start({ keyring: false });
-    const env = { ...bare.env, HOME: home, XDG_CONFIG_HOME: join(home, '.config') };
-    const login = run(process.execPath, [BINARIES.cli, 'auth', 'login', '--url', stack.url, '--json'], env, stack.api.token);
+    const login = xfer(['auth', 'login', '--url', stack.url, '--json'], stack.api.token, bare);
     expect(login.status).toBe(0);
-    expect(stdoutJson(login)).toMatchObject({ stored_in: 'file' });
+    expect(jsonOf(login)).toMatchObject({ stored_in: 'file' });
     expect(login.stderr).toMatch(/^Warning: the OS keychain is unavailable \(.*Secret Service: no result found\); the secret is stored in .*credentials\.json \(mode 0600\)\n$/);
     expect(JSON.parse(readFileSync(credentialsFile(), 'utf8'))).toEqual({ profiles: { default: { secret: stack.api.token } } });
     expect(bare.profiles()).toEqual([]);
-    const status = run(process.execPath, [BINARIES.cli, 'auth', 'status', '--json'], env);
+    const status = xfer(['auth', 'status', '--json'], '', bare);
     expect(status).toMatchObject({ status: 0, stderr: '' });
-    expect(stdoutJson(status)).toMatchObject({ source: 'file' });
+    expect(jsonOf(status)).toMatchObject({ source: 'file' });
     // The shared keyring of the other tests saw nothing.
     expect(secrets.profiles()).toEqual([]);
   } finally {

@@ -1,10 +1,11 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { BINARIES, startStack, type Stack } from '../src/stack.js';
+import { cliEnv, jsonOf, lines, runCli, startCli, type CliRun } from './support/cli.js';
 import { FIXTURES } from './support/connections.js';
 import { digestBucket, s3Client, sha256, type Digests } from './support/trees.js';
 
@@ -29,42 +30,25 @@ const expected: Digests = new Map();
 const ids = { sftp: '', s3: '' };
 const names = { sftp: `cli sftp ${run}`, s3: `cli s3 ${run}` };
 
-interface Run { status: number | null; stdout: string; stderr: string }
-
-function cliEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  return { PATH: env.PATH ?? '', HOME: home, XDG_CONFIG_HOME: join(home, '.config'), XFER_URL: stack.url, XFER_API_KEY: stack.api.token, ...extra };
-}
-
-function xfer(args: string[], opts: { input?: string; env?: Record<string, string> } = {}): Run {
-  const res = spawnSync(process.execPath, [BINARIES.cli, ...args], { env: cliEnv(opts.env), input: opts.input ?? '', encoding: 'utf8', timeout: 120_000 });
-  return { status: res.status, stdout: res.stdout, stderr: res.stderr };
-}
-
-function json<T = any>(args: string[], input = ''): T {
-  const res = xfer([...args, '--json'], { input });
-  if (res.status !== 0) throw new Error(`xfer ${args.join(' ')} exited ${res.status}: ${res.stderr}`);
-  return JSON.parse(res.stdout) as T;
-}
-
-const lines = (text: string) => text.split('\n').filter(Boolean);
+/** The CLI's environment: a HOME of its own, credentials from XFER_URL/XFER_API_KEY. */
+const xferEnv = (extra: Record<string, string> = {}) => cliEnv(home, { XFER_URL: stack.url, XFER_API_KEY: stack.api.token, ...extra });
+const xfer = (args: string[], o: { input?: string; env?: Record<string, string> } = {}): CliRun =>
+  runCli(args, { env: xferEnv(o.env), input: o.input, timeoutMs: 120_000 });
+const json = <T = any>(args: string[], input = ''): T => jsonOf<T>(xfer([...args, '--json'], { input }));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** The CLI started in the background, for signals: its output so far and its exit code. */
+/** The CLI started in the background, for signals, and `waitFor` what it has printed so far to pass a test. */
 function startXfer(args: string[], extra: Record<string, string> = {}) {
-  const child = spawn(process.execPath, [BINARIES.cli, ...args], { env: cliEnv(extra), stdio: ['ignore', 'pipe', 'pipe'] });
-  const out = { stdout: '', stderr: '' };
-  child.stdout.on('data', (d: Buffer) => (out.stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (out.stderr += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const waitFor = async (test: (o: typeof out) => boolean, timeoutMs = 60_000) => {
+  const p = startCli(args, { env: xferEnv(extra), timeoutMs: 120_000 });
+  const waitFor = async (test: (o: { stdout: string; stderr: string }) => boolean, timeoutMs = 60_000) => {
     const deadline = Date.now() + timeoutMs;
-    while (!test(out)) {
-      if (child.exitCode !== null) throw new Error(`xfer exited ${child.exitCode} first:\n${out.stderr}`);
-      if (Date.now() > deadline) throw new Error(`not seen within ${timeoutMs} ms:\n${out.stderr}`);
+    while (!test(p.printed())) {
+      if (p.child.exitCode !== null) throw new Error(`xfer exited ${p.child.exitCode} first:\n${p.printed().stderr}`);
+      if (Date.now() > deadline) throw new Error(`not seen within ${timeoutMs} ms:\n${p.printed().stderr}`);
       await sleep(20);
     }
   };
-  return { child, out, exited, waitFor };
+  return Object.assign(p, { waitFor });
 }
 
 const runArgs = (sourcePath: string, destPath: string, more: string[] = []) =>
@@ -170,14 +154,14 @@ test('Ctrl-C during run cancels the job on the server, waits for it to say so, e
   const p = startXfer(runArgs('/slow', '/slow-copy', ['--name', `slow ${run}`, '--concurrency', '1']), { XFER_PROGRESS_INTERVAL_MS: '1' });
   await p.waitFor((o) => /\[in-progress\]/.test(o.stderr));
   p.child.kill('SIGINT');
-  expect(await p.exited).toBe(7);
-  const id = /Cancelling transfer ([0-9a-f]{24})/.exec(p.out.stderr)?.[1];
+  expect((await p).status).toBe(7);
+  const id = /Cancelling transfer ([0-9a-f]{24})/.exec(p.printed().stderr)?.[1];
   expect(id).toBeDefined();
   const job = await stack.api.data('GET', `/transfers/${id}`);
   expect(job.status).toBe('cancelled');
   expect(job.files_transferred).toBeLessThan(SLOW);
-  expect(lines(p.out.stderr).at(-1)).toBe(`Error: Transfer ${id} cancelled`);
-  expect(p.out.stdout).toMatch(/^status: +cancelled$/m);
+  expect(lines(p.printed().stderr).at(-1)).toBe(`Error: Transfer ${id} cancelled`);
+  expect(p.printed().stdout).toMatch(/^status: +cancelled$/m);
 }, 120_000);
 
 test('a second Ctrl-C stops waiting at once (exit 130), even with a request hanging', async () => {
@@ -189,11 +173,11 @@ test('a second Ctrl-C stops waiting at once (exit 130), even with a request hang
     p.child.kill('SIGINT');
     await p.waitFor((o) => o.stderr.includes('Cancelling transfer'));
     p.child.kill('SIGINT');
-    expect(await p.exited).toBe(130);
+    expect((await p).status).toBe(130);
   } finally {
     stack.server.child.kill('SIGCONT');
   }
-  const last = lines(p.out.stderr).at(-1)!;
+  const last = lines(p.printed().stderr).at(-1)!;
   expect(last).toMatch(/^Error: Interrupted; transfer [0-9a-f]{24} was asked to cancel: see xfer transfers get [0-9a-f]{24}$/);
   const id = /transfer ([0-9a-f]{24})/.exec(last)![1];
   // The cancel may or may not have reached the server before the exit: leave no job running.
@@ -207,8 +191,8 @@ test('watch: Ctrl-C only stops watching (exit 130), the job carries on; execute 
   const p = startXfer(['transfers', 'watch', job.id]);
   await p.waitFor((o) => o.stderr.includes(`Transfer ${job.id} is queued`));
   p.child.kill('SIGINT');
-  expect(await p.exited).toBe(130);
-  expect(lines(p.out.stderr).at(-1)).toBe(`Error: Stopped watching; transfer ${job.id} continues on the server: xfer transfers watch ${job.id}`);
+  expect((await p).status).toBe(130);
+  expect(lines(p.printed().stderr).at(-1)).toBe(`Error: Stopped watching; transfer ${job.id} continues on the server: xfer transfers watch ${job.id}`);
   expect(await stack.api.data('GET', `/transfers/${job.id}`)).toMatchObject({ status: 'queued' });
 
   const started = json(['transfers', 'execute', job.id, '--no-wait']);
@@ -252,7 +236,7 @@ test('state rules as exit codes: unknown id 4, delete while queued 5, cancel the
 
 test('on a terminal (script(1) pseudo-terminal) run draws the ink view: label, state, bar, percentage, files', () => {
   const cmd = [process.execPath, BINARIES.cli, ...runArgs('/src', '/tty', ['--name', `tty ${run}`])].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
-  const res = spawnSync('script', ['-qfec', `stty cols 200 rows 40; ${cmd}`, '/dev/null'], { env: cliEnv(), encoding: 'utf8', timeout: 120_000 });
+  const res = spawnSync('script', ['-qfec', `stty cols 200 rows 40; ${cmd}`, '/dev/null'], { env: xferEnv(), encoding: 'utf8', timeout: 120_000 });
   expect(res.status).toBe(0);
   const screen = res.stdout.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, '');
   expect(screen).toContain(`tty ${run}`);
@@ -269,8 +253,8 @@ test('the server going away while following: exit 6 after the retries, naming th
   const p = startXfer(['transfers', 'watch', job.id]);
   await p.waitFor((o) => o.stderr.includes(`Transfer ${job.id} is queued`));
   stack.server.child.kill('SIGKILL');
-  expect(await p.exited).toBe(6);
-  const last = lines(p.out.stderr).at(-1)!;
+  expect((await p).status).toBe(6);
+  const last = lines(p.printed().stderr).at(-1)!;
   expect(last).toMatch(new RegExp(`^Error: Connection refused .+ \\(transfer ${job.id} continues on the server; follow it again with xfer transfers watch ${job.id}\\)$`));
-  expect(lines(p.out.stderr).filter((l) => l.startsWith('Error:'))).toHaveLength(1);
+  expect(lines(p.printed().stderr).filter((l) => l.startsWith('Error:'))).toHaveLength(1);
 }, 120_000);
