@@ -1,20 +1,19 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BINARIES } from '../src/stack.js';
+import { cliEnv, installXfer, runCli } from './support/cli.js';
 
 /**
  * Shell completion as a user enables it: `xfer autocomplete script bash` evaluated in a real
  * bash, then the completion function bash would call on <TAB>, for topics, verbs and flags.
  */
 let home: string;
+let bin: string;
 
 beforeAll(() => {
   home = mkdtempSync(join(tmpdir(), 'xfer-completion-'));
-  mkdirSync(join(home, 'bin'));
-  writeFileSync(join(home, 'bin', 'xfer'), `#!/bin/sh\nexec "${process.execPath}" "${BINARIES.cli}" "$@"\n`);
-  chmodSync(join(home, 'bin', 'xfer'), 0o755);
+  bin = installXfer(home);
 });
 
 afterAll(() => rmSync(home, { recursive: true, force: true }));
@@ -27,7 +26,7 @@ COMP_WORDS=(xfer "$@"); COMP_CWORD=$#; COMP_LINE="xfer $*"; COMP_POINT=\${#COMP_
 $fn
 printf '%s\\n' "\${COMPREPLY[@]}"`;
   const res = spawnSync('bash', ['-c', script, 'complete', ...words], {
-    env: { PATH: `${join(home, 'bin')}:${process.env.PATH}`, HOME: home, XDG_CACHE_HOME: join(home, '.cache') },
+    env: { PATH: `${bin}:${process.env.PATH}`, HOME: home, XDG_CACHE_HOME: join(home, '.cache') },
     encoding: 'utf8',
     timeout: 60_000,
   });
@@ -36,7 +35,7 @@ printf '%s\\n' "\${COMPREPLY[@]}"`;
 }
 
 test('the setup instructions build the completion cache', () => {
-  const res = spawnSync(process.execPath, [BINARIES.cli, 'autocomplete', 'bash'], { env: { HOME: home, XDG_CACHE_HOME: join(home, '.cache'), PATH: process.env.PATH }, encoding: 'utf8' });
+  const res = runCli(['autocomplete', 'bash'], { env: cliEnv(home, { XDG_CACHE_HOME: join(home, '.cache') }) });
   expect(res.status).toBe(0);
   expect(res.stdout).toContain('xfer autocomplete script bash');
 });

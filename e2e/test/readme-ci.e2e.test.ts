@@ -1,11 +1,12 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
-import { BINARIES, startStack, type Stack } from '../src/stack.js';
+import { startStack, type Stack } from '../src/stack.js';
+import { cliEnv, installXfer } from './support/cli.js';
 import { digestBucket, s3Client, treeDiff, writeRandomFile, type Digests } from './support/trees.js';
 
 /**
@@ -25,6 +26,7 @@ const dest = `releases-${run}`;
 let stack: Stack;
 let s3: S3Client;
 let work: string;
+let bin: string;
 let script: string;
 const expected: Digests = new Map();
 
@@ -39,11 +41,10 @@ function readmeScript(): string {
 function pipeline(vars: Record<string, string>) {
   const res = spawnSync('bash', [script], {
     cwd: work,
-    env: {
-      PATH: `${join(work, 'bin')}:${env.PATH}`, HOME: join(work, 'home'), XDG_CONFIG_HOME: join(work, 'home', '.config'),
-      XFER_URL: stack.url, XFER_API_KEY: stack.api.token, XFER_SOURCE: source, XFER_DEST: dest, CI_PIPELINE_ID: run,
+    env: cliEnv(join(work, 'home'), {
+      PATH: `${bin}:${env.PATH}`, XFER_URL: stack.url, XFER_API_KEY: stack.api.token, XFER_SOURCE: source, XFER_DEST: dest, CI_PIPELINE_ID: run,
       ...vars,
-    },
+    }),
     encoding: 'utf8',
     timeout: 120_000,
   });
@@ -52,11 +53,9 @@ function pipeline(vars: Record<string, string>) {
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'xfer-readme-ci-'));
-  mkdirSync(join(work, 'bin'));
   mkdirSync(join(work, 'home'));
   // `xfer` as an installed CLI would be: a command on the PATH.
-  writeFileSync(join(work, 'bin', 'xfer'), `#!/bin/sh\nexec "${process.execPath}" "${BINARIES.cli}" "$@"\n`);
-  chmodSync(join(work, 'bin', 'xfer'), 0o755);
+  bin = installXfer(work);
   script = join(work, 'ci.sh');
   writeFileSync(script, readmeScript());
 
