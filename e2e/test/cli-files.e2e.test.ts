@@ -1,10 +1,11 @@
+import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ShareLinkMessages } from '@xfer/shared';
-import { startStack, type Stack } from '../src/stack.js';
+import { BINARIES, startStack, type Stack } from '../src/stack.js';
 import { cliEnv, jsonOf, lines, runCli, startCli, type CliRun } from './support/cli.js';
 import { eicar } from '../src/tools/eicar.js';
 
@@ -169,6 +170,10 @@ test('download: byte-identical to the stored name, to a file and to stdout; neve
   expect(stdout.status).toBe(0);
   expect(stdout.stdoutBytes.length).toBe(content.length);
   expect(sha256(stdout.stdoutBytes)).toBe(file.sha256);
+  // A reader that stops early is its own choice: xfer stops quietly (exit 0, nothing on stderr).
+  const head = spawnSync('bash', ['-c', `"$0" "$1" files download ${file.id} -o - -q | head -c 1000 | wc -c; echo "\${PIPESTATUS[0]}" >&2`, process.execPath, BINARIES.cli],
+    { env: env(), cwd: work, encoding: 'utf8', timeout: 60_000 });
+  expect({ stdout: head.stdout.trim(), stderr: head.stderr }).toEqual({ stdout: '1000', stderr: '0\n' });
   const both = xfer(['files', 'download', file.id, '-o', '-', '--json']);
   expect({ status: both.status, stdout: both.stdout, stderr: JSON.parse(both.stderr) })
     .toEqual({ status: 2, stdout: '', stderr: { error: '--json cannot be used with --output -: stdout carries the content' } });

@@ -259,11 +259,12 @@ export async function saveDownload(req: DownloadRequest): Promise<SavedFile> {
 async function toStdout(req: DownloadRequest): Promise<SavedFile> {
   return abortable(async (signal, interrupted) => {
     let progress: Awaited<ReturnType<typeof byteProgress>> | undefined;
+    let name = '';
+    let size = 0;
+    const hash = createHash('sha256');
     try {
       const download = await req.open(undefined, signal);
-      const name = localName(download.fileName);
-      const hash = createHash('sha256');
-      let size = 0;
+      name = localName(download.fileName);
       progress = await byteProgress(req.progress, { label: name, bytes: 0, bytesTotal: download.size });
       const p = progress;
       await pipeline(download.body, tap((chunk) => { hash.update(chunk); size += chunk.length; p.add(chunk.length); }), process.stdout, { end: false });
@@ -273,7 +274,11 @@ async function toStdout(req: DownloadRequest): Promise<SavedFile> {
       return { file: null, name, size, sha256, resumed_from: 0 };
     } catch (err) {
       const caught = interrupted();
-      throw caught ? interruptedError(caught, null) : err;
+      if (caught) throw interruptedError(caught, null);
+      // The reader stopped early (`| head`): it had what it wanted. Stop quietly, like cat does,
+      // rather than report a write error nobody caused.
+      if ((err as NodeJS.ErrnoException).code === 'EPIPE') return { file: null, name, size, sha256: hash.digest('hex'), resumed_from: 0 };
+      throw err;
     } finally {
       progress?.stop();
     }
