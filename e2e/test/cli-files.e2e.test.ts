@@ -147,6 +147,25 @@ test('progress: plain lines on stderr without --json (non-TTY), none with --json
   }
 });
 
+test('on a terminal (script(1) pseudo-terminal) upload and download draw the ink view: name, state, bar, percentage, bytes', () => {
+  const src = join(work, `tty-${run}.bin`);
+  writeFileSync(src, randomBytes(2_000_000));
+  const onTerminal = (args: string[]) => {
+    const cmd = [process.execPath, BINARIES.cli, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
+    const res = spawnSync('script', ['-qfec', `stty cols 200 rows 40; ${cmd}`, '/dev/null'], { env: env(), cwd: work, encoding: 'utf8', timeout: 60_000 });
+    expect(res.status).toBe(0);
+    return res.stdout.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, '');
+  };
+  const up = onTerminal(['files', 'upload', src, '--path', folder]);
+  expect(up).toContain(`tty-${run}.bin`);
+  expect(up).toMatch(/uploaded █{24} 100% {2}2\.00 MB \/ 2\.00 MB/);
+  const id = /^id: +(\S+)\r?$/m.exec(up)?.[1];
+  expect(id).toBeDefined();
+  const down = onTerminal(['files', 'download', id!, '-o', join(work, `tty-${run}.out`)]);
+  expect(down).toMatch(/█{24} 100% {2}2\.00 MB \/ 2\.00 MB/);
+  expect(readFileSync(join(work, `tty-${run}.out`)).equals(readFileSync(src))).toBe(true);
+});
+
 test('download: byte-identical to the stored name, to a file and to stdout; never overwrites without --force', () => {
   const saved = json(['files', 'download', file.id]);
   const expected = join(work, file.name);
