@@ -153,7 +153,7 @@ test('on a terminal (script(1) pseudo-terminal) upload and download draw the ink
   const onTerminal = (args: string[]) => {
     const cmd = [process.execPath, BINARIES.cli, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
     const res = spawnSync('script', ['-qfec', `stty cols 200 rows 40; ${cmd}`, '/dev/null'], { env: env(), cwd: work, encoding: 'utf8', timeout: 60_000 });
-    expect(res.status).toBe(0);
+    expect({ status: res.status, out: res.status === 0 ? '' : res.stdout }).toEqual({ status: 0, out: '' });
     return res.stdout.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, '');
   };
   const up = onTerminal(['files', 'upload', src, '--path', folder]);

@@ -2,6 +2,8 @@ import { ApiError, exitCodeOf, TransferFailedError, type ApiErrorKind } from './
 import { XferClient, type XferClientOptions } from './client.js';
 import { parseRetryAfter, retryDelayMs, DEFAULT_BACKOFF } from './retry.js';
 import type { RetryInfo } from './transport.js';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { json, readBody, refusedBaseUrl, serve, type Handler, type TestServer } from './test-server.js';
 
 /** Retries, timeouts, aborts and error mapping of the request core, over real HTTP. */
@@ -214,5 +216,37 @@ describe('status → kind → exit code', () => {
     expect((err as TransferFailedError).result.files_total).toBe(3);
     expect(exitCodeOf(err)).toBe(7);
     expect(exitCodeOf(new Error('anything else'))).toBe(1);
+  });
+});
+
+describe('streamed downloads', () => {
+  it('keep every byte when the caller starts reading late, after garbage collections', async () => {
+    const content = Buffer.alloc(3 * 1024 * 1024, 7);
+    const { c } = await client((_req, res) => { res.writeHead(200, { 'content-length': content.length }); res.end(content); });
+    const download = await c.files.download('f1');
+    // What a slow start does (the CLI loading its progress view): collections while the body waits.
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    for (let i = 0; i < 5; i++) {
+      gc();
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    let received = 0;
+    for await (const chunk of download.body) received += (chunk as Buffer).length;
+    expect(received).toBe(content.length);
+  });
+
+  it('let the connection go when the caller stops reading early', async () => {
+    let closed: Promise<void> | undefined;
+    const { c } = await client((_req, res) => {
+      closed = new Promise((resolve) => res.on('close', () => resolve()));
+      res.writeHead(200, { 'content-length': 64 * 1024 * 1024 });
+      const timer = setInterval(() => res.write(Buffer.alloc(64 * 1024)), 5);
+      res.on('close', () => clearInterval(timer));
+    });
+    const download = await c.files.download('f1');
+    for await (const _ of download.body) break;
+    // The server sees its response end early once the client cancels the body (else: test timeout).
+    await closed;
   });
 });

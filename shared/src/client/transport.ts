@@ -114,18 +114,32 @@ export class Transport {
     const { response, deadline, url } = await this.send(method, path, options);
     // From here the limit is on silence, not on the whole download, which may take hours.
     deadline.reset();
-    const source = response.body;
+    // Locked now, not when the consumer starts reading: undici cancels the body of a Response
+    // that is garbage-collected while its stream is unlocked, and the Response is unreachable once
+    // this returns. A consumer that started late (the CLI loads its progress view first, 0.4 s of
+    // allocation) then read a silently empty body.
+    const reader = response.body?.getReader();
     const read = async function* (this: Transport) {
-      if (!source) return;
+      if (!reader) return;
+      /** The body ended or failed by itself; otherwise the consumer stopped reading. */
+      let finished = false;
       try {
-        for await (const chunk of source as unknown as AsyncIterable<Uint8Array>) {
+        for (;;) {
+          let next: Awaited<ReturnType<typeof reader.read>>;
+          try {
+            next = await reader.read();
+          } catch (err) {
+            finished = true;
+            throw this.failure(err, deadline, options.signal, method, url, 1);
+          }
+          if (next.done) { finished = true; return; }
           deadline.reset();
-          yield chunk;
+          yield next.value;
         }
-      } catch (err) {
-        throw this.failure(err, deadline, options.signal, method, url, 1);
       } finally {
         deadline.clear();
+        // The consumer stopped early (or destroyed its stream): let the connection go.
+        if (!finished) await reader.cancel().catch(() => {});
       }
     }.call(this);
     return { status: response.status, headers: response.headers, body: Readable.from(read, { objectMode: false }) };
