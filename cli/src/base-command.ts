@@ -5,6 +5,7 @@ import { configDir, JsonProfileFile, type ProfileSettings } from './credentials/
 import { SecretStore, type SecretLocation } from './credentials/secret-store.js';
 import { Messages } from './messages.js';
 import { writeLine } from './progress/index.js';
+import type { ListOutput } from './resources/lists.js';
 
 export type BaseFlags<T extends typeof Command> = Interfaces.InferredFlags<(typeof BaseCommand)['baseFlags'] & T['flags']>;
 export type BaseArgs<T extends typeof Command> = Interfaces.InferredArgs<T['args']>;
@@ -95,6 +96,11 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
         if (!this.jsonEnabled()) writeLine(Messages.retrying(error.message, delayMs, attempt, RETRIES + 1));
       },
     });
+  }
+
+  /** Where a list command writes (see printList). */
+  protected get listOutput(): ListOutput {
+    return { json: this.jsonEnabled(), stdout: process.stdout };
   }
 
   /** Human output: only when --json is off. */

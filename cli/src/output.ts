@@ -9,10 +9,28 @@ function cell(value: unknown): string {
 
 /** Rows as a left-aligned text table with a header line. */
 export function table<T>(rows: readonly T[], columns: readonly Column<T>[]): string {
-  const cells = rows.map((row) => columns.map((c) => cell(c.get(row))));
-  const widths = columns.map((c, i) => Math.max(c.header.length, ...cells.map((r) => r[i]!.length)));
-  const line = (values: readonly string[]) => values.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd();
-  return [line(columns.map((c) => c.header.toUpperCase())), ...cells.map(line)].join('\n');
+  return new TableWriter(columns).page(rows);
+}
+
+/**
+ * A table written a page at a time (lists with --all, which may be too long to hold): the column
+ * widths are fixed by the header and the first page; a longer cell later pushes its line only.
+ */
+export class TableWriter<T> {
+  private widths: number[] | undefined;
+
+  constructor(private readonly columns: readonly Column<T>[]) {}
+
+  /** The page's lines, preceded by the header on the first page. */
+  page(rows: readonly T[]): string {
+    const cells = rows.map((row) => this.columns.map((c) => cell(c.get(row))));
+    const first = this.widths === undefined;
+    const widths = this.widths ??= this.columns.map((c, i) => Math.max(c.header.length, ...cells.map((r) => r[i]!.length)));
+    const line = (values: readonly string[]) => values.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd();
+    const lines = cells.map(line);
+    if (first) lines.unshift(line(this.columns.map((c) => c.header.toUpperCase())));
+    return lines.join('\n');
+  }
 }
 
 /** One record as `key: value` lines. */

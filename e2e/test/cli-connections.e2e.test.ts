@@ -66,11 +66,21 @@ test('list --all follows every page and equals what the API lists; without --all
   expect(json<unknown[]>(['connections', 'list', '--limit', '2'])).toEqual(all.slice(0, 2));
   expect(json<{ type: string }[]>(['connections', 'list', '--all', '--type', 'nfs']).every((c) => c.type === 'nfs')).toBe(true);
 
+  // --all writes each page as it arrives: the same bytes as the whole array printed at once.
+  const streamed = xfer(['connections', 'list', '--all', '--limit', '2', '--json']);
+  expect(streamed.stdout).toBe(JSON.stringify(all, null, 2) + '\n');
+  expect(xfer(['connections', 'list', '--all', '--type', 'ftp', '--json']).stdout).toBe('[]\n');
+
   const table = xfer(['connections', 'list', '--type', 'nfs', '--limit', '1000']);
   expect(table.status).toBe(0);
   const lines = table.stdout.trim().split('\n');
   expect(lines[0]).toMatch(/^ID +NAME +TYPE +HOST +PORT +PATH +AGENT_ID$/);
   expect(lines.filter((l) => l.includes(`nfs ${run}`))).toHaveLength(5);
+  // Paged with --all: one header and every row, each page written as it arrives (the widths are
+  // set by the first page, so compare cells rather than spacing).
+  const cells = (text: string[]) => text.map((l) => l.split(/ {2,}/));
+  const paged = xfer(['connections', 'list', '--type', 'nfs', '--all', '--limit', '2']).stdout.trim().split('\n');
+  expect(cells(paged)).toEqual(cells(lines));
 });
 
 test('exit code 5 on a duplicate name and 4 on an unknown id, the server error as one stderr line', async () => {

@@ -6,7 +6,7 @@ import type { Column } from '../output.js';
 /** Every /settings route is console-only; said once here so each command's help carries it. */
 export const CONSOLE_ONLY = 'Needs a session login (xfer auth login --email …): an API key is refused with exit code 3.';
 
-/** The login events in the shape `listItems` pages through (the client names them loginEvents/allLoginEvents). */
+/** The login events in the shape `printList` pages through (the client names them loginEvents/allLoginEvents). */
 export function loginEventsOf(client: XferClient): { list(q: PageQuery): Promise<Page<AuditEvent>>; all(q: PageQuery): PageIterator<AuditEvent> } {
   return { list: (q) => client.settings.loginEvents(q), all: (q) => client.settings.allLoginEvents(q) };
 }

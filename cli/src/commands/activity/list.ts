@@ -1,9 +1,8 @@
 import type { AuditEvent } from '@xfer/shared';
 import { BaseCommand } from '../../base-command.js';
-import { Messages } from '../../messages.js';
 import { table } from '../../output.js';
 import { activityFilterFlags, activityQuery, auditEventColumns } from '../../resources/activity.js';
-import { listFlags, listItems } from '../../resources/lists.js';
+import { listFlags, printList } from '../../resources/lists.js';
 
 export default class List extends BaseCommand<typeof List> {
   static override summary = "List the account's audit trail (GET /activity).";
@@ -16,9 +15,7 @@ A --since/--until that is not an ISO 8601 time is exit code 2.`;
   ];
   static override flags = { ...listFlags, ...activityFilterFlags };
 
-  async run(): Promise<AuditEvent[]> {
-    const items = await listItems(this.client().activity, this.flags, activityQuery(this.flags));
-    this.print(items.length > 0 ? table(items, auditEventColumns) : Messages.empty);
-    return items;
+  async run(): Promise<AuditEvent[] | undefined> {
+    return printList(this.client().activity, this.flags, activityQuery(this.flags), auditEventColumns, this.listOutput);
   }
 }

@@ -1,9 +1,7 @@
 import type { Agent } from '@xfer/shared';
 import { BaseCommand } from '../../base-command.js';
-import { Messages } from '../../messages.js';
-import { table } from '../../output.js';
 import { agentColumns } from '../../resources/agents.js';
-import { listFlags, listItems } from '../../resources/lists.js';
+import { listFlags, printList } from '../../resources/lists.js';
 
 export default class List extends BaseCommand<typeof List> {
   static override summary = 'List agents (GET /agents).';
@@ -11,9 +9,7 @@ export default class List extends BaseCommand<typeof List> {
   static override examples = ['<%= config.bin %> agents list', `<%= config.bin %> agents list --all --json | jq -r '.[] | select(.status == "offline") | .name'`];
   static override flags = listFlags;
 
-  async run(): Promise<Agent[]> {
-    const items = await listItems(this.client().agents, this.flags, {});
-    this.print(items.length > 0 ? table(items, agentColumns) : Messages.empty);
-    return items;
+  async run(): Promise<Agent[] | undefined> {
+    return printList(this.client().agents, this.flags, {}, agentColumns, this.listOutput);
   }
 }

@@ -1,10 +1,8 @@
 import { Flags } from '@oclif/core';
 import { CONNECTION_TYPES, type Connection, type ConnectionType } from '@xfer/shared';
 import { BaseCommand } from '../../base-command.js';
-import { Messages } from '../../messages.js';
-import { table } from '../../output.js';
 import { connectionColumns } from '../../resources/connections.js';
-import { listFlags, listItems } from '../../resources/lists.js';
+import { listFlags, printList } from '../../resources/lists.js';
 
 export default class List extends BaseCommand<typeof List> {
   static override summary = 'List connections (GET /connections).';
@@ -12,9 +10,7 @@ export default class List extends BaseCommand<typeof List> {
   static override examples = ['<%= config.bin %> connections list', '<%= config.bin %> connections list --type sftp --all --json'];
   static override flags = { ...listFlags, type: Flags.string({ description: 'Only connections of this type', options: [...CONNECTION_TYPES] }) };
 
-  async run(): Promise<Connection[]> {
-    const items = await listItems(this.client().connections, this.flags, { type: this.flags.type as ConnectionType | undefined });
-    this.print(items.length > 0 ? table(items, connectionColumns) : Messages.empty);
-    return items;
+  async run(): Promise<Connection[] | undefined> {
+    return printList(this.client().connections, this.flags, { type: this.flags.type as ConnectionType | undefined }, connectionColumns, this.listOutput);
   }
 }

@@ -1,10 +1,8 @@
 import { Flags } from '@oclif/core';
 import type { FileRecord } from '@xfer/shared';
 import { BaseCommand } from '../../base-command.js';
-import { Messages } from '../../messages.js';
-import { table } from '../../output.js';
 import { fileColumns } from '../../resources/files.js';
-import { listFlags, listItems } from '../../resources/lists.js';
+import { listFlags, printList } from '../../resources/lists.js';
 
 export default class List extends BaseCommand<typeof List> {
   static override summary = 'List the files of a folder (GET /files).';
@@ -19,10 +17,8 @@ export default class List extends BaseCommand<typeof List> {
     recursive: Flags.boolean({ char: 'r', description: 'Include every folder below --path' }),
   };
 
-  async run(): Promise<FileRecord[]> {
+  async run(): Promise<FileRecord[] | undefined> {
     const f = this.flags;
-    const items = await listItems(this.client().files, f, { path: f.path, ...(f.recursive && { recursive: true }) });
-    this.print(items.length > 0 ? table(items, fileColumns) : Messages.empty);
-    return items;
+    return printList(this.client().files, f, { path: f.path, ...(f.recursive && { recursive: true }) }, fileColumns, this.listOutput);
   }
 }

@@ -1,10 +1,8 @@
 import { Flags } from '@oclif/core';
 import type { FileRecord, SearchFilesQuery } from '@xfer/shared';
 import { BaseCommand } from '../../base-command.js';
-import { Messages } from '../../messages.js';
-import { table } from '../../output.js';
 import { fileColumns, sizeFlag } from '../../resources/files.js';
-import { listFlags, listItems } from '../../resources/lists.js';
+import { listFlags, printList } from '../../resources/lists.js';
 
 export default class Search extends BaseCommand<typeof Search> {
   static override summary = 'Search files in every folder (GET /files/search).';
@@ -22,12 +20,10 @@ export default class Search extends BaseCommand<typeof Search> {
     'max-size': sizeFlag({ description: 'Largest size (bytes, or e.g. 1GiB)' }),
   };
 
-  async run(): Promise<FileRecord[]> {
+  async run(): Promise<FileRecord[] | undefined> {
     const f = this.flags;
     const query: SearchFilesQuery = { q: f.query, type: f.type, min_size: f['min-size'], max_size: f['max-size'] };
     const files = this.client().files;
-    const items = await listItems({ list: (q: SearchFilesQuery) => files.search(q), all: (q: SearchFilesQuery) => files.searchAll(q) }, f, query);
-    this.print(items.length > 0 ? table(items, fileColumns) : Messages.empty);
-    return items;
+    return printList({ list: (q: SearchFilesQuery) => files.search(q), all: (q: SearchFilesQuery) => files.searchAll(q) }, f, query, fileColumns, this.listOutput);
   }
 }

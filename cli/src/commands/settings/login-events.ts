@@ -1,9 +1,7 @@
 import type { AuditEvent } from '@xfer/shared';
 import { BaseCommand } from '../../base-command.js';
-import { Messages } from '../../messages.js';
-import { table } from '../../output.js';
 import { auditEventColumns } from '../../resources/activity.js';
-import { listFlags, listItems } from '../../resources/lists.js';
+import { listFlags, printList } from '../../resources/lists.js';
 import { CONSOLE_ONLY, loginEventsOf } from '../../resources/settings.js';
 
 export default class LoginEvents extends BaseCommand<typeof LoginEvents> {
@@ -12,9 +10,7 @@ export default class LoginEvents extends BaseCommand<typeof LoginEvents> {
   static override examples = ['<%= config.bin %> settings login-events', `<%= config.bin %> settings login-events --all --json | jq '.[] | select(.outcome != "success")'`];
   static override flags = listFlags;
 
-  async run(): Promise<AuditEvent[]> {
-    const items = await listItems(loginEventsOf(this.client()), this.flags, {});
-    this.print(items.length > 0 ? table(items, auditEventColumns) : Messages.empty);
-    return items;
+  async run(): Promise<AuditEvent[] | undefined> {
+    return printList(loginEventsOf(this.client()), this.flags, {}, auditEventColumns, this.listOutput);
   }
 }

@@ -1,9 +1,7 @@
 import { Flags } from '@oclif/core';
 import type { ShareLink } from '@xfer/shared';
 import { BaseCommand } from '../../base-command.js';
-import { Messages } from '../../messages.js';
-import { table } from '../../output.js';
-import { listFlags, listItems } from '../../resources/lists.js';
+import { listFlags, printList } from '../../resources/lists.js';
 import { shareColumns } from '../../resources/shares.js';
 
 export default class List extends BaseCommand<typeof List> {
@@ -16,13 +14,11 @@ status is active, revoked, file_deleted, expired or exhausted; newest first, one
   ];
   static override flags = { ...listFlags, file: Flags.string({ description: 'Only the links of this file id' }) };
 
-  async run(): Promise<ShareLink[]> {
+  async run(): Promise<ShareLink[] | undefined> {
     const shares = this.client().shares;
     const file = this.flags.file;
     const source = file === undefined ? shares
       : { list: (q: object) => shares.listForFile(file, q), all: (q: object) => shares.allForFile(file, q) };
-    const items = await listItems(source, this.flags, {});
-    this.print(items.length > 0 ? table(items, shareColumns) : Messages.empty);
-    return items;
+    return printList(source, this.flags, {}, shareColumns, this.listOutput);
   }
 }

@@ -1,9 +1,7 @@
 import { Flags } from '@oclif/core';
 import type { TransferFile } from '@xfer/shared';
 import { BaseCommand } from '../../base-command.js';
-import { Messages } from '../../messages.js';
-import { table } from '../../output.js';
-import { listFlags, listItems } from '../../resources/lists.js';
+import { listFlags, printList } from '../../resources/lists.js';
 import { transferFileColumns, transferFileStatusFlag, transferIdArg } from '../../resources/transfers.js';
 
 export default class Files extends BaseCommand<typeof Files> {
@@ -20,14 +18,12 @@ export default class Files extends BaseCommand<typeof Files> {
     attempt: Flags.integer({ description: 'Only the results of this run (1, then one more per retry)', min: 1 }),
   };
 
-  async run(): Promise<TransferFile[]> {
+  async run(): Promise<TransferFile[] | undefined> {
     const { status, attempt } = this.flags;
     const transfers = this.client().transfers;
     const id = this.args.id;
-    // listItems wants a resource of one argument: bind the job's id.
+    // printList wants a resource of one argument: bind the job's id.
     const resource = { list: transfers.files.bind(transfers, id), all: transfers.allFiles.bind(transfers, id) };
-    const items = await listItems(resource, this.flags, { status: status as TransferFile['status'] | undefined, attempt });
-    this.print(items.length > 0 ? table(items, transferFileColumns) : Messages.empty);
-    return items;
+    return printList(resource, this.flags, { status: status as TransferFile['status'] | undefined, attempt }, transferFileColumns, this.listOutput);
   }
 }

@@ -1,8 +1,6 @@
 import type { Transfer, TransferStatus } from '@xfer/shared';
 import { BaseCommand } from '../../base-command.js';
-import { Messages } from '../../messages.js';
-import { table } from '../../output.js';
-import { listFlags, listItems } from '../../resources/lists.js';
+import { listFlags, printList } from '../../resources/lists.js';
 import { transferColumns, transferStatusFlag } from '../../resources/transfers.js';
 
 export default class List extends BaseCommand<typeof List> {
@@ -14,9 +12,7 @@ export default class List extends BaseCommand<typeof List> {
   ];
   static override flags = { ...listFlags, status: transferStatusFlag };
 
-  async run(): Promise<Transfer[]> {
-    const items = await listItems(this.client().transfers, this.flags, { status: this.flags.status as TransferStatus | undefined });
-    this.print(items.length > 0 ? table(items, transferColumns) : Messages.empty);
-    return items;
+  async run(): Promise<Transfer[] | undefined> {
+    return printList(this.client().transfers, this.flags, { status: this.flags.status as TransferStatus | undefined }, transferColumns, this.listOutput);
   }
 }

@@ -1,8 +1,6 @@
 import type { User } from '@xfer/shared';
 import { BaseCommand } from '../../base-command.js';
-import { Messages } from '../../messages.js';
-import { table } from '../../output.js';
-import { listFlags, listItems } from '../../resources/lists.js';
+import { listFlags, printList } from '../../resources/lists.js';
 import { userColumns } from '../../resources/users.js';
 
 export default class List extends BaseCommand<typeof List> {
@@ -11,9 +9,7 @@ export default class List extends BaseCommand<typeof List> {
   static override examples = ['<%= config.bin %> users list', `<%= config.bin %> users list --all --json | jq -r '.[] | select(.role == "owner") | .email'`];
   static override flags = listFlags;
 
-  async run(): Promise<User[]> {
-    const items = await listItems(this.client().users, this.flags, {});
-    this.print(items.length > 0 ? table(items, userColumns) : Messages.empty);
-    return items;
+  async run(): Promise<User[] | undefined> {
+    return printList(this.client().users, this.flags, {}, userColumns, this.listOutput);
   }
 }

@@ -1,8 +1,7 @@
 import type { WebhookDelivery, WebhookDeliveryStatus } from '@xfer/shared';
 import { BaseCommand } from '../../base-command.js';
-import { Messages } from '../../messages.js';
 import { table } from '../../output.js';
-import { listFlags, listItems } from '../../resources/lists.js';
+import { listFlags, printList } from '../../resources/lists.js';
 import { deliveryColumns, deliveryStatusFlag, webhookIdArg } from '../../resources/webhooks.js';
 
 export default class Deliveries extends BaseCommand<typeof Deliveries> {
@@ -16,12 +15,10 @@ Exit code 4 when the webhook id is unknown.`;
   static override args = webhookIdArg;
   static override flags = { ...listFlags, status: deliveryStatusFlag };
 
-  async run(): Promise<WebhookDelivery[]> {
+  async run(): Promise<WebhookDelivery[] | undefined> {
     const webhooks = this.client().webhooks;
     const id = this.args.id;
     const deliveries = { list: webhooks.deliveries.bind(webhooks, id), all: webhooks.allDeliveries.bind(webhooks, id) };
-    const items = await listItems(deliveries, this.flags, { status: this.flags.status as WebhookDeliveryStatus | undefined });
-    this.print(items.length > 0 ? table(items, deliveryColumns) : Messages.empty);
-    return items;
+    return printList(deliveries, this.flags, { status: this.flags.status as WebhookDeliveryStatus | undefined }, deliveryColumns, this.listOutput);
   }
 }
