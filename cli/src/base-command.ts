@@ -5,6 +5,7 @@ import { configDir, JsonProfileFile, type ProfileSettings } from './credentials/
 import { SecretStore, type SecretLocation } from './credentials/secret-store.js';
 import { Messages } from './messages.js';
 import { writeLine } from './progress/index.js';
+import { errorLine } from './output.js';
 import type { ListOutput } from './resources/lists.js';
 
 export type BaseFlags<T extends typeof Command> = Interfaces.InferredFlags<(typeof BaseCommand)['baseFlags'] & T['flags']>;
@@ -92,15 +93,18 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
     return new XferClient({
       baseUrl: auth.url, token: auth.secret, userAgent: `xfer-cli/${this.config.version}`, retries: RETRIES,
       // People see why nothing happens for a while; scripts (--json) get only the outcome.
-      onRetry: ({ error, delayMs, attempt }) => {
-        if (!this.jsonEnabled()) writeLine(Messages.retrying(error.message, delayMs, attempt, RETRIES + 1));
-      },
+      onRetry: ({ error, delayMs, attempt }) => this.note(Messages.retrying(error.message, delayMs, attempt, RETRIES + 1)),
     });
   }
 
   /** Where a list command writes (see printList). */
   protected get listOutput(): ListOutput {
     return { json: this.jsonEnabled(), stdout: process.stdout };
+  }
+
+  /** A line for people on stderr (a warning, a next step): not with --json, above a live progress view. */
+  protected note(line: string): void {
+    if (!this.jsonEnabled()) writeLine(line);
   }
 
   /** Human output: only when --json is off. */
@@ -110,9 +114,7 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
 
   override async catch(err: Error & { oclif?: { exit?: number } }): Promise<void> {
     const code = err instanceof ApiError || err instanceof TransferFailedError ? exitCodeOf(err) : err.oclif?.exit ?? ExitCode.other;
-    // oclif appends "See more help with --help" on a line of its own; one line keeps logs greppable.
-    const message = err.message.replace(/\u001b\[[0-9;]*m/g, '').split('\n').map((l) => l.trim()).filter(Boolean).join(' ');
-    process.stderr.write((this.jsonEnabled() ? JSON.stringify({ error: message }) : `Error: ${message}`) + '\n');
+    process.stderr.write(errorLine(err.message, this.jsonEnabled()));
     process.exitCode = code;
   }
 }

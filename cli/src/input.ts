@@ -1,4 +1,6 @@
 import { readFileSync } from 'node:fs';
+import { usageError } from './base-command.js';
+import { Messages } from './messages.js';
 
 /** All of stdin as text, without the trailing newline a pipe usually adds. */
 export async function readStdin(): Promise<string> {
@@ -45,4 +47,15 @@ export function parseJsonObject(text: string, onError: (reason: string) => Error
 
 export function readTextFile(path: string): string {
   return readFileSync(path, 'utf8');
+}
+
+/**
+ * The password from stdin with --password-stdin, else asked on the terminal (not echoed). A
+ * pipe without --password-stdin is refused rather than read, so a script never sends a password
+ * it did not mean to.
+ */
+export async function readPassword(fromStdin: boolean, question: string): Promise<string> {
+  const password = fromStdin ? await readStdin() : await promptHidden(question);
+  if (!password) throw usageError(Messages.passwordMissing);
+  return password;
 }

@@ -1,3 +1,13 @@
+/**
+ * An error as the one stderr line every failure of the CLI prints: `Error: <message>`, or
+ * `{"error": …}` with --json. oclif's messages span lines (and end with "See more help with
+ * --help"); one line keeps logs greppable.
+ */
+export function errorLine(message: string, json: boolean): string {
+  const text = message.replace(/\u001b\[[0-9;]*m/g, '').split('\n').map((l) => l.trim()).filter(Boolean).join(' ');
+  return (json ? JSON.stringify({ error: text }) : `Error: ${text}`) + '\n';
+}
+
 /** A column of a table: the header and how to show a row's value. */
 export interface Column<T> { header: string; get: (row: T) => unknown }
 

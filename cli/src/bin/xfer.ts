@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /** xfer: the command-line interface. oclif finds the commands through the `oclif` section of package.json. */
 import { flush, run } from '@oclif/core';
+import { errorLine } from '../output.js';
 
 try {
   await run(process.argv.slice(2), import.meta.url);
@@ -11,8 +12,7 @@ try {
   const e = err as Error & { oclif?: { exit?: number } };
   const exit = e.oclif?.exit ?? 1;
   if (exit !== 0) {
-    const message = String(e.message).replace(/\u001b\[[0-9;]*m/g, '').split('\n').map((l) => l.trim()).filter(Boolean).join(' ');
-    process.stderr.write((process.argv.includes('--json') ? JSON.stringify({ error: message }) : `Error: ${message}`) + '\n');
+    process.stderr.write(errorLine(String(e.message), process.argv.includes('--json')));
   }
   process.exitCode = exit;
 }

@@ -2,7 +2,6 @@ import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Args, Errors, Flags } from '@oclif/core';
 import { ApiError, ExitCode, type ByteRange, type Download, type FileRecord } from '@xfer/shared';
@@ -105,7 +104,7 @@ export async function byteProgress(mode: ProgressMode, start: ProgressInput) {
   };
 }
 
-/** The chunks of `source` as they are read, each reported to `onChunk` first. */
+/** The chunks of `source` as they are read, each reported to `onChunk` first (an upload's body, or a pipeline stage that keeps backpressure). */
 export async function* tapped(source: AsyncIterable<Uint8Array | string>, onChunk: (chunk: Buffer) => void): AsyncGenerator<Buffer> {
   for await (const raw of source) {
     const chunk = typeof raw === 'string' ? Buffer.from(raw) : Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
@@ -143,11 +142,6 @@ async function refuseOverwrite(target: string, force: boolean): Promise<void> {
 async function hashFile(path: string, hash: ReturnType<typeof createHash>): Promise<void> {
   for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
 }
-
-/** Passes chunks through, reporting each one; the pipeline keeps backpressure end to end. */
-const tap = (onChunk: (chunk: Buffer) => void) => new Transform({
-  transform(chunk: Buffer, _encoding, done) { onChunk(chunk); done(null, chunk); },
-});
 
 /**
  * Runs `work` with Ctrl-C and SIGTERM aborting it: the command then cleans up and exits 130 or
@@ -234,7 +228,7 @@ export async function saveDownload(req: DownloadRequest): Promise<SavedFile> {
       if (from > 0) await hashFile(part, hash);
       await pipeline(
         download.body,
-        tap((chunk) => { hash.update(chunk); progress.add(chunk.length); }),
+        (source: AsyncIterable<Uint8Array>) => tapped(source, (chunk) => { hash.update(chunk); progress.add(chunk.length); }),
         createWriteStream(part, { flags: from > 0 ? 'a' : 'w' }),
       );
       const sha256 = hash.digest('hex');
@@ -267,7 +261,7 @@ async function toStdout(req: DownloadRequest): Promise<SavedFile> {
       name = localName(download.fileName);
       progress = await byteProgress(req.progress, { label: name, bytes: 0, bytesTotal: download.size });
       const p = progress;
-      await pipeline(download.body, tap((chunk) => { hash.update(chunk); size += chunk.length; p.add(chunk.length); }), process.stdout, { end: false });
+      await pipeline(download.body, (source: AsyncIterable<Uint8Array>) => tapped(source, (chunk) => { hash.update(chunk); size += chunk.length; p.add(chunk.length); }), process.stdout, { end: false });
       const sha256 = hash.digest('hex');
       const mismatch = checksumError(download, sha256, name);
       if (mismatch) throw mismatch;

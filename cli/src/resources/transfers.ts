@@ -5,7 +5,7 @@ import {
 } from '@xfer/shared';
 import { BaseCommand } from '../base-command.js';
 import { Messages } from '../messages.js';
-import { record, type Column } from '../output.js';
+import { errorLine, record, type Column } from '../output.js';
 import { createProgress, formatBytes, progressMode, writeLine, type ProgressDisplay, type ProgressInput } from '../progress/index.js';
 
 export const transferColumns: Column<Transfer>[] = [
@@ -119,7 +119,7 @@ export async function followTransfer(client: XferClient, start: Transfer, o: Fol
     if (!o.cancelOnInterrupt || interrupts > 1) {
       progress.stop();
       const message = o.cancelOnInterrupt ? Messages.stoppedWaiting(id) : Messages.stoppedWatching(id);
-      process.stderr.write((o.json ? JSON.stringify({ error: message }) : `Error: ${message}`) + '\n');
+      process.stderr.write(errorLine(message, o.json));
       process.exit(130);
     }
     note(Messages.cancelling(id));
@@ -178,7 +178,7 @@ export abstract class FollowCommand<T extends typeof Command> extends BaseComman
   /** --no-wait: the job as started, and how to follow it. */
   protected started(transfer: Transfer): Transfer {
     this.print(record(transfer));
-    if (!this.jsonEnabled()) process.stderr.write(Messages.transferStarted(transfer.id) + '\n');
+    this.note(Messages.transferStarted(transfer.id));
     return transfer;
   }
 }

@@ -1,8 +1,5 @@
 import { Args } from '@oclif/core';
 import { ROLES, type Role, type User } from '@xfer/shared';
-import { usageError } from '../base-command.js';
-import { promptHidden, readStdin } from '../input.js';
-import { Messages } from '../messages.js';
 import type { Column } from '../output.js';
 
 export const userColumns: Column<User>[] = [
@@ -21,14 +18,3 @@ export const roleFlagOptions = { description: 'Role: only an owner may grant own
 export const asRole = (role: string | undefined) => role as Role | undefined;
 
 export const passwordStdinDescription = 'Read the password from stdin (never give it as a flag value: shell history, ps)';
-
-/**
- * The password from stdin with --password-stdin, else asked on the terminal (not echoed). A
- * pipe without --password-stdin is refused rather than read, so a script never sends a password
- * it did not mean to.
- */
-export async function readPassword(fromStdin: boolean, question: string): Promise<string> {
-  const password = fromStdin ? await readStdin() : await promptHidden(question);
-  if (!password) throw usageError(Messages.passwordMissing);
-  return password;
-}

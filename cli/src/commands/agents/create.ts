@@ -19,8 +19,7 @@ export default class Create extends BaseCommand<typeof Create> {
     const { name, label } = this.flags;
     const { data: agent, warning } = await this.client().agents.create({ name, ...(label && { labels: label }) });
     this.print(record(agent));
-    // On stderr, so that even the human output's stdout is only the agent's fields.
-    if (warning && !this.jsonEnabled()) process.stderr.write(`${warning}\n`);
+    if (warning) this.note(warning);
     return agent;
   }
 }

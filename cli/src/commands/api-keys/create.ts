@@ -22,8 +22,7 @@ export default class Create extends BaseCommand<typeof Create> {
       name: f.name, scopes: f.scope, ...(f['expires-in-days'] !== undefined && { expires_in_days: f['expires-in-days'] }),
     });
     this.print(record(key));
-    // On stderr, so that even the human output's stdout is only the key's fields.
-    if (warning && !this.jsonEnabled()) process.stderr.write(`${warning}\n`);
+    if (warning) this.note(warning);
     return key;
   }
 }

@@ -2,7 +2,7 @@ import { Flags } from '@oclif/core';
 import { ApiError, type XferClient } from '@xfer/shared';
 import { BaseCommand, usageError } from '../../base-command.js';
 import type { SecretLocation } from '../../credentials/secret-store.js';
-import { promptHidden, readStdin } from '../../input.js';
+import { promptHidden, readPassword, readStdin } from '../../input.js';
 import { Messages } from '../../messages.js';
 
 export interface LoginResult {
@@ -49,8 +49,7 @@ The secret is checked with one API call, then stored in the OS keychain (service
     let secret: string;
     let expiresAt: string | null = null;
     if (email) {
-      const password = this.flags['password-stdin'] ? await readStdin() : await promptHidden('Password: ');
-      if (!password) throw usageError(Messages.passwordMissing);
+      const password = await readPassword(this.flags['password-stdin'], 'Password: ');
       const session = await this.client({ url }).auth.login({ email, password, ...(this.flags.otp ? { otp: this.flags.otp } : {}) });
       secret = session.token;
       expiresAt = session.expires_at;

@@ -28,8 +28,7 @@ Exit code 4 when the file id is unknown or the file deleted.`;
       ...(f['max-downloads'] !== undefined && { max_downloads: f['max-downloads'] }),
     });
     this.print(record({ ...link, url: client.shares.sharedUrl(link.url) }));
-    // stderr, so that stdout stays the link's fields.
-    if (!this.jsonEnabled()) process.stderr.write(Messages.shareShownOnce + '\n');
+    this.note(Messages.shareShownOnce);
     return link;
   }
 }

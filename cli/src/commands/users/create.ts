@@ -1,8 +1,9 @@
 import { Flags } from '@oclif/core';
 import type { User } from '@xfer/shared';
 import { BaseCommand } from '../../base-command.js';
+import { readPassword } from '../../input.js';
 import { record } from '../../output.js';
-import { asRole, passwordStdinDescription, readPassword, roleFlagOptions } from '../../resources/users.js';
+import { asRole, passwordStdinDescription, roleFlagOptions } from '../../resources/users.js';
 
 export default class Create extends BaseCommand<typeof Create> {
   static override summary = 'Add a user to the account (POST /users).';

@@ -1,9 +1,10 @@
 import { Flags } from '@oclif/core';
 import type { UpdateUserRequest, User } from '@xfer/shared';
 import { BaseCommand, usageError } from '../../base-command.js';
+import { readPassword } from '../../input.js';
 import { Messages } from '../../messages.js';
 import { record } from '../../output.js';
-import { asRole, passwordStdinDescription, readPassword, roleFlagOptions, userIdArg } from '../../resources/users.js';
+import { asRole, passwordStdinDescription, roleFlagOptions, userIdArg } from '../../resources/users.js';
 
 export default class Update extends BaseCommand<typeof Update> {
   static override summary = 'Change a user (PUT /users/:id).';

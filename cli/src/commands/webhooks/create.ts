@@ -19,8 +19,7 @@ Without --secret-stdin the service generates the signing secret: it is in the an
     const secret = await readWebhookSecret(f);
     const { data: webhook, warning } = await this.client().webhooks.create({ url: f['webhook-url'], events: f.event, ...(secret && { secret }) });
     this.print(record(webhook));
-    // On stderr, so that even the human output's stdout is only the webhook's fields.
-    if (warning && !this.jsonEnabled()) process.stderr.write(`${warning}\n`);
+    if (warning) this.note(warning);
     return webhook;
   }
 }

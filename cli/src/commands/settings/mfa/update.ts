@@ -24,7 +24,7 @@ A wrong or missing code is exit code 2. ${CONSOLE_ONLY}`;
     if (!enable && !disable) throw usageError(Messages.mfaEnableOrDisable);
     const answer = await this.client().settings.updateMfa({ enabled: enable === true, ...(code !== undefined && { code }) });
     this.print(record(answer));
-    if ('secret' in answer && !this.jsonEnabled()) process.stderr.write(`${Messages.mfaEnrolment}\n`);
+    if ('secret' in answer) this.note(Messages.mfaEnrolment);
     return answer;
   }
 }

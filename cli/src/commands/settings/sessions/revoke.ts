@@ -12,7 +12,7 @@ export default class Revoke extends BaseCommand<typeof Revoke> {
   async run(): Promise<SessionsRevoked> {
     const revoked = await this.client().settings.revokeSessions();
     this.print(record(revoked));
-    if (!this.jsonEnabled()) process.stderr.write(`${Messages.sessionsRevoked}\n`);
+    this.note(Messages.sessionsRevoked);
     return revoked;
   }
 }
