@@ -5,6 +5,7 @@ import {
   CompleteMultipartUploadCommand,
   DeleteObjectCommand,
   CreateMultipartUploadCommand,
+  ListPartsCommand,
   type CompletedPart,
   type S3Client,
 } from '@aws-sdk/client-s3';
@@ -16,6 +17,8 @@ import type { DirectPut } from './s3.put.js';
 const MiB = 1024 * 1024;
 /** S3's limits: at most 10,000 parts, each (but the last) at least 5 MiB and at most 5 GiB. */
 const MAX_PARTS = 10_000;
+/** Aborts of one failed multipart upload before it is left to the bucket's lifecycle rules. */
+const ABORT_ATTEMPTS = 4;
 const MAX_GROWN_PART_BYTES = 512 * MiB;
 
 export interface UploadTarget {
@@ -147,9 +150,26 @@ async function putMultipart(
     return { size, ...(await multipartVerdict(t, completed, partSums)) };
   } catch (err) {
     await Promise.allSettled(inflight);
-    // Without the caller's signal: it may be the reason we are here, and the upload must go.
-    await client.send(new AbortMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: uploadId })).catch(() => undefined);
+    await abortUpload(client, bucket, key, uploadId);
     throw err;
+  }
+}
+
+/**
+ * Aborts a multipart upload until the store no longer knows it. A part cut off by the client may
+ * still be landing on the server and bring the upload back after one abort (AWS: "it might be
+ * necessary to abort a given multipart upload multiple times"; versitygw does it under load), so
+ * ListParts checks. Without the caller's signal: it may be the reason we are here, and the upload
+ * must go. Best effort: errors end it (the write already fails with its own).
+ */
+async function abortUpload(client: S3Client, bucket: string, key: string, uploadId: string): Promise<void> {
+  const upload = { Bucket: bucket, Key: key, UploadId: uploadId };
+  for (let attempt = 1; attempt <= ABORT_ATTEMPTS; attempt++) {
+    await client.send(new AbortMultipartUploadCommand(upload)).catch(() => undefined);
+    // NoSuchUpload (or any refusal): gone, or nothing more we can do.
+    const stillThere = await client.send(new ListPartsCommand({ ...upload, MaxParts: 1 })).then(() => true, () => false);
+    if (!stillThere) return;
+    await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
   }
 }
 
