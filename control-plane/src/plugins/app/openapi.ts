@@ -11,8 +11,16 @@ export const DOCS_PREFIX = '/api/v1/docs';
 
 const SECURITY_SCHEME = 'bearer';
 
-/** Every error status answers `{error}` (plugins/app/error-handler.ts): one schema for all of them. */
-const ERROR_RESPONSE = { ...ErrorBody, description: 'Error: `{"error": "<message naming the field>"}`' };
+/**
+ * Every error status answers `{error}` and nothing else (plugins/app/error-handler.ts): one schema
+ * for all of them, closed so that a conformance check catches an extra field.
+ */
+const ERROR_RESPONSE = { ...ErrorBody, additionalProperties: false, description: 'Error: `{"error": "<message naming the field>"}`' };
+/**
+ * A route that declares no success schema (a download) still documents that it succeeds; `type:
+ * 'null'` is @fastify/swagger's way to say "no content described".
+ */
+const SUCCESS_RESPONSE = { type: 'null', description: 'Success (body not described)' };
 
 /**
  * What the document adds to a route's own schema: its security (from `config.access`, the same
@@ -20,7 +28,9 @@ const ERROR_RESPONSE = { ...ErrorBody, description: 'Error: `{"error": "<message
  * declare itself. Only the document changes: validation and serialization use the route's schema.
  */
 function documented(schema: FastifySchema | undefined, access: RouteAccess | undefined): FastifySchema {
-  const response = { '4XX': ERROR_RESPONSE, '5XX': ERROR_RESPONSE, ...(schema?.response as Record<string, unknown> | undefined) };
+  const own = (schema?.response ?? {}) as Record<string, unknown>;
+  const success = Object.keys(own).some((status) => status.startsWith('2')) ? {} : { '2XX': SUCCESS_RESPONSE };
+  const response = { ...success, '4XX': ERROR_RESPONSE, '5XX': ERROR_RESPONSE, ...own };
   return { ...schema, response, security: access?.public ? [] : [{ [SECURITY_SCHEME]: [] }] };
 }
 

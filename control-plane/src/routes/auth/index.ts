@@ -1,6 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { LoginMessages, LoginRequest, Messages } from '@xfer/shared';
+import { Envelope, LoginMessages, LoginRequest, Messages, Session } from '@xfer/shared';
 import { UnauthorizedError } from '../../errors.js';
 import { verifyPassword } from '../../lib/crypto.js';
 import type { SessionClaims } from '../../plugins/app/auth.js';
@@ -15,7 +15,7 @@ const auth: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const mfa = new MfaService(app.db, app.vault);
 
-  app.post('/auth/login', { schema: { body: LoginRequest }, config: { access: { public: true } } }, async (request, reply) => {
+  app.post('/auth/login', { schema: { body: LoginRequest, response: { 200: Envelope(Session) } }, config: { access: { public: true } } }, async (request, reply) => {
     const email = request.body.email.trim().toLowerCase();
     const user = await app.db.users.findOne({ email }).lean();
     const refuse = async (reason: string, message: string = Messages.unauthenticated): Promise<never> => {
