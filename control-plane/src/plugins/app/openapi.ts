@@ -71,5 +71,6 @@ export default fp(
 /** `GET /openapi.json` and the rendered document under `/docs` (assets served from the package, no CDN). */
 export const openapiRoutes: FastifyPluginAsync = async (app) => {
   app.get('/openapi.json', { config: { access: { public: true } } }, async () => app.swagger());
-  await app.register(fastifySwaggerUi, { routePrefix: '/docs' });
+  // indexPrefix: the page links its assets by absolute path when asked for without a trailing slash.
+  await app.register(fastifySwaggerUi, { routePrefix: '/docs', indexPrefix: '/api/v1' });
 };
