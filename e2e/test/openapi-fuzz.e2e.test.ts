@@ -79,7 +79,7 @@ test('schemathesis finds no server error, no 4xx outside {error} and no answer t
     'run', schemaFile, '--url', new URL(stack.url).origin,
     '--header', `Authorization: Bearer ${created.key}`,
     '--checks', CHECKS.join(','),
-    '--phases', 'examples,coverage,fuzzing',
+    '--phases', 'examples,coverage,fuzzing,stateful',
     '--max-examples', String(MAX_EXAMPLES),
     '--max-time', String(MAX_SECONDS),
     '--workers', '2',

@@ -3,11 +3,13 @@ import type { FastifyPluginAsync, FastifySchema, RouteOptions } from 'fastify';
 import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import { ErrorBody } from '@xfer/shared';
+import { MULTIPART_FIELD_MAX_BYTES } from '../external/multipart.js';
 import type { RouteAccess } from './auth.js';
 
 /** Where the document and its rendering are served (both public: the API's shape is no secret). */
-export const OPENAPI_URL = '/api/v1/openapi.json';
-export const DOCS_PREFIX = '/api/v1/docs';
+const API_PREFIX = '/api/v1';
+export const OPENAPI_URL = `${API_PREFIX}/openapi.json`;
+export const DOCS_PREFIX = `${API_PREFIX}/docs`;
 
 const SECURITY_SCHEME = 'bearer';
 
@@ -16,6 +18,19 @@ const SECURITY_SCHEME = 'bearer';
  * for all of them, closed so that a conformance check catches an extra field.
  */
 const ERROR_RESPONSE = { ...ErrorBody, additionalProperties: false, description: 'Error: `{"error": "<message naming the field>"}`' };
+/**
+ * The form of a multipart route (POST /files/upload): it reads its parts as streams, so it has no
+ * body schema to validate with; plugins/external/multipart.ts sets the limits described here.
+ */
+const MULTIPART_FORM = {
+  type: 'object',
+  required: ['file'],
+  properties: {
+    file: { type: 'string', format: 'binary', description: 'The content; its file name is the record\'s name' },
+    path: { type: 'string', maxLength: MULTIPART_FIELD_MAX_BYTES, description: 'Folder of the file (default /)' },
+  },
+};
+
 /**
  * A route that declares no success schema (a download) still documents that it succeeds; `type:
  * 'null'` is @fastify/swagger's way to say "no content described".
@@ -27,11 +42,59 @@ const SUCCESS_RESPONSE = { type: 'null', description: 'Success (body not describ
  * declaration auth.ts enforces) and the `{error}` body for the error statuses it does not
  * declare itself. Only the document changes: validation and serialization use the route's schema.
  */
-function documented(schema: FastifySchema | undefined, access: RouteAccess | undefined): FastifySchema {
+function documented(schema: FastifySchema | undefined, access: RouteAccess | undefined, method: string, url: string): FastifySchema {
   const own = (schema?.response ?? {}) as Record<string, unknown>;
   const success = Object.keys(own).some((status) => status.startsWith('2')) ? {} : { '2XX': SUCCESS_RESPONSE };
   const response = { ...success, '4XX': ERROR_RESPONSE, '5XX': ERROR_RESPONSE, ...own };
-  return { ...schema, response, security: access?.public ? [] : [{ [SECURITY_SCHEME]: [] }] };
+  const multipart = (schema as { consumes?: string[] } | undefined)?.consumes?.includes('multipart/form-data') && !schema?.body;
+  return {
+    ...schema,
+    ...(multipart ? { body: MULTIPART_FORM } : {}),
+    operationId: operationId(method, url),
+    response,
+    security: access?.public ? [] : [{ [SECURITY_SCHEME]: [] }],
+  };
+}
+
+/** `getTransfersIdFiles` for GET /api/v1/transfers/:id/files: a stable name for links and client generators. */
+export function operationId(method: string, url: string): string {
+  const words = url.slice(API_PREFIX.length).split(/[^A-Za-z0-9]+/).filter(Boolean);
+  return method.toLowerCase() + words.map((w) => w[0]!.toUpperCase() + w.slice(1)).join('');
+}
+
+interface JsonSchema { properties?: Record<string, JsonSchema>; allOf?: JsonSchema[] }
+interface Operation {
+  operationId?: string;
+  parameters?: Array<{ in: string; name: string }>;
+  responses?: Record<string, { content?: Record<string, { schema?: JsonSchema }>; links?: Record<string, unknown> }>;
+}
+
+/** A property of an object schema, also when the object is an intersection (`allOf`). */
+function propertyOf(schema: JsonSchema | undefined, name: string): JsonSchema | undefined {
+  return schema?.properties?.[name] ?? schema?.allOf?.map((part) => propertyOf(part, name)).find(Boolean);
+}
+
+/**
+ * OpenAPI links from each create (a POST answering 201 `{data: {id}}`) to the operations on the
+ * resource it made (`<collection>/{id}…`; `/files/upload` creates under `/files`), so that
+ * clients and schemathesis' stateful phase can follow a create to what it created.
+ */
+function addLinks(paths: Record<string, Record<string, Operation>>): void {
+  for (const [source, ops] of Object.entries(paths)) {
+    const created = ops.post?.responses?.['201'];
+    if (!created || !propertyOf(propertyOf(created.content?.['application/json']?.schema, 'data'), 'id')) continue;
+    const base = source.replace(/\/upload$/, '');
+    for (const [target, targetOps] of Object.entries(paths)) {
+      const param = target.startsWith(`${base}/{`) ? /^\{(\w+)\}(?:\/|$)/.exec(target.slice(base.length + 1))?.[1] : undefined;
+      if (!param) continue;
+      for (const op of Object.values(targetOps)) {
+        if (!op.operationId) continue;
+        const parameters: Record<string, string> = { [param]: '$response.body#/data/id' };
+        for (const p of op.parameters ?? []) if (p.in === 'path' && p.name !== param) parameters[p.name] = `$request.path.${p.name}`;
+        created.links = { ...created.links, [op.operationId]: { operationId: op.operationId, parameters } };
+      }
+    }
+  }
 }
 
 /**
@@ -62,7 +125,12 @@ export default fp(
           },
         },
       },
-      transform: ({ schema, url, route }) => ({ schema: documented(schema, route.config?.access), url }),
+      transform: ({ schema, url, route }) => ({ schema: documented(schema, route.config?.access, [route.method].flat()[0]!, url), url }),
+      transformObject: (documentObject) => {
+        const document = (documentObject as { openapiObject: { paths?: Record<string, Record<string, Operation>> } }).openapiObject;
+        addLinks(document.paths ?? {});
+        return document;
+      },
     });
   },
   { name: 'openapi' },
@@ -72,5 +140,5 @@ export default fp(
 export const openapiRoutes: FastifyPluginAsync = async (app) => {
   app.get('/openapi.json', { config: { access: { public: true } } }, async () => app.swagger());
   // indexPrefix: the page links its assets by absolute path when asked for without a trailing slash.
-  await app.register(fastifySwaggerUi, { routePrefix: '/docs', indexPrefix: '/api/v1' });
+  await app.register(fastifySwaggerUi, { routePrefix: DOCS_PREFIX.slice(API_PREFIX.length), indexPrefix: API_PREFIX });
 };
