@@ -2,7 +2,9 @@
 import json
 import os
 import re
+from urllib.parse import urlsplit
 
+import requests
 import schemathesis
 
 # The one 503 a fuzzer may cause on purpose (decisions.md: 503 when no agent can serve): the
@@ -47,8 +49,34 @@ PROTECTED_KEY_IDS = frozenset(filter(None, os.environ.get("XFER_FUZZ_PROTECTED_K
 UNKNOWN_ID = "0" * 24
 
 
+# The console-only run (settings) fuzzes with a session of a user the test made. DELETE
+# /settings/sessions signs that session out too: the hooks sign in again, so that route stays
+# fuzzed and the requests after it are still authenticated.
+SESSION = {
+    "token": os.environ.get("XFER_FUZZ_SESSION_TOKEN"),
+    "email": os.environ.get("XFER_FUZZ_LOGIN_EMAIL"),
+    "password": os.environ.get("XFER_FUZZ_LOGIN_PASSWORD"),
+}
+
+
 @schemathesis.hook
 def before_call(ctx, case, kwargs):
     if case.method.upper() == "DELETE" and case.path.endswith("/api-keys/{id}"):
         if str((case.path_parameters or {}).get("id")) in PROTECTED_KEY_IDS:
             case.path_parameters["id"] = UNKNOWN_ID
+    if SESSION["token"]:
+        case.headers = {**(case.headers or {}), "Authorization": f"Bearer {SESSION['token']}"}
+
+
+@schemathesis.hook
+def after_call(ctx, case, response):
+    signed_out = case.method.upper() == "DELETE" and case.path.endswith("/settings/sessions") and response.status_code == 200
+    if SESSION["token"] and signed_out:
+        url = urlsplit(response.request.url)
+        login = requests.post(
+            f"{url.scheme}://{url.netloc}/api/v1/auth/login",
+            json={"email": SESSION["email"], "password": SESSION["password"]},
+            timeout=30,
+        )
+        login.raise_for_status()
+        SESSION["token"] = login.json()["data"]["token"]

@@ -90,7 +90,10 @@ function addLinks(paths: Record<string, Record<string, Operation>>): void {
       for (const op of Object.values(targetOps)) {
         if (!op.operationId) continue;
         const parameters: Record<string, string> = { [param]: '$response.body#/data/id' };
-        for (const p of op.parameters ?? []) if (p.in === 'path' && p.name !== param) parameters[p.name] = `$request.path.${p.name}`;
+        const others = (op.parameters ?? []).filter((p) => p.in === 'path' && p.name !== param).map((p) => p.name);
+        // The other path parameters come from the create's own path; a target needing more is not linked.
+        if (others.some((name) => !source.includes(`{${name}}`))) continue;
+        for (const name of others) parameters[name] = `$request.path.${name}`;
         created.links = { ...created.links, [op.operationId]: { operationId: op.operationId, parameters } };
       }
     }
