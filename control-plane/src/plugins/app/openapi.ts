@@ -109,7 +109,10 @@ function addLinks(paths: Record<string, Record<string, Operation>>): void {
 export default fp(
   async (app) => {
     app.addHook('onRoute', (route: RouteOptions) => {
-      if (route.url.startsWith(DOCS_PREFIX) && !route.config?.access) {
+      // Only the docs' own pages (@fastify/swagger-ui and @fastify/static mark theirs hidden from
+      // the document): any other route under the prefix must still declare its access.
+      const hidden = (route.schema as { hide?: boolean } | undefined)?.hide === true;
+      if (route.url.startsWith(DOCS_PREFIX) && hidden && !route.config?.access) {
         route.config = { ...route.config, access: { public: true } };
       }
     });
