@@ -16,10 +16,13 @@ import { ensureSchemathesis } from '../src/tools/schemathesis.js';
  * run with an all-scopes key, in bounded phases (examples, coverage, fuzzing). It fails with
  * schemathesis' report on any response >= 500 (but a 503 naming an offline agent: the fuzzer's
  * own agents have no process behind them), any 4xx that is not exactly `{"error": string}`
- * (support/schemathesis-hooks.py), and any answer that contradicts the document (status codes,
- * content types, the response schemas routes declare).
+ * (support/schemathesis-hooks.py), any answer that contradicts the document (status codes,
+ * content types, the response schemas routes declare), and any request the document forbids that
+ * is not refused (support/schemathesis.toml).
  */
-const HOOKS = join(dirname(fileURLToPath(import.meta.url)), 'support', 'schemathesis-hooks.py');
+const SUPPORT = join(dirname(fileURLToPath(import.meta.url)), 'support');
+const HOOKS = join(SUPPORT, 'schemathesis-hooks.py');
+const CONFIG = join(SUPPORT, 'schemathesis.toml');
 /**
  * Test cases per operation and phase, and the time budgets of the two runs (every operation with
  * a key; the console-only settings with a session): the file stays under 3 minutes on a busy
@@ -30,6 +33,7 @@ const KEY_RUN_SECONDS = 90;
 const SESSION_RUN_SECONDS = 25;
 const CHECKS = [
   'no_server_error', 'error_body_is_error_only', 'status_code_conformance', 'content_type_conformance', 'response_schema_conformance',
+  'negative_data_rejection',
 ];
 
 let stack: Stack;
@@ -69,7 +73,7 @@ afterAll(async () => {
 /** Runs `st run` on the document; resolves with its report, throws it when schemathesis found anything. */
 function fuzz(args: string[], env: Record<string, string>): Promise<string> {
   const argv = [
-    'run', schemaFile, '--url', new URL(stack.url).origin,
+    '--config-file', CONFIG, 'run', schemaFile, '--url', new URL(stack.url).origin,
     '--checks', CHECKS.join(','),
     '--max-examples', String(MAX_EXAMPLES),
     // One worker: with threads, Python 3.11 (Debian 12's) sometimes fails hypothesis' ast.parse
