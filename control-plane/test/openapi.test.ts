@@ -81,7 +81,9 @@ test('every error status is documented as exactly {error}; declared success sche
     type: 'object', required: ['data', 'warning'],
   });
   expect(operation('GET', '/api/v1/health')!.responses['503']).toBeDefined();
-  expect(operation('POST', '/api/v1/transfers')!.requestBody).toBeDefined();
+  expect(operation('POST', '/api/v1/transfers')!.requestBody).toMatchObject({ required: true });
+  // config.optionalBody: the route takes a POST without a body.
+  expect(operation('POST', '/api/v1/files/:id/share')!.requestBody).toMatchObject({ required: false });
 });
 
 test('the document and the docs are public; the docs page is HTML with its own assets (no CDN)', async () => {

@@ -2,12 +2,15 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { Readable } from 'node:stream';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defaultCacheDir } from '@xfer/control-plane';
 import { SCOPES } from '@xfer/shared';
 import { Api, startStack, type Stack } from '../src/stack.js';
+import { uploadFile } from '../src/tools/file-transfer.js';
 import { ensureSchemathesis } from '../src/tools/schemathesis.js';
+import { FIXTURES } from './support/connections.js';
 
 /**
  * The API fuzzed by schemathesis (PyPI, pinned in e2e/src/tools/schemathesis.ts) with its own
@@ -57,6 +60,7 @@ beforeAll(async () => {
     },
   });
   await stack.startAgent('fuzz-agent');
+  await seed();
   const text = await (await fetch(`${stack.url}/openapi.json`)).text();
   const document = JSON.parse(text) as { paths: Record<string, Record<string, unknown>> };
   operations = Object.values(document.paths).reduce((n, ops) => n + Object.keys(ops).length, 0);
@@ -69,6 +73,31 @@ afterAll(async () => {
   await stack?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
+
+/**
+ * Real resources behind the ids schemathesis sees in list responses and reuses: connections to the
+ * sftp and s3 test servers, a transfer between them (run once), an uploaded file with a share link.
+ * Without them every route that takes an id answers only 404s (generated connection bodies rarely
+ * pass the per-type checks).
+ */
+async function seed(): Promise<void> {
+  const place = `e2e-fuzz-${randomBytes(4).toString('hex')}`;
+  const sftp = FIXTURES.sftp!;
+  const s3 = FIXTURES.s3!;
+  await sftp.prepare(place);
+  await s3.prepare(place);
+  writeFileSync(join(process.env.XFER_TEST_SFTP_ROOT!, place, 'seed.txt'), 'fuzz seed\n');
+  const from = await stack.api.data<{ id: string }>('POST', '/connections', { name: 'fuzz sftp', ...sftp.body(place) });
+  const to = await stack.api.data<{ id: string }>('POST', '/connections', { name: 'fuzz s3', ...s3.body(place) });
+  const job = await stack.api.data<{ id: string }>('POST', '/transfers', {
+    name: 'fuzz seed', sourceConnectionId: from.id, sourcePath: '/', destinationConnectionId: to.id, destinationPath: '/copy',
+  });
+  expect((await stack.api.call('POST', `/transfers/${job.id}/execute`)).body).toMatchObject({ success: true });
+  const content = Buffer.from('fuzz seed\n');
+  const file = await uploadFile(stack.url, stack.api.token, { name: 'seed.txt', size: content.length, content: Readable.from([content]) });
+  expect(file.status).toBe(201);
+  await stack.api.data('POST', `/files/${file.body.data.id}/share`, {});
+}
 
 /** Runs `st run` on the document; resolves with its report, throws it when schemathesis found anything. */
 function fuzz(args: string[], env: Record<string, string>): Promise<string> {

@@ -13,6 +13,13 @@ export const DOCS_PREFIX = `${API_PREFIX}/docs`;
 
 const SECURITY_SCHEME = 'bearer';
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The route also takes a request without a body (it then uses its body's defaults). */
+    optionalBody?: true;
+  }
+}
+
 /**
  * Every error status answers `{error}` and nothing else (plugins/app/error-handler.ts): one schema
  * for all of them, closed so that a conformance check catches an extra field.
@@ -65,6 +72,7 @@ export function operationId(method: string, url: string): string {
 interface JsonSchema { properties?: Record<string, JsonSchema>; allOf?: JsonSchema[] }
 interface Operation {
   operationId?: string;
+  requestBody?: { required?: boolean };
   parameters?: Array<{ in: string; name: string }>;
   responses?: Record<string, { content?: Record<string, { schema?: JsonSchema }>; links?: Record<string, unknown> }>;
 }
@@ -108,6 +116,8 @@ function addLinks(paths: Record<string, Record<string, Operation>>): void {
  */
 export default fp(
   async (app) => {
+    // @fastify/swagger marks every request body required; routes that take none say so in their config.
+    const optionalBodies = new Set<string>();
     app.addHook('onRoute', (route: RouteOptions) => {
       // Only the docs' own pages (@fastify/swagger-ui and @fastify/static mark theirs hidden from
       // the document): any other route under the prefix must still declare its access.
@@ -131,10 +141,18 @@ export default fp(
           },
         },
       },
-      transform: ({ schema, url, route }) => ({ schema: documented(schema, route.config?.access, [route.method].flat()[0]!, url), url }),
+      transform: ({ schema, url, route }) => {
+        const method = [route.method].flat()[0]!;
+        if (route.config?.optionalBody) optionalBodies.add(operationId(method, url));
+        return { schema: documented(schema, route.config?.access, method, url), url };
+      },
       transformObject: (documentObject) => {
         const document = (documentObject as { openapiObject: { paths?: Record<string, Record<string, Operation>> } }).openapiObject;
-        addLinks(document.paths ?? {});
+        const paths = document.paths ?? {};
+        for (const op of Object.values(paths).flatMap((ops) => Object.values(ops))) {
+          if (op.requestBody && optionalBodies.has(op.operationId!)) op.requestBody.required = false;
+        }
+        addLinks(paths);
         return document;
       },
     });
