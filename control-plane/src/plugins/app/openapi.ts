@@ -46,8 +46,10 @@ const SUCCESS_RESPONSE = { type: 'null', description: 'Success (body not describ
 
 /**
  * What the document adds to a route's own schema: its security (from `config.access`, the same
- * declaration auth.ts enforces) and the `{error}` body for the error statuses it does not
- * declare itself. Only the document changes: validation and serialization use the route's schema.
+ * declaration auth.ts enforces), the `{error}` body for the error statuses it does not declare
+ * itself, a bare 2XX when it declares no success, an operationId, and the multipart form of a
+ * route that `consumes` one. Only the document changes: validation and serialization use the
+ * route's own schema.
  */
 function documented(schema: FastifySchema | undefined, access: RouteAccess | undefined, method: string, url: string): FastifySchema {
   const own = (schema?.response ?? {}) as Record<string, unknown>;
