@@ -15,8 +15,10 @@ import { FIXTURES } from './support/connections.js';
 /**
  * The API fuzzed by schemathesis (PyPI, pinned in e2e/src/tools/schemathesis.ts) with its own
  * OpenAPI document, against the real stack: `xfer-server` on the test database with clamd for
- * uploads, and a real agent for connection tests and transfers. Every operation of the document is
- * run with an all-scopes key, in bounded phases (examples, coverage, fuzzing). It fails with
+ * uploads, and a real agent for connection tests and transfers, with a few real resources for the
+ * ids in lists to lead somewhere. Every operation of the document is run with an all-scopes key in
+ * bounded phases (examples, coverage, fuzzing, stateful along the document's links), then the
+ * console-only ones (settings) with a console session. Each run fails with
  * schemathesis' report on any response >= 500 (but a 503 naming an offline agent: the fuzzer's
  * own agents have no process behind them), any 4xx that is not exactly `{"error": string}`
  * (support/schemathesis-hooks.py), any answer that contradicts the document (status codes,
