@@ -39,7 +39,21 @@ export class NetworkRefusal extends ConnectorError {
     super('PERMISSION', message);
     this.name = 'NetworkRefusal';
   }
+
+  /**
+   * The refusal inside `err`, for libraries that wrap socket errors: through `cause`, or copied
+   * into an error of their own that kept only the code and message (the Azure SDK's RestError).
+   */
+  static within(err: unknown): NetworkRefusal | null {
+    for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+      if (e instanceof NetworkRefusal) return e;
+      if ((e as { code?: unknown }).code === 'PERMISSION' && e.message.startsWith(REFUSAL_PREFIX)) return new NetworkRefusal(e.message);
+    }
+    return null;
+  }
 }
+
+const REFUSAL_PREFIX = 'the agent may not connect to ';
 
 interface HostList {
   ranges: Array<{ entry: string; range: IpRange }>;
@@ -115,7 +129,7 @@ export class NetworkGuard {
     const text = address?.replace(/%.*$/, '') ?? (name === null ? literal : undefined);
     const ip = text === undefined ? null : parseIp(text);
     const target = name !== null && text !== undefined ? `${host} (${text})` : host;
-    const refuse = (why: string) => `the agent may not connect to ${target}: ${why}`;
+    const refuse = (why: string) => `${REFUSAL_PREFIX}${target}: ${why}`;
 
     const deniedName = matchName(this.deny, name);
     if (deniedName) return refuse(`${name} matches "${deniedName}" in ${DENY_HINT}`);
