@@ -122,7 +122,7 @@ export class FtpPool {
     // chain and name checks, against the host name (the socket goes to a checked address).
     const tls: ConnectionOptions = { rejectUnauthorized: pin === null, ...(isIP(host) ? {} : { servername: host }) };
     try {
-      await this.dial(client, host, port, tls);
+      await this.dial(client, host, port, tls, signal);
       if (security === 'explicit') {
         try {
           await client.useTLS(tls);
@@ -153,9 +153,11 @@ export class FtpPool {
    * connections go to the control connection's address (basic-ftp's default refuses a PASV reply
    * naming another host), so they reach only a checked address too.
    */
-  private async dial(client: Client, host: string, port: number, tls: ConnectionOptions): Promise<void> {
+  private async dial(client: Client, host: string, port: number, tls: ConnectionOptions, signal: AbortSignal | undefined): Promise<void> {
     const addresses = await this.guard.resolve(host);
     for (let i = 0; ; i++) {
+      // An abort while resolving closed no socket yet: stop before opening one.
+      if (signal?.aborted) throw new ConnectorError('TRANSIENT', `connecting to ${this.endpoint.where}: aborted`, { cause: signal.reason });
       const { address } = addresses[i]!;
       try {
         if (this.endpoint.security === 'implicit') await client.connectImplicitTLS(address, port, { ...tls });
