@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { AgentToServer, frame, type AgentMessage, type ConnectionSettings, type PayloadOf } from '@xfer/shared';
 import type { Logger } from 'pino';
 import type { CopyTuning } from './copy/types.js';
+import { closedAccess, type AgentAccess } from './connectors/access.js';
 import { JobRunner } from './jobs/job-runner.js';
 import { ZERO_COUNTERS } from './jobs/payloads.js';
 import type { ProgressReporterOptions } from './jobs/progress-reporter.js';
@@ -20,6 +21,8 @@ export interface AgentOptions {
   drainTimeoutMs: number;
   log: Logger;
   connectors?: ConnectorSource;
+  /** Local directories and hosts the agent's owner allows (config: allow_roots, allow_hosts, deny_hosts); default none and the default host rules. */
+  access?: AgentAccess;
   /** Bound on `connector.test()` for `connection.test` (default 20 s). */
   connectionTestTimeoutMs?: number;
   /** Session knobs (backoff, stable time, handshake timeout); tests shorten them. */
@@ -45,7 +48,7 @@ export class Agent {
   private shuttingDown: Promise<void> | null = null;
 
   constructor(private readonly o: AgentOptions) {
-    this.connectors = reportingCredentials(o.connectors ?? registryConnectors, (settings, credentials, previous) => this.credentialsRotated(settings, credentials, previous));
+    this.connectors = reportingCredentials(o.connectors ?? registryConnectors, (settings, credentials, previous) => this.credentialsRotated(settings, credentials, previous), o.access ?? closedAccess());
     this.session = new AgentSession({
       ...o.session,
       url: o.url,
