@@ -396,12 +396,14 @@ describe('listing and revoking', () => {
     expect((await download(link.url)).statusCode).toBe(200);
   });
 
-  test('scopes: files:write creates and revokes, files:read lists, neither does the other', async () => {
+  test('scopes: files:write with files:read creates (the link reads the file), files:write revokes, files:read lists', async () => {
     const file = await upload(owner.apiKey);
     const reader = await createKey(app, owner.apiKey, ['files:read']);
     const writer = await createKey(app, owner.apiKey, ['files:write']);
+    const both = await createKey(app, owner.apiKey, ['files:read', 'files:write']);
     expectError(await share(reader, file.id, {}), 403, Messages.missingScope);
-    const link = await createShare(writer, file.id);
+    expectError(await share(writer, file.id, {}), 403, /creating one needs files:read, which the calling key does not hold/);
+    const link = await createShare(both, file.id);
     expectError(await app.inject({ method: 'GET', url: '/api/v1/shares', headers: auth(writer) }), 403, Messages.missingScope);
     expectError(await app.inject({ method: 'GET', url: `/api/v1/files/${file.id}/shares`, headers: auth(writer) }), 403, Messages.missingScope);
     expect((await app.inject({ method: 'GET', url: `/api/v1/files/${file.id}/shares`, headers: auth(reader) })).statusCode).toBe(200);

@@ -4,13 +4,17 @@ import {
   CreatedShareLink, CreateShareLinkRequest, Deleted, Envelope, IdParams, ListShareLinksQuery, Page, ShareLink, ShareLinkParams,
   SharedTokenParams,
 } from '@xfer/shared';
-import { principalOf } from '../../plugins/app/auth.js';
+import { ForbiddenError } from '../../errors.js';
+import { principalOf, type Principal } from '../../plugins/app/auth.js';
 import { findLiveFile } from '../files/files.service.js';
 import { sendStoredFile } from '../files/send-file.js';
 import {
   assertDownloadsLeft, claimDownload, createShareLink, listShareLinks, openSharedFile, releaseDownload,
   revokeShareLink, shareUrl,
 } from './shares.service.js';
+
+const shareNeedsRead = (p: Principal) =>
+  `A share link lets anyone holding it download the file: creating one needs files:read, which ${p.kind === 'api_key' ? 'the calling key' : `your role (${p.role})`} does not hold`;
 
 /**
  * Share links (api.md "Share link"; decisions.md "Files and share links"; docs/api.md "Share
@@ -29,6 +33,13 @@ const shares: FastifyPluginAsync = async (fastify) => {
     },
   }, async (request, reply) => {
     const principal = principalOf(request);
+    // The link is a read credential for the file: minting one needs the read the caller passes on.
+    if (!principal.scopes.has('files:read')) {
+      await app.audit.recordRequest(request, {
+        action: 'file.share', outcome: 'denied', resource: { type: 'file', id: request.params.id }, details: { reason: 'scope escalation' },
+      });
+      throw new ForbiddenError(shareNeedsRead(principal));
+    }
     const { expires_in_hours, max_downloads } = request.body;
     const { link, token } = await createShareLink(app.db, {
       accountId: principal.accountId, fileId: request.params.id, expiresInHours: expires_in_hours, maxDownloads: max_downloads,
