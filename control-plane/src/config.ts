@@ -48,6 +48,20 @@ export interface Config {
   shareRateLimitPerMinute: number;
   /** Webhook delivery (docs/configuration.md "Webhooks"). */
   webhooks: WebhookConfig;
+  /** Sign-in lockout with backoff (docs/configuration.md "Sign-in lockout"). */
+  loginLockout: LoginLockoutConfig;
+}
+
+export interface LoginLockoutConfig {
+  /** Failed sign-ins for one email within `windowMs` after which it is locked. */
+  emailThreshold: number;
+  /** The same per client address (higher: many people may share one NAT address). */
+  ipThreshold: number;
+  /** The first lock; each further failure doubles it, up to `maxMs`. */
+  baseMs: number;
+  maxMs: number;
+  /** How far back failures count; older ones are forgotten (and swept). */
+  windowMs: number;
 }
 
 export type FileStoreConfig =
@@ -237,6 +251,9 @@ export function parseConfig(env: Env): Config {
   const jobLeaseMs = int(env, 'XFER_JOB_LEASE_MS', 30_000, 200, 24 * 3600_000);
   // A live agent is heard from every heartbeat; a shorter lease would fail the jobs of live agents.
   if (jobLeaseMs < 2 * agentHeartbeatMs) throw new ConfigError('XFER_JOB_LEASE_MS must be at least twice XFER_AGENT_HEARTBEAT_MS');
+  const lockBase = int(env, 'XFER_LOGIN_LOCK_BASE_MS', 30_000, 100, 24 * 3600_000);
+  const lockMax = int(env, 'XFER_LOGIN_LOCK_MAX_MS', 3600_000, 100, 7 * 24 * 3600_000);
+  if (lockMax < lockBase) throw new ConfigError('XFER_LOGIN_LOCK_MAX_MS must be at least XFER_LOGIN_LOCK_BASE_MS');
   return {
     host: env.XFER_HOST || '127.0.0.1',
     port: int(env, 'XFER_PORT', 8080, 0, 65535),
@@ -262,5 +279,12 @@ export function parseConfig(env: Env): Config {
     scanner: parseScanner(env),
     shareRateLimitPerMinute: int(env, 'XFER_SHARE_RATE_LIMIT_PER_MINUTE', 120, 1, 1_000_000),
     webhooks: parseWebhooks(env),
+    loginLockout: {
+      emailThreshold: int(env, 'XFER_LOGIN_LOCK_EMAIL_AFTER', 5, 1, 1000),
+      ipThreshold: int(env, 'XFER_LOGIN_LOCK_IP_AFTER', 20, 1, 100_000),
+      baseMs: lockBase,
+      maxMs: lockMax,
+      windowMs: int(env, 'XFER_LOGIN_LOCK_WINDOW_MS', 24 * 3600_000, 1000, 30 * 24 * 3600_000),
+    },
   };
 }
