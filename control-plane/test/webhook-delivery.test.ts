@@ -182,6 +182,34 @@ describe('delivery', () => {
   }, 30_000);
 });
 
+describe('fair per account', () => {
+  test("one account's hanging receiver and backlog do not delay another account's delivery", async () => {
+    const backlog = 30;
+    const slowAccount = await createAccount(app);
+    const otherAccount = await createAccount(app);
+    // Answers only after the sender's timeout: never.
+    const slow = await webhook(slowAccount, ['transfer.started'], () => 'hang');
+    const prompt = await webhook(otherAccount, ['transfer.started']);
+    for (let i = 0; i < backlog; i++) await app.outbox.emit(slowAccount.accountId, 'transfer.started', { id: `slow-${i}` });
+    await app.outbox.emit(otherAccount.accountId, 'transfer.started', { id: 'prompt' });
+
+    const [arrived] = await eventually(async () => receiver.to(prompt.path).length === 1 && receiver.to(prompt.path), "the other account's delivery");
+    // Ordering, not time: when the other account's event arrived, the slow account had been sent
+    // only its fair share (two per instance, plus at most one more round after a timeout), while
+    // nearly all of its backlog was still waiting. Without the share it went out after the backlog.
+    const slowBefore = receiver.to(slow.path).filter((r) => r.at <= arrived!.at).length;
+    expect(slowBefore).toBeLessThanOrEqual(4);
+    const waiting = await app.db.webhookDeliveries.countDocuments({ webhook_id: new Types.ObjectId(slow.id), status: 'pending', attempts: 0 });
+    expect(waiting).toBeGreaterThanOrEqual(backlog - 4);
+    expect(arrived!.verified).toBe(true);
+    // The slow account still gets its share while the other's delivery is done.
+    await eventually(async () => (await deliveryDocs(prompt.id))[0]?.status === 'delivered', 'delivered');
+    await eventually(async () => receiver.to(slow.path).length > slowBefore, 'the slow account keeps being served');
+    // Stop the backlog: its pending deliveries are cancelled rather than sent.
+    await app.inject({ method: 'DELETE', url: `/api/v1/webhooks/${slow.id}`, headers: auth(slowAccount.apiKey) });
+  });
+});
+
 describe('crashes', () => {
   test('an attempt whose instance died is taken over once its lease ends, and marked abandoned', async () => {
     const hook = await webhook(owner, ['transfer.started']);
