@@ -22,29 +22,22 @@ const DUPLICATE_KEY = 11000;
 const users: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
 
-  /** Owner-only rule check whose refusal is written to the audit trail before the 403. */
-  async function ownerOnly(request: FastifyRequest, action: string, resourceId: string | null, what: string) {
+  /** Runs a rule check whose refusal is written to the audit trail (with `reason`) before the 403. */
+  async function audited(request: FastifyRequest, action: string, resourceId: string | null, reason: string, check: () => void) {
     try {
-      requireOwnerFor(principalOf(request), what);
+      check();
     } catch (err) {
-      await app.audit.recordRequest(request, {
-        action, outcome: 'denied', resource: { type: 'user', id: resourceId }, details: { reason: `only an owner can ${what}` },
-      });
+      await app.audit.recordRequest(request, { action, outcome: 'denied', resource: { type: 'user', id: resourceId }, details: { reason } });
       throw err;
     }
   }
 
-  /** An escalation check (lib/grant-rules.ts) whose refusal is written to the audit trail before the 403. */
-  async function withinCaller(request: FastifyRequest, action: string, resourceId: string | null, check: () => void) {
-    try {
-      check();
-    } catch (err) {
-      await app.audit.recordRequest(request, {
-        action, outcome: 'denied', resource: { type: 'user', id: resourceId }, details: { reason: 'scope escalation' },
-      });
-      throw err;
-    }
-  }
+  const ownerOnly = (request: FastifyRequest, action: string, resourceId: string | null, what: string) =>
+    audited(request, action, resourceId, `only an owner can ${what}`, () => requireOwnerFor(principalOf(request), what));
+
+  /** An escalation check (lib/grant-rules.ts). */
+  const withinCaller = (request: FastifyRequest, action: string, resourceId: string | null, check: () => void) =>
+    audited(request, action, resourceId, 'scope escalation', check);
 
   async function findUser(accountId: string, rawId: string) {
     const id = toObjectId(rawId);
