@@ -118,6 +118,10 @@ const DOORS: Record<string, Door> = {
       const res = await call('POST', `/files/${fileId}/share`, readWrite, {});
       expect(res.statusCode).toBe(201);
       await expectNoApiAccess(res.json().data.token);
+      // An expiring key's links end by its own end (the default link lives 24 h; this key 1 day from a moment ago).
+      const expiring = await createKey(app, owner.apiKey, ['files:read', 'files:write'], { expires_in_days: 1 });
+      expectError(await call('POST', `/files/${fileId}/share`, expiring, {}), 403, /^The calling key expires at .*: a share link it creates must expire no later/);
+      expect((await call('POST', `/files/${fileId}/share`, expiring, { expires_in_hours: 23 })).statusCode).toBe(201);
     },
   },
   'POST /api/v1/webhooks': {

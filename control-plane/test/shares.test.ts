@@ -414,6 +414,19 @@ describe('listing and revoking', () => {
   });
 });
 
+describe('no escalation through share links (docs/security.md "Escalation rules")', () => {
+  test("a link minted by an expiring key expires no later than the key; refusals are audited", async () => {
+    const file = await upload(owner.apiKey);
+    const key = await createKey(app, owner.apiKey, ['files:read', 'files:write'], { expires_in_days: 2 });
+    expectError(await share(key, file.id, { expires_in_hours: 49 }), 403,
+      /^The calling key expires at \S+: a share link it creates must expire no later \(the requested share link expires at \S+; give expires_in_hours within that\)$/);
+    const ok = await createShare(key, file.id, { expires_in_hours: 47 });
+    expect(Date.parse(ok.expires_at)).toBeLessThan(Date.now() + 48 * 3600_000);
+    const denied = await app.db.auditEvents.find({ action: 'file.share', outcome: 'denied', 'resource.id': file.id }).lean();
+    expect(denied.map((r) => (r.details as { reason: string }).reason)).toEqual(['expiry beyond the calling key']);
+  });
+});
+
 describe('logs', () => {
   /**
    * The built server (dist: `npm test` builds first) in a child process, logging at trace level

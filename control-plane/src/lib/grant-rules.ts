@@ -1,5 +1,6 @@
 import { scopesForRole, SCOPES, type Role, type Scope } from '@xfer/shared';
 import { ForbiddenError } from '../errors.js';
+import type { Models } from '../models/index.js';
 import type { Principal } from '../plugins/app/auth.js';
 
 /**
@@ -50,17 +51,28 @@ export function requireKeyWithin(principal: Principal, keyScopes: readonly strin
 }
 
 /**
- * A key created by an expiring key expires no later than its creator: otherwise a short-lived
- * key could outlive itself by minting a permanent one. `callerExpiresAt` is null for a key that
- * never expires and for sessions (a session acts for its user, whose authority does not end with
- * the session; docs/security.md says why).
+ * When the caller's own authority ends: its key's `expires_at`, read here rather than carried on
+ * every request's principal. Null for a key that never expires and for sessions (a session acts
+ * for its user, whose authority does not end with the session; docs/security.md says why).
  */
-export function requireExpiryWithin(callerExpiresAt: Date | null, requested: Date | null): void {
-  if (!callerExpiresAt) return;
-  if (requested && requested.getTime() <= callerExpiresAt.getTime()) return;
+export async function callerExpiresAt(db: Models, principal: Principal): Promise<Date | null> {
+  if (principal.kind !== 'api_key' || !principal.keyId) return null;
+  const key = await db.apiKeys.findById(principal.keyId, { expires_at: 1 }).lean();
+  return key?.expires_at ?? null;
+}
+
+const EXPIRY_HINT = { key: 'give expires_at or expires_in_days within that', 'share link': 'give expires_in_hours within that' } as const;
+
+/**
+ * What an expiring key creates (a key, a share link) expires no later than the key: otherwise a
+ * short-lived key could outlive itself by minting a permanent credential.
+ */
+export function requireExpiryWithin(callerEnd: Date | null, requested: Date | null, what: keyof typeof EXPIRY_HINT): void {
+  if (!callerEnd) return;
+  if (requested && requested.getTime() <= callerEnd.getTime()) return;
   const asked = requested ? `expires at ${requested.toISOString()}` : 'never expires';
   throw new ForbiddenError(
-    `The calling key expires at ${callerExpiresAt.toISOString()}: a key it creates must expire no later ` +
-      `(the requested key ${asked}; give expires_at or expires_in_days within that)`,
+    `The calling key expires at ${callerEnd.toISOString()}: a ${what} it creates must expire no later ` +
+      `(the requested ${what} ${asked}; ${EXPIRY_HINT[what]})`,
   );
 }

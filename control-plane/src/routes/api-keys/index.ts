@@ -4,7 +4,7 @@ import { CreateApiKeyRequest, IdParams, isScope, Messages, PageQuery, type Scope
 import { BadRequestError, ForbiddenError, NotFoundError } from '../../errors.js';
 import { paginate, toObjectId } from '../../lib/pagination.js';
 import { principalOf } from '../../plugins/app/auth.js';
-import { requireExpiryWithin, requireKeyWithin } from '../../lib/grant-rules.js';
+import { callerExpiresAt, requireExpiryWithin, requireKeyWithin } from '../../lib/grant-rules.js';
 import { issueApiKey, presentApiKey } from './api-keys.service.js';
 
 const DAY_MS = 24 * 3600 * 1000;
@@ -51,10 +51,8 @@ const apiKeys: FastifyPluginAsync = async (fastify) => {
       throw new ForbiddenError(Messages.scopeEscalation);
     }
     const expiresAt = requestedExpiry(request.body, Date.now());
-    // The caller's own end of life is read here rather than carried on every request's principal.
-    const caller = principal.keyId ? await app.db.apiKeys.findById(principal.keyId, { expires_at: 1 }).lean() : null;
     try {
-      requireExpiryWithin(caller?.expires_at ?? null, expiresAt);
+      requireExpiryWithin(await callerExpiresAt(app.db, principal), expiresAt, 'key');
     } catch (err) {
       await app.audit.recordRequest(request, {
         action: 'api_key.create', outcome: 'denied',
