@@ -149,6 +149,7 @@ describe('GET /api/v1/agents/connect', () => {
     ['unknown type', JSON.stringify({ v: 1, type: 'job.steal', id: '1', payload: {} })],
     ['invalid hello payload', JSON.stringify({ v: 1, type: 'hello', id: '1', payload: { version: 1 } })],
     ['a message before hello', JSON.stringify({ v: 1, type: 'pong', id: '1', payload: { request_id: 'x' } })],
+    ...['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf'].map((type) => [`type "${type}" (an Object.prototype name)`, JSON.stringify({ v: 1, type, id: 'x', payload: {} })]),
   ])('%s closes the socket with protocolError (4400)', async (_what, raw) => {
     const agent = await createAgent();
     const client = await ProtocolClient.open(app, agent.token);
