@@ -22,6 +22,8 @@ export interface FuzzFrame {
 export const PROTOTYPE_NAMES = ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf', 'isPrototypeOf', 'toLocaleString'] as const;
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+/** Valid payloads per message type (plain JSON data). */
+export type Samples = Record<string, readonly unknown[]>;
 
 /** Values that break careless code: wrong types, extremes, long and odd strings, nesting. */
 const oddValue: fc.Arbitrary<Json> = fc.oneof(
@@ -107,7 +109,7 @@ const notUtf8: fc.Arbitrary<Buffer> = fc.tuple(
  * Frames for one direction. `samples` gives, per message type of that direction, valid payloads
  * (the generator mutates them, and sends some unchanged: a valid frame out of session order).
  */
-export function fuzzFrame(samples: Record<string, Json[]>): fc.Arbitrary<FuzzFrame> {
+export function fuzzFrame(samples: Samples): fc.Arbitrary<FuzzFrame> {
   const types = Object.keys(samples);
   const sample = sampleOf(samples);
   return fc.oneof(
@@ -127,12 +129,12 @@ export function fuzzFrame(samples: Record<string, Json[]>): fc.Arbitrary<FuzzFra
 }
 
 /** A valid frame of one of the sample payloads, unchanged. */
-export function validFrame(samples: Record<string, Json[]>, types = Object.keys(samples)): fc.Arbitrary<FuzzFrame> {
+export function validFrame(samples: Samples, types = Object.keys(samples)): fc.Arbitrary<FuzzFrame> {
   return sampleOf(samples, types).map(([type, payload]) => text('valid')(envelope(type, payload)));
 }
 
-function sampleOf(samples: Record<string, Json[]>, types = Object.keys(samples)): fc.Arbitrary<[string, Json]> {
-  return fc.constantFrom(...types).chain((type) => fc.tuple(fc.constant(type), fc.constantFrom(...samples[type]!)));
+function sampleOf(samples: Samples, types = Object.keys(samples)): fc.Arbitrary<[string, Json]> {
+  return fc.constantFrom(...types).chain((type) => fc.tuple(fc.constant(type), fc.constantFrom(...(samples[type] as Json[]))));
 }
 
 const text = (kind: FuzzFrame['kind']) => (data: string): FuzzFrame => ({ kind, data, binary: false });
