@@ -86,6 +86,8 @@ export class AgentSession {
   private queue: Promise<void> = Promise.resolve();
   private queued = 0;
   private queuedBytes = 0;
+  /** When the socket was last resumed after back-pressure: silence before it is not the agent's. */
+  private resumedAt = 0;
   private readonly heartbeat: NodeJS.Timeout;
   private readonly helloTimer: NodeJS.Timeout;
   private resolveClosed!: () => void;
@@ -97,7 +99,9 @@ export class AgentSession {
     socket.on('ping', () => (this.lastHeardAt = new Date()));
     socket.on('close', (code) => void this.onClose(code));
     this.heartbeat = setInterval(() => this.contained('the heartbeat', () => {
-      if (Date.now() - this.lastHeardAt.getTime() > 3 * o.heartbeatMs) {
+      // While we hold the socket paused (back-pressure) its pongs are not read: that silence is
+      // ours, not the agent's. The pings still go out, so the agent hears from us.
+      if (!socket.isPaused && Date.now() - Math.max(this.lastHeardAt.getTime(), this.resumedAt) > 3 * o.heartbeatMs) {
         o.log.info({ agentId: agent.id }, 'agent silent for 3 heartbeats: dropping its socket');
         socket.terminate();
       } else {
@@ -209,7 +213,10 @@ export class AgentSession {
       .finally(() => {
         this.queued--;
         this.queuedBytes -= bytes;
-        if (this.queued <= MAX_QUEUED / 2 && this.queuedBytes <= MAX_QUEUED_BYTES / 2 && this.socket.isPaused) this.socket.resume();
+        if (this.queued <= MAX_QUEUED / 2 && this.queuedBytes <= MAX_QUEUED_BYTES / 2 && this.socket.isPaused) {
+          this.resumedAt = Date.now();
+          this.socket.resume();
+        }
       });
   }
 
