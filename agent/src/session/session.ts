@@ -190,6 +190,8 @@ export class AgentSession {
         }
       });
       const onFrame = (data: Buffer, isBinary: boolean): void => {
+        // Frames that arrive once the session is closing (after a bad frame) are dropped: it is over.
+        if (ws.readyState !== WebSocket.OPEN) return;
         lastHeard = Date.now();
         if (isBinary) {
           this.protocolFailure(ws, 'unexpected binary frame');
@@ -251,7 +253,8 @@ export class AgentSession {
     if (ws.readyState === WebSocket.OPEN) {
       ws.close(CloseCodes.protocolError, truncateReason(reason));
       setTimeout(() => ws.terminate(), CLOSE_WAIT_MS).unref();
-    } else ws.terminate();
+    } else if (ws.readyState === WebSocket.CONNECTING) ws.terminate();
+    // CLOSING: the close already under way ends the session.
   }
 
   private isIdle(): boolean {
