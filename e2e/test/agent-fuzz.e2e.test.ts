@@ -20,7 +20,7 @@ const env = process.env;
 const run = randomBytes(4).toString('hex');
 const sftpRoot = join(env.XFER_TEST_SFTP_ROOT!, `e2e-fuzz-${run}`);
 /** Bounded so the file runs in well under a minute on a busy machine. */
-const RUNS = 50;
+const RUNS = 40;
 const WAIT_MS = 10_000;
 
 let stack: Stack;
