@@ -46,6 +46,12 @@ interface Closed {
 
 const TERMINAL_HTTP = new Set([401, 403]);
 const CLOSE_WAIT_MS = 3000;
+/**
+ * Replies (`pong`, `connection.test.result`) are not queued past this many unsent bytes: the
+ * control plane is not reading them. Everything else is always queued (job reports must arrive).
+ */
+const MAX_UNREAD_BYTES = 2 * MAX_FRAME_BYTES;
+const REPLIES: ReadonlySet<string> = new Set(['pong', 'connection.test.result']);
 /** The largest heartbeat the agent honours (one hour): the watchdog is a timer. */
 const MAX_HEARTBEAT_MS = 3_600_000;
 
@@ -95,7 +101,11 @@ export class AgentSession {
   /** Sends now when the session is open; otherwise keeps what must not be lost (see class doc). */
   send(message: AgentMessage): void {
     const ws = this.ws;
-    if (ws && this.welcomed && ws.readyState === WebSocket.OPEN) {
+    const open = ws !== null && this.welcomed && ws.readyState === WebSocket.OPEN;
+    if (open && REPLIES.has(message.type) && ws.bufferedAmount > MAX_UNREAD_BYTES) {
+      // A control plane that floods requests and does not read the replies gets no more of them.
+      this.o.log.debug({ type: message.type, unread_bytes: ws.bufferedAmount }, 'control plane not reading: reply dropped');
+    } else if (open) {
       ws.send(JSON.stringify(message), (err) => {
         if (err && isDurable(message)) this.outbox.put(message);
         this.checkIdle();
