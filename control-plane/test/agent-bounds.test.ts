@@ -65,6 +65,25 @@ describe('reports on jobs an agent was never given', () => {
   });
 });
 
+describe('an agent that does not read its socket', () => {
+  test('is dropped once what was sent to it and not read passes the bound, instead of growing the send buffer', async () => {
+    const account = await createAccount(app);
+    const { agent, client } = await connectedAgent(account.apiKey);
+    // Stop reading: every job.cancel the server answers with stays in its send buffer.
+    (client.ws as unknown as { _socket: { pause(): void } })._socket.pause();
+    const report = (i: number) => JSON.stringify({ v: 1, type: 'job.accepted', id: String(i), payload: { job_id: `unknown-job-${i}-${'x'.repeat(40)}` } });
+    let sent = 0;
+    while (app.agentHub.get(agent.id) && sent < 400_000) {
+      for (let i = 0; i < 2_000; i++) client.sendRaw(report(sent++));
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    // Dropped while it was still sending (so not as a silent peer: each frame counts as contact).
+    expect({ online: app.agentHub.get(agent.id) !== undefined }).toEqual({ online: false });
+    expect(sent).toBeLessThan(400_000);
+    client.ws.terminate();
+  }, 60_000);
+});
+
 describe('progress of a job', () => {
   test(`more than ${MAX_PENDING_FILES} file results arriving during one write wait for it (back-pressure): every one is recorded`, async () => {
     const account = await createAccount(app);
