@@ -16,7 +16,10 @@ export default fp(
       // ws closes a socket whose peer broke the framing (1009 for an oversized frame) and then
       // reports the error: let that close reach the agent, so it knows why; end other sockets now.
       errorHandler: (err, socket, request) => {
-        request.log.warn({ err: err.message }, 'agent socket error');
+        // ws's own errors (WS_ERR_*) are the peer's doing; anything else thrown here is ours.
+        const fromPeer = String((err as { code?: unknown }).code ?? '').startsWith('WS_ERR_');
+        if (fromPeer) request.log.warn({ err: err.message }, 'agent socket closed for a framing error');
+        else request.log.error({ err }, 'agent socket failed');
         if (socket.readyState !== socket.CLOSING) socket.terminate();
       },
       preClose: (done) => done(),
