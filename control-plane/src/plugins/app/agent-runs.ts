@@ -111,7 +111,11 @@ export class AgentRuns {
         }
       }
       if (byJob.get(id) === fresh) byJob.delete(id);
-    })();
+    })().catch((err: unknown) => {
+      // Nobody may be waiting on the writer: a rejection must not go unhandled.
+      this.o.log.error({ err, jobId: id }, 'job progress writer failed');
+      if (byJob.get(id) === fresh) byJob.delete(id);
+    });
     byJob.set(id, fresh);
   }
 
