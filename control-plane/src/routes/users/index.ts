@@ -1,6 +1,6 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { CreateUserRequest, IdParams, PageQuery, UpdateUserRequest, type Role } from '@xfer/shared';
+import { CreateUserRequest, Deleted, Envelope, IdParams, Page, PageQuery, UpdateUserRequest, User, type Role } from '@xfer/shared';
 import { ConflictError, NotFoundError } from '../../errors.js';
 import { hashPassword } from '../../lib/crypto.js';
 import { paginate, toObjectId } from '../../lib/pagination.js';
@@ -47,7 +47,7 @@ const users: FastifyPluginAsync = async (fastify) => {
   }
 
   app.get('/users', {
-    schema: { querystring: PageQuery },
+    schema: { querystring: PageQuery, response: { 200: Page(User) } },
     config: { access: { scope: 'users:read' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
@@ -55,7 +55,7 @@ const users: FastifyPluginAsync = async (fastify) => {
   });
 
   app.post('/users', {
-    schema: { body: CreateUserRequest },
+    schema: { body: CreateUserRequest, response: { 201: Envelope(User) } },
     config: { access: { scope: 'users:write' } },
   }, async (request, reply) => {
     const principal = principalOf(request);
@@ -87,7 +87,7 @@ const users: FastifyPluginAsync = async (fastify) => {
   });
 
   app.get('/users/:id', {
-    schema: { params: IdParams },
+    schema: { params: IdParams, response: { 200: Envelope(User) } },
     config: { access: { scope: 'users:read' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
@@ -95,7 +95,7 @@ const users: FastifyPluginAsync = async (fastify) => {
   });
 
   app.put('/users/:id', {
-    schema: { params: IdParams, body: UpdateUserRequest },
+    schema: { params: IdParams, body: UpdateUserRequest, response: { 200: Envelope(User) } },
     config: { access: { scope: 'users:write' } },
   }, async (request) => {
     const principal = principalOf(request);
@@ -142,7 +142,7 @@ const users: FastifyPluginAsync = async (fastify) => {
   });
 
   app.delete('/users/:id', {
-    schema: { params: IdParams },
+    schema: { params: IdParams, response: { 200: Envelope(Deleted) } },
     config: { access: { scope: 'users:write' } },
   }, async (request) => {
     const principal = principalOf(request);
@@ -167,7 +167,7 @@ const users: FastifyPluginAsync = async (fastify) => {
     await app.audit.recordRequest(request, {
       action: 'user.delete', outcome: 'success', resource: { type: 'user', id: targetId }, details: { email: target.email, role: target.role },
     });
-    return { data: { id: targetId, deleted: true } };
+    return { data: { id: targetId, deleted: true as const } };
   });
 };
 
