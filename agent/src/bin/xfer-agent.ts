@@ -59,6 +59,7 @@ async function main(argv: string[]): Promise<number> {
   const agent = new Agent({
     url: config.connectUrl, token: config.token, version: AGENT_VERSION, hostname: hostname(),
     maxJobs: config.maxJobs, drainTimeoutMs: config.drainTimeoutMs, log,
+    stateDir: config.stateDir, outboxMemoryBytes: config.outboxMemoryBytes,
   });
   let signals = 0;
   const onSignal = (signal: NodeJS.Signals) => {

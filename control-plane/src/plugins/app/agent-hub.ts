@@ -192,7 +192,10 @@ export class AgentHub {
       this.runs.startResync(session);
       this.onReady(session);
     });
-    return { agent_id: agentId, heartbeat_ms: this.o.heartbeatMs, lease_ms: this.o.leaseMs, abort_jobs: abortJobs };
+    return {
+      agent_id: agentId, heartbeat_ms: this.o.heartbeatMs, lease_ms: this.o.leaseMs, abort_jobs: abortJobs,
+      ...(hello.acks ? { acks: true } : {}),
+    };
   }
 
   private async onMessage(session: AgentSession, message: Exclude<AgentMessage, { type: 'hello' }>): Promise<void> {
