@@ -55,6 +55,8 @@ export class ReportQueue {
   private memoryBytes = 0;
   /** Spilled reports, oldest first; the last one is appended to. */
   private readonly segments: Segment[] = [];
+  /** Reports held per job (memory and disk): `heldJobs`. */
+  private readonly perJob = new Map<string, number>();
   private spillFailed = false;
   private dirMade = false;
 
@@ -66,6 +68,8 @@ export class ReportQueue {
     if (merged) return merged;
     const numbered = { ...message, payload: { ...message.payload, seq: this.nextSeq++ } } as JobReport;
     const held: HeldReport = { seq: numbered.payload.seq!, message: numbered, bytes: Buffer.byteLength(JSON.stringify(numbered)) };
+    const job = message.payload.job_id;
+    this.perJob.set(job, (this.perJob.get(job) ?? 0) + 1);
     // Never spill into an empty memory: what is on disk is read back only when acknowledgements free room.
     if (this.memory.size > 0 && (this.segments.length > 0 || this.memoryBytes + held.bytes > this.o.memoryBytes)) {
       if (this.spill(held)) return null;
@@ -82,6 +86,10 @@ export class ReportQueue {
       this.memory.delete(seq);
       this.unsentSeqs.delete(seq);
       this.memoryBytes -= held.bytes;
+      const job = held.message.payload.job_id;
+      const left = (this.perJob.get(job) ?? 1) - 1;
+      if (left > 0) this.perJob.set(job, left);
+      else this.perJob.delete(job);
     }
     while (this.segments.length > 0 && this.memoryBytes < this.o.memoryBytes / 2) this.load(this.segments.shift()!);
   }
@@ -97,6 +105,11 @@ export class ReportQueue {
     const out = [...this.unsentSeqs].map((seq) => this.memory.get(seq)!);
     this.unsentSeqs.clear();
     return out;
+  }
+
+  /** Jobs with reports not acknowledged yet (`hello.held_jobs`). */
+  heldJobs(): string[] {
+    return [...this.perJob.keys()];
   }
 
   /** Reports held, in memory and on disk (0: everything was acknowledged). */

@@ -196,7 +196,7 @@ export class AgentSession {
       });
       ws.on('open', () => {
         log.debug('connected; sending hello');
-        ws.send(JSON.stringify(frame(AgentToServer, 'hello', { ...this.o.hello(), acks: true })));
+        ws.send(JSON.stringify(frame(AgentToServer, 'hello', { ...this.o.hello(), acks: true, held_jobs: this.reports.heldJobs().slice(0, 10_000) })));
       });
       ws.on('ping', () => { lastHeard = Date.now(); });
       ws.on('pong', () => { lastHeard = Date.now(); });

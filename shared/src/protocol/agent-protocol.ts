@@ -96,6 +96,11 @@ export const AgentToServer = {
     max_jobs: Type.Integer({ minimum: 1, maximum: 1000 }),
     /** The agent numbers its job reports (`seq`) and wants them acknowledged (`ack`). */
     acks: Type.Optional(Type.Boolean()),
+    /**
+     * Jobs not running any more whose reports the agent still holds (they follow the welcome):
+     * the control plane waits for those reports instead of settling the jobs as lost.
+     */
+    held_jobs: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 10_000 })),
   }),
   /** The job was received and started. */
   'job.accepted': Type.Object({ ...JobRef }),

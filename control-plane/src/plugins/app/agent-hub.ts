@@ -181,7 +181,7 @@ export class AgentHub {
     const previous = this.current.get(agentId);
     if (previous && previous !== session) previous.close(CloseCodes.replaced, 'another session of this agent connected');
     this.current.set(agentId, session);
-    const abortJobs = await this.runs.adopt(session, hello.running_jobs);
+    const abortJobs = await this.runs.adopt(session, hello.running_jobs, hello.held_jobs ?? []);
     await this.o.audit.record({
       accountId: session.agent.accountId, actor: { type: 'agent', id: agentId }, action: 'agent.connect',
       resource: { type: 'agent', id: agentId }, ip, outcome: 'success',

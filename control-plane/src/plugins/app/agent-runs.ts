@@ -156,11 +156,13 @@ export class AgentRuns {
    * At hello: the jobs the agent still runs and the database still wants on it (current attempt,
    * already sent) keep going; the agent aborts the rest (returned, for `welcome.abort_jobs`). Jobs
    * sent to the agent that it does not list may have ended while it was away (their reports follow
-   * the welcome): they are settled after the resync ping (`settle`).
+   * the welcome): they are settled after the resync ping (`settle`), unless the agent says it holds
+   * reports of them (`heldJobs`: an agent that acknowledges reports keeps them until they are
+   * persisted, so they come, however many, and however long the resync ping waits for them).
    */
-  async adopt(session: AgentSession, runningJobs: string[]): Promise<string[]> {
+  async adopt(session: AgentSession, runningJobs: string[], heldJobs: string[] = []): Promise<string[]> {
     const agentId = session.agent.id;
-    const running = new Set(runningJobs);
+    const running = new Set([...runningJobs, ...heldJobs]);
     const abort = new Set(runningJobs);
     for (const job of await this.o.jobs.runningOn(agentId)) {
       const id = String(job._id);
