@@ -196,7 +196,7 @@ export class AgentSession {
       });
       ws.on('open', () => {
         log.debug('connected; sending hello');
-        ws.send(JSON.stringify(frame(AgentToServer, 'hello', { ...this.o.hello(), acks: true, held_jobs: this.reports.heldJobs().slice(0, 10_000) })));
+        ws.send(JSON.stringify(frame(AgentToServer, 'hello', this.helloPayload())));
       });
       ws.on('ping', () => { lastHeard = Date.now(); });
       ws.on('pong', () => { lastHeard = Date.now(); });
@@ -272,6 +272,12 @@ export class AgentSession {
       ws.close(CloseCodes.protocolError, truncateReason(reason));
       setTimeout(() => ws.terminate(), CLOSE_WAIT_MS).unref();
     } else ws.terminate();
+  }
+
+  /** The caller's hello, with this session's part: acknowledgements wanted, jobs whose reports are held. */
+  private helloPayload(): Hello {
+    const held = this.reports.heldJobs().slice(0, 10_000);
+    return { ...this.o.hello(), acks: true, ...(held.length > 0 ? { held_jobs: held } : {}) };
   }
 
   /** Writes the held reports not yet written to the open session, in order. */

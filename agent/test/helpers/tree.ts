@@ -44,7 +44,7 @@ export function snapshot(root: string): Record<string, string> {
 
 /** Paths under `root` that look like the engine's temporary files. */
 export function partFiles(root: string): string[] {
-  return Object.keys(snapshot(root)).filter((p) => /\.xfer-[0-9a-f]+\.part$/.test(p));
+  return Object.keys(snapshot(root)).filter((p) => /\.xfer-(j[0-9a-f]{10}a\d+-)?[0-9a-f]+\.part$/.test(p));
 }
 
 export function sha256(data: Buffer | string): string {
