@@ -3,19 +3,10 @@ import { join } from 'node:path';
 import { copyTree } from '../src/copy/copy-engine.js';
 import { parseTempName, runTag } from '../src/copy/leftovers.js';
 import { tempPathFor } from '../src/copy/write-side.js';
-import { FAST_RETRIES, fsConnector, options, rmTemp, tempDir, writeTree } from './helpers/tree.js';
+import { FAST_RETRIES, fsConnector, options, sourceAndDestination, writeTree } from './helpers/tree.js';
 
 /** The clean-up of temporary files left by earlier runs (a killed agent), on the fs connector (a store with rename). */
-let src: string;
-let dst: string;
-beforeEach(() => {
-  src = tempDir('xfer-src-');
-  dst = tempDir('xfer-dst-');
-});
-afterEach(() => {
-  rmTemp(src);
-  rmTemp(dst);
-});
+const dirs = sourceAndDestination();
 
 const JOB = '65a1b2c3d4e5f60718293a4b';
 const OTHER = '65a1b2c3d4e5f60718293a4c';
@@ -29,6 +20,7 @@ test('temporary names say which job and attempt wrote them', () => {
 });
 
 test("a retry removes its job's earlier temporaries and stale ones of anyone; fresh ones of other jobs and the user's files stay", async () => {
+  const { src, dst } = dirs;
   writeTree(src, { 'a/one.txt': 'one', 'two.txt': 'two' });
   const earlier = tempPathFor('a/one.txt', { jobId: JOB, attempt: 1 });
   const otherJob = tempPathFor('a/one.txt', { jobId: OTHER, attempt: 1 });

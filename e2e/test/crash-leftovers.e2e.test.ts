@@ -4,7 +4,7 @@ import { readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
 import { startStack, stopProc, type Stack } from '../src/stack.js';
-import { waitFor } from './support/outage.js';
+import { sftpAndS3, waitFor } from './support/stack-helpers.js';
 import { digestBucket, digestDir, openUploads, s3Client, treeDiff, writeRandomFile, type Digests } from './support/trees.js';
 
 /**
@@ -28,15 +28,7 @@ beforeAll(async () => {
   expected = new Map([['big/huge.bin', await writeRandomFile(join(sftpRoot, 'src', 'big', 'huge.bin'), 300 * 1024 * 1024)]]);
   spawnSync('chown', ['-R', `${env.XFER_TEST_SFTP_USER}:`, sftpRoot]);
   stack = await startStack({ env, serverEnv: { XFER_JOB_LEASE_MS: '4000', XFER_AGENT_HEARTBEAT_MS: '500', XFER_DISPATCH_POLL_MS: '100' } });
-  ids.sftp = (await stack.api.data('POST', '/connections', {
-    name: 'crash sftp', type: 'sftp', host: env.XFER_TEST_SFTP_HOST, port: Number(env.XFER_TEST_SFTP_PORT), path: sftpRoot,
-    credentials: { username: env.XFER_TEST_SFTP_USER, password: env.XFER_TEST_SFTP_PASSWORD },
-  })).id;
-  ids.s3 = (await stack.api.data('POST', '/connections', {
-    name: 'crash s3', type: 's3', host: env.XFER_TEST_S3_HOST, port: Number(env.XFER_TEST_S3_PORT), path: `/${bucket}`,
-    options: { secure: false, force_path_style: true },
-    credentials: { access_key_id: env.XFER_TEST_S3_ACCESS_KEY, secret_access_key: env.XFER_TEST_S3_SECRET_KEY },
-  })).id;
+  Object.assign(ids, await sftpAndS3(stack, 'crash', sftpRoot, bucket));
 }, 180_000);
 
 afterAll(async () => {

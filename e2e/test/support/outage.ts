@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateBucketCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
 import { startStack, stopProc, type Stack } from '../../src/stack.js';
+import { sftpAndS3, waitFor } from './stack-helpers.js';
 import { digestBucket, s3Client, treeDiff, writeTree } from './trees.js';
 
 /**
@@ -29,15 +30,7 @@ export async function serverOutage(downMs: number): Promise<void> {
     spawnSync('chown', ['-R', `${env.XFER_TEST_SFTP_USER}:`, sftpRoot]);
     stack = await startStack({ env, serverEnv: { XFER_JOB_LEASE_MS: '4000', XFER_AGENT_HEARTBEAT_MS: '500', XFER_DISPATCH_POLL_MS: '100' } });
     const api = stack.api;
-    const sftp = (await api.data('POST', '/connections', {
-      name: 'outage sftp', type: 'sftp', host: env.XFER_TEST_SFTP_HOST, port: Number(env.XFER_TEST_SFTP_PORT), path: sftpRoot,
-      credentials: { username: env.XFER_TEST_SFTP_USER, password: env.XFER_TEST_SFTP_PASSWORD },
-    })).id;
-    const dest = (await api.data('POST', '/connections', {
-      name: 'outage s3', type: 's3', host: env.XFER_TEST_S3_HOST, port: Number(env.XFER_TEST_S3_PORT), path: `/${bucket}`,
-      options: { secure: false, force_path_style: true },
-      credentials: { access_key_id: env.XFER_TEST_S3_ACCESS_KEY, secret_access_key: env.XFER_TEST_S3_SECRET_KEY },
-    })).id;
+    const { sftp, s3: dest } = await sftpAndS3(stack, 'outage', sftpRoot, bucket);
     const agent = await stack.startAgent('outage-agent', { XFER_AGENT_STATE_DIR: stateDir, XFER_AGENT_OUTBOX_MEMORY_BYTES: '4096' });
     const created = await api.data('POST', '/transfers', {
       name: 'outage', sourceConnectionId: sftp, sourcePath: '/src', destinationConnectionId: dest, destinationPath: '/dst', options: { concurrency: 2 },
@@ -71,16 +64,6 @@ export async function serverOutage(downMs: number): Promise<void> {
     await stack?.stop();
     rmSync(sftpRoot, { recursive: true, force: true });
     rmSync(stateDir, { recursive: true, force: true });
-  }
-}
-
-export async function waitFor<T>(what: string, get: () => Promise<T>, ok: (value: T) => boolean, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await get();
-    if (ok(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: last ${JSON.stringify(value)}`);
-    await new Promise((r) => setTimeout(r, 100));
   }
 }
 
