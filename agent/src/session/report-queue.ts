@@ -117,9 +117,10 @@ export class ReportQueue {
     return this.memory.size + this.segments.length;
   }
 
-  /** Removes the spill files (at exit). */
+  /** Removes the spill directory and what is in it (at exit). */
   discard(): void {
-    for (const segment of this.segments.splice(0)) rmSync(segment.path, { force: true });
+    this.segments.splice(0);
+    if (this.o.dir) rmSync(this.o.dir, { recursive: true, force: true });
   }
 
   private mergeIntoTail(message: JobReport): HeldReport | null {
