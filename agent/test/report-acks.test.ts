@@ -130,3 +130,22 @@ test('spill directories of agent processes that no longer run are removed at sta
   expect(own).toBe(join(state, 'outbox', String(process.pid)));
   expect(existsSync(stale)).toBe(false);
 });
+
+test('the reconnect backoff never exceeds a quarter of the lease the last welcome announced', async () => {
+  const log = new LogLines();
+  const s = new AgentSession({
+    url: server.connectUrl, token: TEST_TOKEN, log: createLogger('debug', log),
+    hello: () => ({ version: 't', hostname: 'h', connector_types: [], running_jobs: [], max_jobs: 1 }),
+    onWelcome: () => {}, onMessage: () => {}, reconnectBaseMs: 60_000, reconnectMaxMs: 120_000, random: () => 0.999,
+  });
+  const running = s.run();
+  const first = await server.connection(0);
+  await first.welcome({ lease_ms: 400 });
+  await until(() => s.connected);
+  first.ws.terminate();
+  // Without the cap this wait would be about 60 s.
+  await (await server.connection(1)).welcome();
+  expect(log.text).toMatch(/"retry_in_ms":100,"msg":"disconnected from the control plane; reconnecting"/);
+  await s.stop();
+  await running;
+});

@@ -231,7 +231,7 @@ export class AgentSession {
           }, heartbeatMs);
           log.info({ agent_id: message.payload.agent_id, heartbeat_ms: heartbeatMs, abort_jobs: message.payload.abort_jobs.length }, 'connected to the control plane');
           this.serverAcks = message.payload.acks === true;
-          this.backoffCapMs = Math.max(this.o.reconnectBaseMs ?? 500, Math.floor(message.payload.lease_ms / 4));
+          this.backoffCapMs = Math.floor(message.payload.lease_ms / 4);
           this.o.onWelcome(message.payload);
           for (const queued of this.outbox.take()) this.send(queued);
           this.reports.unsendAll();
