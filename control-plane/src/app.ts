@@ -139,7 +139,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
   await app.register(mongoosePlugin, { uri: config.mongodbUri, databaseName: config.databaseName, timeoutMs: config.dbTimeoutMs });
   await app.register(auditPlugin);
-  await app.register(rateLimitPlugin, { perMinute: config.rateLimitPerMinute });
+  await app.register(rateLimitPlugin, { perMinute: config.rateLimitPerMinute, syncMs: config.rateLimitSyncMs });
   await app.register(authPlugin);
   await app.register(websocketPlugin);
   await app.register(multipartPlugin);

@@ -4,6 +4,7 @@ import { Messages, planHasTeamFeatures, scopesForRole, type Actor, type Plan, ty
 import { ForbiddenError, UnauthorizedError } from '../../errors.js';
 import { sha256Hex } from '../../lib/crypto.js';
 import { toObjectId } from '../../lib/pagination.js';
+import { DenialTally } from '../../lib/denial-tally.js';
 
 /** What a route needs from its caller; every route under /api/v1 must declare it. */
 export interface RouteAccess {
@@ -48,6 +49,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Every API route and what it needs: used by tests and by the CLI coverage check. */
     apiRoutes: Array<{ method: string; url: string; access: RouteAccess }>;
+    /** Refused unauthenticated requests waiting to be written to the audit trail (flushed every minute and on close). */
+    authDenials: Pick<DenialTally, 'flush'>;
   }
 }
 
@@ -62,6 +65,16 @@ type AuthResult = { principal: Principal } | { denied: { actor: Actor; accountId
 const API_PREFIX = '/api/v1';
 const MAX_TOKEN_LENGTH = 4096;
 const LAST_USED_GRANULARITY_MS = 60_000;
+/**
+ * How long an account's plan is reused without reading it again. Nothing in the API changes a
+ * plan or deletes an account (only `xfer-server bootstrap` writes accounts), so this bounds how
+ * long a plan changed by hand in the database takes to apply (docs/security.md "Authentication").
+ * Keys, users, roles and revocations are never cached.
+ */
+const ACCOUNT_CACHE_MS = 60_000;
+const DENIAL_FLUSH_MS = 60_000;
+/** Bounds on the per-instance maps below (entries, then the map starts afresh). */
+const MAX_CACHED = 100_000;
 
 /**
  * Authentication (API key or session), then the rate limit, then authorization, in one
@@ -83,8 +96,38 @@ export default fp(
       }
     });
 
+    const plans = new Map<string, { plan: Plan; until: number }>();
+    /** The account's plan (null: the account is gone), read at most once per ACCOUNT_CACHE_MS. */
+    async function accountPlan(accountId: string, now: number): Promise<Plan | null> {
+      const cached = plans.get(accountId);
+      if (cached && cached.until > now) return cached.plan;
+      const account = await app.db.accounts.findById(accountId, { plan: 1 }).lean();
+      if (!account) return null;
+      if (plans.size >= MAX_CACHED) plans.clear();
+      plans.set(accountId, { plan: account.plan as Plan, until: now + ACCOUNT_CACHE_MS });
+      return account.plan as Plan;
+    }
+
+    /** When this instance last updated a key's last_used_at: requests racing past a stale value send one update, not one each. */
+    const touched = new Map<string, number>();
+
+    const tally = new DenialTally({
+      record: (entry) => app.audit.record(entry),
+      maxGroups: 10_000,
+      onError: (err) => app.log.warn({ err }, 'could not record auth denials'),
+    });
+    app.decorate('authDenials', tally);
+    const flusher = setInterval(() => void tally.flush(), DENIAL_FLUSH_MS);
+    flusher.unref();
+    app.addHook('onClose', async () => {
+      clearInterval(flusher);
+      await tally.flush();
+    });
+
     async function apiKeyPrincipal(token: string): Promise<AuthResult> {
-      const key = await app.db.apiKeys.findOne({ key_hash: sha256Hex(token) }).lean();
+      const key = await app.db.apiKeys
+        .findOne({ key_hash: sha256Hex(token) }, { account_id: 1, scopes: 1, expires_at: 1, revoked_at: 1, last_used_at: 1 })
+        .lean();
       const denied = (reason: string): AuthResult => ({
         denied: { actor: { type: 'api_key', id: key ? String(key._id) : null }, accountId: key ? String(key.account_id) : null, reason },
       });
@@ -92,9 +135,13 @@ export default fp(
       const now = new Date();
       if (key.revoked_at) return denied('revoked key');
       if (key.expires_at && key.expires_at <= now) return denied('expired key');
-      const account = await app.db.accounts.findById(key.account_id).lean();
-      if (!account) return denied('account gone');
-      if (!key.last_used_at || now.getTime() - key.last_used_at.getTime() > LAST_USED_GRANULARITY_MS) {
+      const plan = await accountPlan(String(key.account_id), now.getTime());
+      if (!plan) return denied('account gone');
+      const keyId = String(key._id);
+      const lastUsed = Math.max(key.last_used_at?.getTime() ?? 0, touched.get(keyId) ?? 0);
+      if (now.getTime() - lastUsed > LAST_USED_GRANULARITY_MS) {
+        if (touched.size >= MAX_CACHED) touched.clear();
+        touched.set(keyId, now.getTime());
         const stale = new Date(now.getTime() - LAST_USED_GRANULARITY_MS);
         app.db.apiKeys
           .updateOne({ _id: key._id, $or: [{ last_used_at: null }, { last_used_at: { $lt: stale } }] }, { $set: { last_used_at: now } })
@@ -103,11 +150,11 @@ export default fp(
       return {
         principal: {
           kind: 'api_key',
-          accountId: String(account._id),
-          plan: account.plan as Plan,
+          accountId: String(key.account_id),
+          plan,
           scopes: new Set(key.scopes as Scope[]),
-          actor: { type: 'api_key', id: String(key._id) },
-          keyId: String(key._id),
+          actor: { type: 'api_key', id: keyId },
+          keyId,
         },
       };
     }
@@ -124,14 +171,14 @@ export default fp(
       const denied = (reason: string): AuthResult => ({ denied: { actor: { type: 'user', id: String(claims.sub) }, accountId: user ? String(user.account_id) : null, reason } });
       if (!user || String(user.account_id) !== claims.acc) return denied('user gone');
       if (typeof claims.iat_ms !== 'number' || claims.iat_ms < user.sessions_valid_after.getTime()) return denied('session revoked');
-      const account = await app.db.accounts.findById(user.account_id).lean();
-      if (!account) return denied('account gone');
+      const plan = await accountPlan(String(user.account_id), Date.now());
+      if (!plan) return denied('account gone');
       const role = user.role as Role;
       return {
         principal: {
           kind: 'session',
-          accountId: String(account._id),
-          plan: account.plan as Plan,
+          accountId: String(user.account_id),
+          plan,
           scopes: new Set(scopesForRole(role)),
           actor: { type: 'user', id: String(user._id) },
           userId: String(user._id),
@@ -151,11 +198,17 @@ export default fp(
     }
 
     async function deny(request: FastifyRequest, error: UnauthorizedError | ForbiddenError, denied: { actor: Actor; accountId: string | null; reason: string }) {
+      const route = `${request.method} ${request.routeOptions.url ?? request.url}`;
+      // Unauthenticated: counted, written once per interval, so a flood of bad credentials writes nothing per request.
+      if (error instanceof UnauthorizedError) {
+        tally.add({ ...denied, route, ip: request.ip, status: error.statusCode });
+        throw error;
+      }
       await app.audit.record({
         accountId: denied.accountId,
         actor: denied.actor,
         action: 'auth.denied',
-        resource: { type: 'route', id: `${request.method} ${request.routeOptions.url ?? request.url}` },
+        resource: { type: 'route', id: route },
         ip: request.ip,
         outcome: 'denied',
         details: { reason: denied.reason, status: error.statusCode },
