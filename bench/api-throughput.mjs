@@ -4,7 +4,10 @@
 // bare Fastify answering the same route shape with the same body (what HTTP + JSON cost on this
 // machine), and `findOne` by _id through the raw MongoDB driver (what one indexed read costs).
 //
-//   npm run build && node bench/api-throughput.mjs [--connections 20] [--duration 10] [--mongodb-uri mongodb://…]
+//   npm run build && node bench/api-throughput.mjs [--connections 20] [--duration 10] [--mongodb-uri mongodb://…] [--cpu-prof DIR]
+//
+// --cpu-prof DIR writes the server's V8 CPU profile into DIR when it stops (bench/cpu-prof.cjs;
+// open it in Chrome's DevTools or speedscope).
 //
 // The server runs with XFER_RATE_LIMIT_PER_MINUTE=1000000 (the highest allowed): this measures
 // throughput, not the limiter's 429s; every run reports its status codes so a 429 would show.
@@ -18,7 +21,7 @@ import { ensureServices, releaseServices } from '../e2e/dist/services/index.js';
 import { startStack } from '../e2e/dist/stack.js';
 
 const { values: args } = parseArgs({
-  options: { connections: { type: 'string', default: '20' }, duration: { type: 'string', default: '10' }, 'mongodb-uri': { type: 'string' } },
+  options: { connections: { type: 'string', default: '20' }, duration: { type: 'string', default: '10' }, 'mongodb-uri': { type: 'string' }, 'cpu-prof': { type: 'string' } },
 });
 const CONNECTIONS = Number(args.connections);
 const DURATION = Number(args.duration);
@@ -66,7 +69,10 @@ async function findOneRate(collection, ids) {
 
 const { env } = await ensureServices(SERVICES, { env: process.env, log });
 const e = { ...process.env, ...env, ...(args['mongodb-uri'] ? { MONGODB_URI: args['mongodb-uri'] } : {}) };
-const stack = await startStack({ env: e, serverEnv: { XFER_SCANNER: 'none', XFER_RATE_LIMIT_PER_MINUTE: '1000000' } });
+const stack = await startStack({ env: e, serverEnv: {
+  XFER_SCANNER: 'none', XFER_RATE_LIMIT_PER_MINUTE: '1000000',
+  ...(args['cpu-prof'] ? { NODE_OPTIONS: `--require ${new URL('./cpu-prof.cjs', import.meta.url).pathname}`, XFER_BENCH_CPU_PROF_DIR: args['cpu-prof'] } : {}),
+} });
 const client = await MongoClient.connect(e.MONGODB_URI);
 try {
   const conn = (type, host) => stack.api.data('POST', '/connections', { name: `bench-${type}-${new ObjectId()}`, type, host, credentials: { username: 'u', password: 'p' } });

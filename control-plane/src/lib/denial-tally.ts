@@ -1,7 +1,7 @@
 import type { Actor } from '@xfer/shared';
 import type { AuditEntry } from '../plugins/app/audit.js';
 
-/** One refused unauthenticated request. */
+/** One refused request. */
 export interface Denial {
   accountId: string | null;
   actor: Actor;
@@ -27,7 +27,7 @@ export interface DenialTallyOptions {
 }
 
 /**
- * Refused unauthenticated requests, counted in memory and written to the audit trail as one
+ * Refused requests, counted in memory and written to the audit trail as one
  * `auth.denied` record per client address, reason, claimed identity and route per flush, with
  * `details.count`: a flood of bad credentials costs memory bounded by `maxGroups`, never one
  * database write per request (docs/security.md "Audit trail").

@@ -49,7 +49,7 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Every API route and what it needs: used by tests and by the CLI coverage check. */
     apiRoutes: Array<{ method: string; url: string; access: RouteAccess }>;
-    /** Refused unauthenticated requests waiting to be written to the audit trail (flushed every minute and on close). */
+    /** Refused requests waiting to be written to the audit trail (flushed every minute and on close). */
     authDenials: Pick<DenialTally, 'flush'>;
   }
 }
@@ -73,6 +73,13 @@ const LAST_USED_GRANULARITY_MS = 60_000;
  */
 const ACCOUNT_CACHE_MS = 60_000;
 const DENIAL_FLUSH_MS = 60_000;
+/**
+ * How long a refused key (unknown, revoked, expired) is refused again without a read. All three
+ * are final: keys are 256 random bits made by the server, so a hash unknown now only becomes
+ * known by that very key being generated; revocation and expiry are never undone. The bound only
+ * covers a row restored from a backup.
+ */
+const REFUSED_KEY_CACHE_MS = 60_000;
 /** Bounds on the per-instance maps below (entries, then the map starts afresh). */
 const MAX_CACHED = 100_000;
 
@@ -124,17 +131,29 @@ export default fp(
       await tally.flush();
     });
 
+    /** Hashes of keys refused for a final reason, with the denial to repeat: a client retrying a dead key costs no read. */
+    const refusedKeys = new Map<string, { denied: AuthResult; until: number }>();
+
     async function apiKeyPrincipal(token: string): Promise<AuthResult> {
+      const keyHash = sha256Hex(token);
+      const now = new Date();
+      const refused = refusedKeys.get(keyHash);
+      if (refused && refused.until > now.getTime()) return refused.denied;
       const key = await app.db.apiKeys
-        .findOne({ key_hash: sha256Hex(token) }, { account_id: 1, scopes: 1, expires_at: 1, revoked_at: 1, last_used_at: 1 })
+        .findOne({ key_hash: keyHash }, { account_id: 1, scopes: 1, expires_at: 1, revoked_at: 1, last_used_at: 1 })
         .lean();
       const denied = (reason: string): AuthResult => ({
         denied: { actor: { type: 'api_key', id: key ? String(key._id) : null }, accountId: key ? String(key.account_id) : null, reason },
       });
-      if (!key) return denied('unknown key');
-      const now = new Date();
-      if (key.revoked_at) return denied('revoked key');
-      if (key.expires_at && key.expires_at <= now) return denied('expired key');
+      const final = (reason: string): AuthResult => {
+        if (refusedKeys.size >= MAX_CACHED) refusedKeys.clear();
+        const result = denied(reason);
+        refusedKeys.set(keyHash, { denied: result, until: now.getTime() + REFUSED_KEY_CACHE_MS });
+        return result;
+      };
+      if (!key) return final('unknown key');
+      if (key.revoked_at) return final('revoked key');
+      if (key.expires_at && key.expires_at <= now) return final('expired key');
       const plan = await accountPlan(String(key.account_id), now.getTime());
       if (!plan) return denied('account gone');
       const keyId = String(key._id);
@@ -197,22 +216,12 @@ export default fp(
       return token.startsWith('svc_') ? apiKeyPrincipal(token) : sessionPrincipal(token);
     }
 
+    /**
+     * Denials are counted and written to the audit trail once per interval (lib/denial-tally.ts):
+     * a refused request, read or not, authenticated or not, writes nothing itself.
+     */
     async function deny(request: FastifyRequest, error: UnauthorizedError | ForbiddenError, denied: { actor: Actor; accountId: string | null; reason: string }) {
-      const route = `${request.method} ${request.routeOptions.url ?? request.url}`;
-      // Unauthenticated: counted, written once per interval, so a flood of bad credentials writes nothing per request.
-      if (error instanceof UnauthorizedError) {
-        tally.add({ ...denied, route, ip: request.ip, status: error.statusCode });
-        throw error;
-      }
-      await app.audit.record({
-        accountId: denied.accountId,
-        actor: denied.actor,
-        action: 'auth.denied',
-        resource: { type: 'route', id: route },
-        ip: request.ip,
-        outcome: 'denied',
-        details: { reason: denied.reason, status: error.statusCode },
-      });
+      tally.add({ ...denied, route: `${request.method} ${request.routeOptions.url ?? request.url}`, ip: request.ip, status: error.statusCode });
       throw error;
     }
 
