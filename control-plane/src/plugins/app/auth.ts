@@ -1,4 +1,5 @@
 import fp from 'fastify-plugin';
+import type { Types } from 'mongoose';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Messages, planHasTeamFeatures, scopesForRole, type Actor, type Plan, type Role, type Scope } from '@xfer/shared';
 import { ForbiddenError, UnauthorizedError } from '../../errors.js';
@@ -58,6 +59,16 @@ declare module '@fastify/jwt' {
   interface FastifyJWT {
     payload: SessionClaims;
   }
+}
+
+/** What authentication reads of an API key. */
+interface KeyFields {
+  _id: Types.ObjectId;
+  account_id: Types.ObjectId;
+  scopes: string[];
+  expires_at: Date | null;
+  revoked_at: Date | null;
+  last_used_at: Date | null;
 }
 
 type AuthResult = { principal: Principal } | { denied: { actor: Actor; accountId: string | null; reason: string } };
@@ -139,9 +150,12 @@ export default fp(
       const now = new Date();
       const refused = refusedKeys.get(keyHash);
       if (refused && refused.until > now.getTime()) return refused.denied;
-      const key = await app.db.apiKeys
-        .findOne({ key_hash: keyHash }, { account_id: 1, scopes: 1, expires_at: 1, revoked_at: 1, last_used_at: 1 })
-        .lean();
+      // The driver's collection, not a mongoose query: this read is on every request, and a
+      // query's casting and captured stack cost more than the read's own work in the process.
+      const key = await app.db.apiKeys.collection.findOne<KeyFields>(
+        { key_hash: keyHash },
+        { projection: { account_id: 1, scopes: 1, expires_at: 1, revoked_at: 1, last_used_at: 1 } },
+      );
       const denied = (reason: string): AuthResult => ({
         denied: { actor: { type: 'api_key', id: key ? String(key._id) : null }, accountId: key ? String(key.account_id) : null, reason },
       });

@@ -62,8 +62,10 @@ export function executeResult(job: Job): ExecuteTransferResult {
 export async function findTransfer(db: Models, accountId: AccountId, id: string): Promise<Job> {
   const _id = toObjectId(id);
   // By _id alone, the account checked here: FerretDB (SQLite) pushes only a bare `{_id}` filter
-  // down to its primary key; with a second field it is several times slower (bench/api-throughput.mjs).
-  const doc = _id && await db.transfers.findOne({ _id }).lean<Job>();
+  // down to its primary key; with a second field it is several times slower (docs/architecture.md
+  // "FerretDB and query pushdown"). The driver's collection, as for the key in auth.ts: a mongoose
+  // query costs more CPU than the read.
+  const doc = _id && await db.transfers.collection.findOne<Job>({ _id });
   if (!doc || String(doc.account_id) !== String(accountId)) throw transferNotFound(id);
   return doc;
 }
