@@ -1,0 +1,12 @@
+import autocannon from 'autocannon';
+import { ObjectId } from 'mongodb';
+import { ensureServices } from '../e2e/dist/services/index.js';
+import { startStack } from '../e2e/dist/stack.js';
+const { env } = await ensureServices(['mongodb'], { env: process.env, log: () => {} });
+const stack = await startStack({ env: { ...process.env, ...env }, serverEnv: { XFER_SCANNER: 'none', XFER_RATE_LIMIT_PER_MINUTE: '1000000', NODE_OPTIONS: `--require ${new URL('./cpu-prof.cjs', import.meta.url).pathname}`, XFER_BENCH_CPU_PROF_DIR: '/tmp/fp/prof2' } });
+const conn = (host) => stack.api.data('POST', '/connections', { name: `b-${new ObjectId()}`, type: 'sftp', host, credentials: { username: 'u', password: 'p' } });
+const [s, d] = [await conn('a.example.test'), await conn('b.example.test')];
+const t = await stack.api.data('POST', '/transfers', { name: 'x', sourceConnectionId: s.id, sourcePath: '/in', destinationConnectionId: d.id, destinationPath: '/out' });
+const r = await autocannon({ url: `${stack.url}/transfers/${t.id}`, connections: 20, duration: Number(process.argv[2] ?? 10), headers: { authorization: `Bearer ${stack.api.token}` } });
+console.log(r.requests.average, r.latency.p50, r.latency.p99, r.non2xx);
+await stack.stop();
