@@ -14,6 +14,7 @@
 // Figures, not assertions.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { MongoClient, ObjectId } from 'mongodb';
@@ -74,6 +75,8 @@ const stack = await startStack({ env: e, serverEnv: {
   ...(args['cpu-prof'] ? { NODE_OPTIONS: `--require ${new URL('./cpu-prof.cjs', import.meta.url).pathname}`, XFER_BENCH_CPU_PROF_DIR: args['cpu-prof'] } : {}),
 } });
 const client = await MongoClient.connect(e.MONGODB_URI);
+const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
+const loadBefore = load();
 try {
   const conn = (type, host) => stack.api.data('POST', '/connections', { name: `bench-${type}-${new ObjectId()}`, type, host, credentials: { username: 'u', password: 'p' } });
   const [src, dst] = [await conn('sftp', 'src.example.test'), await conn('sftp', 'dst.example.test')];
@@ -106,7 +109,7 @@ try {
   }
 
   const ms = (v) => `${v.toFixed(1)} ms`;
-  console.log(`${CONNECTIONS} connections, ${DURATION} s per run; database ${e.MONGODB_URI.replace(/\/\/[^@]*@/, '//')}`);
+  console.log(`${CONNECTIONS} connections, ${DURATION} s per run; database ${e.MONGODB_URI.replace(/\/\/[^@]*@/, '//')}; load average (1/5/15 min) before ${loadBefore}, after ${load()}`);
   console.log('| run | req/s | p50 | p99 | / bare Fastify | / findOne | statuses |');
   console.log('|---|---|---|---|---|---|---|');
   const row = (label, r) => console.log(`| ${label} | ${r.rps.toFixed(0)} | ${ms(r.p50)} | ${ms(r.p99)} | ${(r.rps / baseline.rps).toFixed(3)} | ${(r.rps / findOne.rps).toFixed(2)} | ${r.statuses} |`);
