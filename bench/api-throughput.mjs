@@ -13,6 +13,7 @@
 // throughput, not the limiter's 429s; every run reports its status codes so a 429 would show.
 // Figures, not assertions.
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
@@ -30,9 +31,10 @@ const SERVICES = args['mongodb-uri'] ? [] : ['mongodb'];
 const log = (msg) => process.stderr.write(`bench: ${msg}\n`);
 
 /** One autocannon run after a short warm-up: req/s, p50, p99 and the status codes seen. */
-async function cannon(url, headers = {}) {
-  await autocannon({ url, connections: CONNECTIONS, duration: 2, headers });
-  const r = await autocannon({ url, connections: CONNECTIONS, duration: DURATION, headers });
+async function cannon(url, headers = {}, setupRequest = undefined) {
+  const requests = setupRequest ? [{ setupRequest }] : undefined;
+  await autocannon({ url, connections: CONNECTIONS, duration: 2, headers, requests });
+  const r = await autocannon({ url, connections: CONNECTIONS, duration: DURATION, headers, requests });
   const statuses = Object.entries(r.statusCodeStats ?? {}).map(([code, { count }]) => `${code}×${count}`).join(' ');
   return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, statuses: statuses + (r.errors ? ` errors×${r.errors}` : '') };
 }
@@ -99,13 +101,17 @@ try {
   const runs = [
     ['authenticated GET /transfers/:id', `/transfers/${transfer.id}`, key],
     ['authenticated GET /transfers?limit=50', '/transfers?limit=50', key],
-    ['401 (unknown key) GET /transfers/:id', `/transfers/${transfer.id}`, { authorization: `Bearer svc_${'x'.repeat(43)}` }],
+    ['401 (unknown key, repeated) GET /transfers/:id', `/transfers/${transfer.id}`, { authorization: `Bearer svc_${'x'.repeat(43)}` }],
+    ['401 (no credentials) GET /transfers/:id', `/transfers/${transfer.id}`, {}],
+    // Each request a key never seen: one read each (only refusals of known-dead keys are remembered).
+    ['401 (a new random key each request) GET /transfers/:id', `/transfers/${transfer.id}`, {},
+      (req) => ({ ...req, headers: { ...req.headers, authorization: `Bearer svc_${randomBytes(32).toString('base64url')}` } })],
     ['GET /health', '/health', {}],
   ];
   const results = [];
-  for (const [label, path, headers] of runs) {
+  for (const [label, path, headers, setup] of runs) {
     log(label);
-    results.push([label, await cannon(`${stack.url}${path}`, headers)]);
+    results.push([label, await cannon(`${stack.url}${path}`, headers, setup)]);
   }
 
   const ms = (v) => `${v.toFixed(1)} ms`;
