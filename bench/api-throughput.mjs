@@ -4,14 +4,15 @@
 // bare Fastify answering the same route shape with the same body (what HTTP + JSON cost on this
 // machine), and `findOne` by _id through the raw MongoDB driver (what one indexed read costs).
 //
-//   npm run build && node bench/api-throughput.mjs [--connections 20] [--duration 10] [--mongodb-uri mongodb://…] [--cpu-prof DIR]
+//   npm run build && node bench/api-throughput.mjs [--connections 20] [--duration 10] [--mongodb-uri mongodb://…] [--cpu-prof DIR] [--log-level info]
 //
 // --cpu-prof DIR writes the server's V8 CPU profile into DIR when it stops (bench/cpu-prof.cjs;
 // open it in Chrome's DevTools or speedscope).
 //
 // The server runs with XFER_RATE_LIMIT_PER_MINUTE=1000000 (the highest allowed): this measures
 // throughput, not the limiter's 429s; every run reports its status codes so a 429 would show.
-// Figures, not assertions.
+// The server logs at --log-level (default warn, as e2e/src/stack.ts starts it; at info it writes
+// one access-log line per request, which this process reads through a pipe). Figures, not assertions.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
@@ -23,7 +24,7 @@ import { ensureServices, releaseServices } from '../e2e/dist/services/index.js';
 import { startStack } from '../e2e/dist/stack.js';
 
 const { values: args } = parseArgs({
-  options: { connections: { type: 'string', default: '20' }, duration: { type: 'string', default: '10' }, 'mongodb-uri': { type: 'string' }, 'cpu-prof': { type: 'string' } },
+  options: { connections: { type: 'string', default: '20' }, duration: { type: 'string', default: '10' }, 'mongodb-uri': { type: 'string' }, 'cpu-prof': { type: 'string' }, 'log-level': { type: 'string', default: 'warn' } },
 });
 const CONNECTIONS = Number(args.connections);
 const DURATION = Number(args.duration);
@@ -73,7 +74,7 @@ async function findOneRate(collection, ids) {
 const { env } = await ensureServices(SERVICES, { env: process.env, log });
 const e = { ...process.env, ...env, ...(args['mongodb-uri'] ? { MONGODB_URI: args['mongodb-uri'] } : {}) };
 const stack = await startStack({ env: e, serverEnv: {
-  XFER_SCANNER: 'none', XFER_RATE_LIMIT_PER_MINUTE: '1000000',
+  XFER_SCANNER: 'none', XFER_RATE_LIMIT_PER_MINUTE: '1000000', XFER_LOG_LEVEL: args['log-level'],
   ...(args['cpu-prof'] ? { NODE_OPTIONS: `--require ${new URL('./cpu-prof.cjs', import.meta.url).pathname}`, XFER_BENCH_CPU_PROF_DIR: args['cpu-prof'] } : {}),
 } });
 const client = await MongoClient.connect(e.MONGODB_URI);
@@ -115,7 +116,7 @@ try {
   }
 
   const ms = (v) => `${v.toFixed(1)} ms`;
-  console.log(`${CONNECTIONS} connections, ${DURATION} s per run; database ${e.MONGODB_URI.replace(/\/\/[^@]*@/, '//')}; load average (1/5/15 min) before ${loadBefore}, after ${load()}`);
+  console.log(`${CONNECTIONS} connections, ${DURATION} s per run, server log level ${args['log-level']}; database ${e.MONGODB_URI.replace(/\/\/[^@]*@/, '//')}; load average (1/5/15 min) before ${loadBefore}, after ${load()}`);
   console.log('| run | req/s | p50 | p99 | / bare Fastify | / findOne | statuses |');
   console.log('|---|---|---|---|---|---|---|');
   const row = (label, r) => console.log(`| ${label} | ${r.rps.toFixed(0)} | ${ms(r.p50)} | ${ms(r.p99)} | ${(r.rps / baseline.rps).toFixed(3)} | ${(r.rps / findOne.rps).toFixed(2)} | ${r.statuses} |`);
