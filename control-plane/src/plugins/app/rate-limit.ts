@@ -53,46 +53,53 @@ export default fp<RateLimitOptions>(
     const model = app.db.rateLimitCounts;
     const instance = randomUUID();
     let windowStart = 0;
-    let counters = new Map<string, Counter>();
+    /** The current window's counters: shared (account) keys apart, so a reconciliation never walks the address keys. */
+    let shared = new Map<string, Counter>();
+    let local = new Map<string, Counter>();
 
-    /** The counters of the current window (a new, empty map when a window begins). */
-    function current(now: number): Map<string, Counter> {
+    /** The counter of `key` in the current window (fresh maps when a window begins). */
+    function counter(key: string, now: number): Counter {
       const start = now - (now % WINDOW_MS);
       if (start !== windowStart) {
         windowStart = start;
-        counters = new Map();
+        shared = new Map();
+        local = new Map();
       }
-      return counters;
+      const map = key.startsWith(SHARED_PREFIX) ? shared : local;
+      let c = map.get(key);
+      if (!c) map.set(key, (c = { local: 0, written: 0, others: 0 }));
+      return c;
     }
 
     let running: Promise<void> | null = null;
+    /** Windows this instance wrote counts for since its last sweep: an idle instance sweeps nothing. */
+    let unswept = false;
     async function reconcile(): Promise<void> {
       const window = new Date(windowStart);
-      const shared = [...counters].filter(([key]) => key.startsWith(SHARED_PREFIX));
-      if (!shared.length) return;
-      const dirty = shared.filter(([, c]) => c.local > c.written).map(([key, c]) => ({ key, c, count: c.local }));
+      const active = [...shared];
+      if (!active.length) return;
+      const dirty = active.filter(([, c]) => c.local > c.written).map(([key, c]) => ({ key, c, count: c.local }));
       if (dirty.length) {
         const expiresAt = new Date(window.getTime() + 2 * WINDOW_MS);
         await model.bulkWrite(dirty.map(({ key, count }) => ({
           updateOne: { filter: { key, window_start: window, instance }, update: { $set: { count, expires_at: expiresAt } }, upsert: true },
         })), { ordered: false });
         for (const { c, count } of dirty) c.written = Math.max(c.written, count);
+        unswept = true;
       }
       const rows = await model
-        .find({ key: { $in: shared.map(([key]) => key) }, window_start: window, instance: { $ne: instance } }, { key: 1, count: 1, _id: 0 })
+        .find({ key: { $in: active.map(([key]) => key) }, window_start: window, instance: { $ne: instance } }, { key: 1, count: 1, _id: 0 })
         .lean();
       const others = new Map<string, number>();
       for (const row of rows) others.set(row.key, (others.get(row.key) ?? 0) + row.count);
-      for (const [key, c] of shared) c.others = others.get(key) ?? 0;
+      for (const [key, c] of active) c.others = others.get(key) ?? 0;
     }
     const sync = () => (running ??= reconcile().finally(() => (running = null)));
 
     app.decorate<RateLimiter>('rateLimiter', {
       async consume(key, reply, perMinute = opts.perMinute) {
         const now = Date.now();
-        const map = current(now);
-        let c = map.get(key);
-        if (!c) map.set(key, (c = { local: 0, written: 0, others: 0 }));
+        const c = counter(key, now);
         const used = c.local + c.others;
         const admitted = used < perMinute;
         if (admitted) c.local++;
@@ -109,8 +116,11 @@ export default fp<RateLimitOptions>(
       sync().catch((err: unknown) => app.log.warn({ err }, 'rate-limit reconciliation failed'));
     }, opts.syncMs);
     timer.unref();
-    // Sweep expired windows once a minute; deleteMany is idempotent, so every instance may run it.
+    // Sweep expired windows once a minute after writing some (each instance sweeps what it wrote
+    // and any other's; deleteMany is idempotent).
     const sweeper = setInterval(() => {
+      if (!unswept) return;
+      unswept = false;
       model.deleteMany({ expires_at: { $lt: new Date() } }).catch((err: unknown) => app.log.debug({ err }, 'rate-limit sweep failed'));
     }, WINDOW_MS);
     sweeper.unref();
