@@ -4,7 +4,7 @@
 // bare Fastify answering the same route shape with the same body (what HTTP + JSON cost on this
 // machine), and `findOne` by _id through the raw MongoDB driver (what one indexed read costs).
 //
-//   npm run build && node bench/api-throughput.mjs [--connections 20] [--duration 10] [--mongodb-uri mongodb://…] [--cpu-prof DIR] [--log-level info]
+//   npm run build && node bench/api-throughput.mjs [--connections 20] [--duration 10] [--mongodb-uri mongodb://…] [--cpu-prof DIR] [--log-level info] [--own-db]
 //
 // --cpu-prof DIR writes the server's V8 CPU profile into DIR when it stops (bench/cpu-prof.cjs;
 // open it in Chrome's DevTools or speedscope).
@@ -16,19 +16,22 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
-import { loadavg } from 'node:os';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { homedir, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { MongoClient, ObjectId } from 'mongodb';
+import { startEmbeddedMongo } from '@xfer/control-plane';
 import { ensureServices, releaseServices } from '../e2e/dist/services/index.js';
 import { startStack } from '../e2e/dist/stack.js';
 
 const { values: args } = parseArgs({
-  options: { connections: { type: 'string', default: '20' }, duration: { type: 'string', default: '10' }, 'mongodb-uri': { type: 'string' }, 'cpu-prof': { type: 'string' }, 'log-level': { type: 'string', default: 'warn' } },
+  options: { connections: { type: 'string', default: '20' }, duration: { type: 'string', default: '10' }, 'mongodb-uri': { type: 'string' }, 'cpu-prof': { type: 'string' }, 'log-level': { type: 'string', default: 'warn' }, 'own-db': { type: 'boolean', default: false } },
 });
 const CONNECTIONS = Number(args.connections);
 const DURATION = Number(args.duration);
-const SERVICES = args['mongodb-uri'] ? [] : ['mongodb'];
+const SERVICES = args['mongodb-uri'] || args['own-db'] ? [] : ['mongodb'];
 const log = (msg) => process.stderr.write(`bench: ${msg}\n`);
 
 /** One autocannon run after a short warm-up: req/s, p50, p99 and the status codes seen. */
@@ -72,7 +75,11 @@ async function findOneRate(collection, ids) {
 }
 
 const { env } = await ensureServices(SERVICES, { env: process.env, log });
-const e = { ...process.env, ...env, ...(args['mongodb-uri'] ? { MONGODB_URI: args['mongodb-uri'] } : {}) };
+// --own-db: a database server of this run's own, started as xfer-server embeds it, so that other
+// work on the shared test database (other test runs) does not weigh on the figures.
+const ownDir = args['own-db'] ? mkdtempSync(join(tmpdir(), 'xfer-bench-db-')) : null;
+const ownDb = ownDir ? await startEmbeddedMongo({ dataDir: ownDir, cacheDir: join(process.env.HOME ?? homedir(), '.cache/xfer'), log }) : null;
+const e = { ...process.env, ...env, ...(args['mongodb-uri'] ? { MONGODB_URI: args['mongodb-uri'] } : {}), ...(ownDb ? { MONGODB_URI: ownDb.uri } : {}) };
 const stack = await startStack({ env: e, serverEnv: {
   XFER_SCANNER: 'none', XFER_RATE_LIMIT_PER_MINUTE: '1000000', XFER_LOG_LEVEL: args['log-level'],
   ...(args['cpu-prof'] ? { NODE_OPTIONS: `--require ${new URL('./cpu-prof.cjs', import.meta.url).pathname}`, XFER_BENCH_CPU_PROF_DIR: args['cpu-prof'] } : {}),
@@ -116,7 +123,7 @@ try {
   }
 
   const ms = (v) => `${v.toFixed(1)} ms`;
-  console.log(`${CONNECTIONS} connections, ${DURATION} s per run, server log level ${args['log-level']}; database ${e.MONGODB_URI.replace(/\/\/[^@]*@/, '//')}; load average (1/5/15 min) before ${loadBefore}, after ${load()}`);
+  console.log(`${CONNECTIONS} connections, ${DURATION} s per run, server log level ${args['log-level']}; database ${ownDb ? `${ownDb.kind} of this run's own` : e.MONGODB_URI.replace(/\/\/[^@]*@/, '//')}; load average (1/5/15 min) before ${loadBefore}, after ${load()}`);
   console.log('| run | req/s | p50 | p99 | / bare Fastify | / findOne | statuses |');
   console.log('|---|---|---|---|---|---|---|');
   const row = (label, r) => console.log(`| ${label} | ${r.rps.toFixed(0)} | ${ms(r.p50)} | ${ms(r.p99)} | ${(r.rps / baseline.rps).toFixed(3)} | ${(r.rps / findOne.rps).toFixed(2)} | ${r.statuses} |`);
@@ -127,4 +134,6 @@ try {
   await client.close();
   await stack.stop();
   await releaseServices(SERVICES, { env: process.env, log });
+  await ownDb?.stop();
+  if (ownDir) rmSync(ownDir, { recursive: true, force: true });
 }
