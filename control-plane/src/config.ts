@@ -16,6 +16,8 @@ export interface Config {
   /** Active master key (32 bytes) first, then retired keys still accepted for decryption; null: key file in dataDir. */
   masterKeys: Buffer[] | null;
   rateLimitPerMinute: number;
+  /** How often an instance reconciles its account rate-limit counts with the other instances. */
+  rateLimitSyncMs: number;
   bodyLimitBytes: number;
   /** How long a request body may stall (no byte received) before its connection is closed. */
   bodyIdleTimeoutMs: number;
@@ -263,6 +265,7 @@ export function parseConfig(env: Env): Config {
     cacheDir: resolve(env.XFER_CACHE_DIR || resolve(env.HOME || homedir(), '.cache/xfer')),
     masterKeys: active ? [...active, ...retired] : null,
     rateLimitPerMinute: int(env, 'XFER_RATE_LIMIT_PER_MINUTE', 600, 1, 1_000_000),
+    rateLimitSyncMs: int(env, 'XFER_RATE_LIMIT_SYNC_MS', 1000, 100, 60_000),
     bodyLimitBytes: int(env, 'XFER_BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
     bodyIdleTimeoutMs: int(env, 'XFER_BODY_IDLE_TIMEOUT_MS', 60_000, 100, 3600_000),
     sessionTtlSeconds: int(env, 'XFER_SESSION_TTL_SECONDS', 12 * 3600, 60, 30 * 24 * 3600),

@@ -25,6 +25,7 @@ describe('authentication', () => {
   test('every denial is audited without the token', async () => {
     const token = 'svc_' + 'B'.repeat(43);
     await listKeys(token);
+    await app.authDenials.flush();
     const denials = await app.db.auditEvents.find({ action: 'auth.denied' }).lean();
     expect(denials.length).toBeGreaterThan(0);
     expect(JSON.stringify(denials)).not.toContain(token);

@@ -43,6 +43,7 @@ describe('console only', () => {
     // Nothing was changed by the refused calls, and each refusal was audited.
     expect(await app.db.settings.countDocuments({ account_id: owner.accountId })).toBe(0);
     expect(await app.db.users.findById(owner.userId).lean()).toMatchObject({ mfa_secret: null, mfa_pending_secret: null });
+    await app.authDenials.flush();
     const denials = await app.db.auditEvents.countDocuments({ account_id: owner.accountId, action: 'auth.denied', 'details.reason': 'console-only route' });
     expect(denials).toBe(routes.length);
   });

@@ -298,9 +298,12 @@ describe('GET /files/shared/:token', () => {
 
 describe('per-address rate limit of the download', () => {
   test('429 with Retry-After past XFER_SHARE_RATE_LIMIT_PER_MINUTE; the account API budget is untouched', async () => {
-    // A second instance on the same database, with a small download budget.
+    // A second instance on the same database, with a small download budget. It does not reconcile
+    // account counts with the first during the test (rate-limit.test.ts covers that), so its
+    // RateLimit-Remaining moves by its own requests only.
     const limited = await buildTestApp({
       scanner: { kind: 'none' }, shareRateLimitPerMinute: 3, databaseName: app.config.databaseName, fileStore: app.config.fileStore,
+      rateLimitSyncMs: 3_600_000,
     });
     try {
       const acct = await createAccount(app);

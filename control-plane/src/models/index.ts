@@ -3,7 +3,7 @@ import { accountModel } from './account.model.js';
 import { apiKeyModel } from './api-key.model.js';
 import { auditEventModel } from './audit-event.model.js';
 import { connectionModel } from './connection.model.js';
-import { rateLimitSlotModel } from './rate-limit-slot.model.js';
+import { rateLimitCountModel } from './rate-limit-count.model.js';
 import { settingModel } from './setting.model.js';
 import { userModel } from './user.model.js';
 import { otpUseModel } from './otp-use.model.js';
@@ -28,7 +28,7 @@ export function registerModels(conn: Connection) {
     apiKeys: apiKeyModel(conn),
     auditEvents: auditEventModel(conn),
     connections: connectionModel(conn),
-    rateLimitSlots: rateLimitSlotModel(conn),
+    rateLimitCounts: rateLimitCountModel(conn),
     settings: settingModel(conn),
     agents: agentModel(conn),
     agentRequests: agentRequestModel(conn),
