@@ -6,7 +6,7 @@ import addFormatsModule from 'ajv-formats';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import type { Config } from './config.js';
-import { loadOrCreateKeyFile, Vault } from './lib/vault.js';
+import { loadOrCreateKeyFile, vaultOf, type Vault } from './lib/vault.js';
 import mongoosePlugin from './plugins/external/mongoose.js';
 import errorHandler from './plugins/app/error-handler.js';
 import auditPlugin from './plugins/app/audit.js';
@@ -107,7 +107,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const ajv = validators();
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? ajv.body : ajv.other).compile(schema));
 
-  const vault = new Vault(config.masterKeys ?? [loadOrCreateKeyFile(join(config.dataDir, 'master.key'))]);
+  const vault = vaultOf(config);
   app.decorate('config', config);
   app.decorate('vault', vault);
 
@@ -133,7 +133,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   await app.register(errorHandler);
   await app.register(fastifyJwt, {
-    secret: vault.deriveKey('session-jwt'),
+    // Its own key, not the master key's: rotating the master key logs nobody out (docs/security.md "Key rotation").
+    secret: config.sessionKey ?? loadOrCreateKeyFile(join(config.dataDir, 'session.key')),
     sign: { algorithm: 'HS256', expiresIn: config.sessionTtlSeconds },
     verify: { algorithms: ['HS256'] },
   });

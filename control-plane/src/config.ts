@@ -14,6 +14,8 @@ export interface Config {
   cacheDir: string;
   /** Active master key (32 bytes) first, then retired keys still accepted for decryption; null: key file in dataDir. */
   masterKeys: Buffer[] | null;
+  /** Key signing console sessions (HS256), separate from the master key; null: `dataDir/session.key`. */
+  sessionKey: Buffer | null;
   rateLimitPerMinute: number;
   bodyLimitBytes: number;
   /** How long a request body may stall (no byte received) before its connection is closed. */
@@ -192,6 +194,7 @@ export function parseConfig(env: Env): Config {
     dataDir,
     cacheDir: resolve(env.XFER_CACHE_DIR || resolve(env.HOME || homedir(), '.cache/xfer')),
     masterKeys: active ? [...active, ...retired] : null,
+    sessionKey: env.XFER_SESSION_KEY ? parseMasterKey(env.XFER_SESSION_KEY, 'XFER_SESSION_KEY') : null,
     rateLimitPerMinute: int(env, 'XFER_RATE_LIMIT_PER_MINUTE', 600, 1, 1_000_000),
     bodyLimitBytes: int(env, 'XFER_BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
     bodyIdleTimeoutMs: int(env, 'XFER_BODY_IDLE_TIMEOUT_MS', 60_000, 100, 3600_000),

@@ -4,6 +4,7 @@ import type { Sealed } from '../src/lib/vault.js';
 import { auth, buildTestApp, createAccount, type TestAccount } from './helper.js';
 import { makeAgent, makeConnection, uniqueName } from './fixtures.js';
 import { ProtocolClient } from './protocol-client.js';
+import { boundTo } from '../src/lib/sealed-fields.js';
 
 /**
  * `connection.credentials`: an agent reports a refresh token the service rotated, and the
@@ -38,7 +39,7 @@ async function onedrive(apiKey: string, refreshToken: string, extra: Record<stri
 /** The connection's credentials, decrypted from the database. */
 async function storedCredentials(id: string): Promise<Record<string, unknown>> {
   const doc = await app.db.connections.findById(id).lean();
-  return app.vault.open<Record<string, unknown>>(doc!.credentials as Sealed);
+  return app.vault.open<Record<string, unknown>>(doc!.credentials as Sealed, boundTo('connection.credentials', doc!));
 }
 
 /** Waits for the audit record of the n-th report about connection `id` (reports are handled in order). */

@@ -3,6 +3,7 @@ import { MfaMessages, type MfaEnrolment, type MfaSetting } from '@xfer/shared';
 import type { Models } from '../../models/index.js';
 import type { UserDoc } from '../../models/user.model.js';
 import type { Sealed, Vault } from '../../lib/vault.js';
+import { boundTo } from '../../lib/sealed-fields.js';
 import { base32Decode, base32Encode, generateTotpSecret, otpauthUrl, verifyTotp } from '../../lib/totp.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../../errors.js';
 
@@ -67,7 +68,7 @@ export class MfaService {
     // Replay protection restarts with the new secret: steps used with an earlier one mean nothing to it.
     const updated = await this.db.users.updateOne(
       { _id: user._id, mfa_secret: null },
-      { $set: { mfa_pending_secret: this.vault.seal(text), last_otp_step: 0 } },
+      { $set: { mfa_pending_secret: this.vault.seal(text, boundTo('user.mfa', user)), last_otp_step: 0 } },
     );
     if (updated.matchedCount === 0) throw new ConflictError(MfaMessages.alreadyEnabled);
     return { enabled: false, pending: true, secret: text, otpauth_url: otpauthUrl({ issuer: MFA_ISSUER, account: user.email, secret }) };
@@ -81,7 +82,7 @@ export class MfaService {
     const user = await this.load(ref);
     const pending = user.mfa_pending_secret as Sealed | null | undefined;
     if (!pending) throw new ConflictError(MfaMessages.nothingPending);
-    const step = this.matchStep(pending, code);
+    const step = this.matchStep(user, pending, code);
     if (step === null) throw new MfaCodeError('wrong code');
     // Only the enrolment that was checked: one started meanwhile has a new iv and stays pending.
     const updated = await this.db.users.updateOne(
@@ -124,7 +125,7 @@ export class MfaService {
    */
   private async consume(user: StoredUser, code: string, alsoSet: Record<string, unknown>): Promise<LoginCodeCheck> {
     const active = user.mfa_secret as Sealed;
-    const step = this.matchStep(active, code);
+    const step = this.matchStep(user, active, code);
     if (step === null) return 'wrong otp';
     if (step <= user.last_otp_step) return 'otp replayed';
     // The claim is what makes a code single-use under concurrency (models/otp-use.model.ts).
@@ -143,8 +144,8 @@ export class MfaService {
     return updated.matchedCount === 1 ? 'ok' : 'otp replayed';
   }
 
-  private matchStep(sealed: Sealed, code: string): number | null {
-    return verifyTotp(base32Decode(this.vault.open<string>(sealed)), code, this.nowMs());
+  private matchStep(user: StoredUser, sealed: Sealed, code: string): number | null {
+    return verifyTotp(base32Decode(this.vault.open<string>(sealed, boundTo('user.mfa', user))), code, this.nowMs());
   }
 
   private async load(ref: UserRef): Promise<StoredUser> {

@@ -1,4 +1,4 @@
-import type { Types } from 'mongoose';
+import { Types } from 'mongoose';
 import {
   isWebhookEventType, WEBHOOK_SECRET_PATTERN, WEBHOOK_SECRET_PREFIX,
   type CreateWebhookRequest, type UpdateWebhookRequest, type Webhook,
@@ -6,6 +6,7 @@ import {
 import type { Models } from '../../models/index.js';
 import type { WebhookDoc } from '../../models/webhook.model.js';
 import type { Sealed, Vault } from '../../lib/vault.js';
+import { boundTo } from '../../lib/sealed-fields.js';
 import { randomToken } from '../../lib/crypto.js';
 import { toObjectId } from '../../lib/pagination.js';
 import { resolveSafeTarget, UnsafeUrlError, type AddressPolicy, type Lookup } from '../../lib/ssrf-guard.js';
@@ -39,8 +40,8 @@ export function presentWebhook(doc: StoredWebhook): Webhook {
  * The signing secret of a stored webhook, for the deliverer only: never put it in a response,
  * log line or audit record. It is sealed as a JSON string (`vault.seal(secret)`).
  */
-export function openWebhookSecret(vault: Vault, doc: Pick<WebhookDoc, 'secret'>): string {
-  return vault.open<string>(doc.secret as Sealed);
+export function openWebhookSecret(vault: Vault, doc: Pick<WebhookDoc, 'secret' | 'account_id'> & { _id: unknown }): string {
+  return vault.open<string>(doc.secret as Sealed, boundTo('webhook.secret', doc));
 }
 
 /** `whsec_` + 32 random bytes, base64url (decisions.md "Webhooks"). */
@@ -87,11 +88,13 @@ export async function createWebhook(
   checkSecret(input.secret);
   const url = await checkedUrl(deps, input.url);
   const secret = input.secret ?? newSecret();
+  // The id is chosen here so that the secret is sealed bound to it.
+  const owner = { _id: new Types.ObjectId(), account_id: accountId };
   const doc = await deps.db.webhooks.create({
-    account_id: accountId,
+    ...owner,
     url: url.href,
     events: input.events,
-    secret: deps.vault.seal(secret),
+    secret: deps.vault.seal(secret, boundTo('webhook.secret', owner)),
     active: true,
   });
   return { webhook: presentWebhook(doc.toObject() as StoredWebhook), generatedSecret: input.secret === undefined ? secret : null };
@@ -123,7 +126,7 @@ export async function updateWebhook(
   if (input.url !== undefined) set.url = (await checkedUrl(deps, input.url)).href;
   if (input.events !== undefined) set.events = input.events;
   if (input.active !== undefined) set.active = input.active;
-  if (input.secret !== undefined) set.secret = deps.vault.seal(input.secret);
+  if (input.secret !== undefined) set.secret = deps.vault.seal(input.secret, boundTo('webhook.secret', { _id, account_id: accountId }));
   const updated = await deps.db.webhooks.findOneAndUpdate({ _id, account_id: accountId }, { $set: set }, { new: true }).lean();
   if (!updated) throw webhookNotFound(id);
   return { webhook: presentWebhook(updated as StoredWebhook), changed };
