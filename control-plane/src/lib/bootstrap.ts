@@ -2,6 +2,7 @@ import { SCOPES, type Plan } from '@xfer/shared';
 import type { Models } from '../models/index.js';
 import { ConflictError } from '../errors.js';
 import { hashPassword } from './crypto.js';
+import { appendToChain } from './audit-chain.js';
 import { issueApiKey } from '../routes/api-keys/api-keys.service.js';
 
 export interface BootstrapInput {
@@ -35,9 +36,9 @@ export async function bootstrapAccount(db: Models, input: BootstrapInput): Promi
     const { key } = await issueApiKey(db, {
       accountId: account._id, name: 'bootstrap', scopes: [...SCOPES], expiresAt: null, createdBy: { type: 'system', id: null },
     });
-    await db.auditEvents.create({
-      account_id: account._id, actor: { type: 'system', id: null }, action: 'account.bootstrap',
-      resource: { type: 'account', id: String(account._id) }, outcome: 'success', details: { plan: input.plan, owner: String(user._id) },
+    await appendToChain(db.auditEvents.collection, {
+      timestamp: new Date(), account_id: account._id, actor: { type: 'system', id: null }, action: 'account.bootstrap',
+      resource: { type: 'account', id: String(account._id) }, ip: null, outcome: 'success', details: { plan: input.plan, owner: String(user._id) },
     });
     return { account_id: String(account._id), user_id: String(user._id), api_key: key };
   } catch (err) {

@@ -17,6 +17,7 @@ import { webhookModel } from './webhook.model.js';
 import { webhookAttemptModel, webhookDeliveryModel } from './webhook-delivery.model.js';
 import { shareLinkModel } from './share-link.model.js';
 import { shareDownloadModel } from './share-download.model.js';
+import { setAsideLegacyRecords } from '../lib/audit-chain.js';
 
 /** Every model, bound to one connection (one app instance, one database). */
 export function registerModels(conn: Connection) {
@@ -47,5 +48,7 @@ export type Models = ReturnType<typeof registerModels>;
 
 /** Indexes are explicit and created at start (autoIndex is off everywhere). */
 export async function createIndexes(models: Models): Promise<void> {
+  // Before the unique {chain, seq} index: records from before the chain would collide in it.
+  await setAsideLegacyRecords(models.auditEvents.collection);
   for (const model of Object.values(models)) await model.createIndexes();
 }

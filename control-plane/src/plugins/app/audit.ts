@@ -2,6 +2,7 @@ import fp from 'fastify-plugin';
 import type { FastifyRequest } from 'fastify';
 import { Types } from 'mongoose';
 import type { Actor } from '@xfer/shared';
+import { appendToChain } from '../../lib/audit-chain.js';
 
 export interface AuditEntry {
   accountId: string | Types.ObjectId | null;
@@ -28,12 +29,14 @@ declare module 'fastify' {
 
 export default fp(
   async (app) => {
+    // Straight to the collection: what is hashed is exactly what is stored (no mongoose casting).
     const record = async (entry: AuditEntry) => {
-      await app.db.auditEvents.create({
+      await appendToChain(app.db.auditEvents.collection, {
+        timestamp: new Date(),
         account_id: entry.accountId ? new Types.ObjectId(String(entry.accountId)) : null,
-        actor: entry.actor,
+        actor: { type: entry.actor.type, id: entry.actor.id ?? null },
         action: entry.action,
-        resource: entry.resource ?? undefined,
+        resource: entry.resource ? { type: entry.resource.type, id: entry.resource.id ?? null } : null,
         ip: entry.ip ?? null,
         outcome: entry.outcome,
         details: entry.details,

@@ -1,0 +1,146 @@
+import { createHash } from 'node:crypto';
+import { Types, type Collection } from 'mongoose';
+
+/**
+ * The tamper-evident audit trail (docs/security.md "The audit chain"). Records form one chain per
+ * account (`chain` = the account id; records without an account form the `system` chain). Each
+ * record carries its number in the chain (`seq`, claimed through the unique index {chain, seq},
+ * so two writers can never both take one number, on FerretDB too), the hash of the record before
+ * it (`prev_hash`) and its own `hash`: SHA-256 over the canonical serialization of everything
+ * else it holds. Editing, deleting, inserting or reordering records breaks the chain where it
+ * was done, which `verifyChain` finds.
+ */
+export const SYSTEM_CHAIN = 'system';
+export const GENESIS_HASH = '0'.repeat(64);
+/** Records written before the chain existed are moved to chains of their own (`legacy:<id>`, seq 0), outside every check. */
+export const LEGACY_PREFIX = 'legacy:';
+
+export const chainOf = (accountId: unknown): string => (accountId == null ? SYSTEM_CHAIN : String(accountId));
+
+/**
+ * JSON with sorted keys, no undefined members, dates as ISO strings and object ids as hex: the
+ * same bytes for a record as built and as read back from MongoDB or FerretDB.
+ */
+export function canonical(value: unknown): string {
+  if (value === null || value === undefined) return 'null';
+  if (value instanceof Date) return JSON.stringify({ $date: value.toISOString() });
+  if (value instanceof Types.ObjectId) return JSON.stringify({ $oid: value.toHexString() });
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(',')}}`;
+  }
+  if (typeof value === 'number' && !Number.isFinite(value)) return 'null';
+  return JSON.stringify(value);
+}
+
+/** `value` without undefined object members (the driver would store them as null, changing the hash). */
+export function withoutUndefined<T>(value: T): T {
+  if (Array.isArray(value)) return value.map((v) => (v === undefined ? null : withoutUndefined(v))) as T;
+  if (value && typeof value === 'object' && !(value instanceof Date) && !(value instanceof Types.ObjectId) && !Buffer.isBuffer(value)) {
+    return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined).map(([k, v]) => [k, withoutUndefined(v)])) as T;
+  }
+  return value;
+}
+
+/** The hash of a stored record: over every field but `hash` itself. */
+export function recordHash(record: Record<string, unknown>): string {
+  const { hash: _hash, ...rest } = record;
+  return createHash('sha256').update(canonical(rest)).digest('hex');
+}
+
+const isDuplicateKey = (err: unknown) => (err as { code?: number }).code === 11000 || /E11000/.test(String((err as Error).message));
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Appends `fields` (the record without chain fields) to the chain of its account: reads the head,
+ * claims the next number by inserting, and on losing the claim to another writer reads the new
+ * head and tries again. Returns the stored record.
+ */
+export async function appendToChain(collection: Collection, fields: Record<string, unknown>, attempts = 200): Promise<Record<string, unknown>> {
+  const chain = chainOf(fields.account_id);
+  for (let attempt = 0; attempt < attempts; attempt++) {
+    const head = await collection.find({ chain }, { projection: { seq: 1, hash: 1 } }).sort({ seq: -1 }).limit(1).next();
+    const record: Record<string, unknown> = withoutUndefined({
+      _id: new Types.ObjectId(), ...fields, chain, seq: ((head?.seq as number | undefined) ?? 0) + 1, prev_hash: (head?.hash as string | undefined) ?? GENESIS_HASH,
+    });
+    record.hash = recordHash(record);
+    try {
+      await collection.insertOne(record as never);
+      return record;
+    } catch (err) {
+      if (!isDuplicateKey(err)) throw err;
+      // Another writer took this number: back off a little (more as contention persists), read the head again.
+      await sleep(Math.random() * Math.min(50, 2 + attempt));
+    }
+  }
+  throw new Error(`audit chain ${chain}: could not claim a sequence number after ${attempts} attempts`);
+}
+
+export interface ChainBreak {
+  chain: string;
+  /** The first record that does not fit, or the number where a missing record should be. */
+  seq: number;
+  id: string | null;
+  problem: string;
+}
+
+export interface ChainReport {
+  chain: string;
+  records: number;
+  head: { seq: number; hash: string } | null;
+  broken: ChainBreak | null;
+}
+
+/** Walks one chain in order and stops at the first record that breaks it. */
+export async function verifyChain(collection: Collection, chain: string): Promise<ChainReport> {
+  let expected = 1;
+  let prev = GENESIS_HASH;
+  let records = 0;
+  const cursor = collection.find({ chain }).sort({ seq: 1 });
+  const report = (broken: ChainBreak | null): ChainReport => ({ chain, records, head: records > 0 ? { seq: expected - 1, hash: prev } : null, broken });
+  try {
+    for await (const doc of cursor) {
+      const id = String(doc._id);
+      const seq = doc.seq as number;
+      if (seq !== expected) {
+        return report({
+          chain, seq: expected, id: seq > expected ? null : id,
+          problem: seq > expected ? `record ${expected} is missing (the next one is ${seq}, ${id})` : `record ${id} has number ${seq}, expected ${expected}`,
+        });
+      }
+      if (doc.prev_hash !== prev) return report({ chain, seq, id, problem: `record ${seq} (${id}) does not follow record ${seq - 1}: prev_hash differs (removed, inserted or reordered records)` });
+      if (recordHash(doc) !== doc.hash) return report({ chain, seq, id, problem: `record ${seq} (${id}) was altered: its content does not match its hash` });
+      records++;
+      expected++;
+      prev = doc.hash as string;
+    }
+  } finally {
+    await cursor.close();
+  }
+  return report(null);
+}
+
+/** The chains to verify: one account's, or all of them (legacy records excluded). */
+export async function chainsToVerify(collection: Collection, accountId?: string): Promise<string[]> {
+  if (accountId !== undefined) return [chainOf(accountId)];
+  const chains = (await collection.distinct('chain')) as unknown[];
+  return chains.filter((c): c is string => typeof c === 'string' && !c.startsWith(LEGACY_PREFIX)).sort();
+}
+
+/**
+ * Records written before the chain existed have no `chain`: each is given a chain of its own
+ * (`legacy:<id>`, number 0), so the unique index can be built and no real chain includes them.
+ * Idempotent; run at start before the indexes are created.
+ */
+export async function setAsideLegacyRecords(collection: Collection): Promise<number> {
+  let moved = 0;
+  for (;;) {
+    const batch = await collection.find({ chain: null }, { projection: { _id: 1 } }).limit(500).toArray();
+    if (batch.length === 0) return moved;
+    const result = await collection.bulkWrite(batch.map((d) => ({
+      updateOne: { filter: { _id: d._id, chain: null }, update: { $set: { chain: `${LEGACY_PREFIX}${String(d._id)}`, seq: 0 } } },
+    })), { ordered: false });
+    moved += result.modifiedCount;
+  }
+}
