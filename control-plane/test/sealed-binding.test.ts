@@ -1,12 +1,11 @@
-import { createCipheriv, randomBytes } from 'node:crypto';
 import { Types } from 'mongoose';
 import type { App } from '../src/app.js';
-import { Vault, type Sealed } from '../src/lib/vault.js';
+import type { Sealed } from '../src/lib/vault.js';
 import { boundTo } from '../src/lib/sealed-fields.js';
 import { loadConnectionSettings } from '../src/routes/connections/connections.service.js';
 import { openWebhookSecret } from '../src/routes/webhooks/webhooks.service.js';
 import { auth, buildTestApp, createAccount, type TestAccount } from './helper.js';
-import { makeConnection, SECRET } from './fixtures.js';
+import { makeConnection, SECRET, sealFormat1 } from './fixtures.js';
 
 /**
  * Sealed values are bound to their account, their record and what they are there (AES-GCM
@@ -25,15 +24,6 @@ beforeAll(async () => {
 afterAll(() => app.close());
 
 const raw = (name: string) => app.dbConnection.collection(name);
-
-/** A value sealed the way it was before binding: no additional data, no `v`. */
-function sealFormat1(key: Buffer, value: unknown): Sealed {
-  const vault = new Vault([key]);
-  const iv = randomBytes(12);
-  const cipher = createCipheriv('aes-256-gcm', key, iv);
-  const data = Buffer.concat([cipher.update(JSON.stringify(value), 'utf8'), cipher.final()]);
-  return { kid: vault.activeKid, iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64'), data: data.toString('base64') };
-}
 
 test('connection credentials copied into another tenant\'s connection (or another of the same account) do not open', async () => {
   const victim = await makeConnection(app, alice.apiKey, 'sftp');
