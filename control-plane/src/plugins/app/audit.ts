@@ -15,10 +15,24 @@ export interface AuditEntry {
   details?: Record<string, unknown>;
 }
 
+export type RequestAuditEntry = Omit<AuditEntry, 'accountId' | 'actor' | 'ip'> & Partial<AuditEntry>;
+
+/** Writes the record of a change; `apply` calls it after its checks, right before its write. */
+export type Announce = (entry: RequestAuditEntry) => Promise<void>;
+
 export interface AuditService {
   record(entry: AuditEntry): Promise<void>;
   /** Records an action of the caller of `request` (actor, account and ip taken from it). */
-  recordRequest(request: FastifyRequest, entry: Omit<AuditEntry, 'accountId' | 'actor' | 'ip'> & Partial<AuditEntry>): Promise<void>;
+  recordRequest(request: FastifyRequest, entry: RequestAuditEntry): Promise<void>;
+  /**
+   * A security-relevant change by the caller of `request`, recorded write-ahead (docs/security.md
+   * "The audit chain"): `apply` announces the change (the record is written) once its checks
+   * pass and before it writes, so no crash can leave a change without its record. When `apply`
+   * throws after announcing, a `failure` record of the same action follows, naming the announced
+   * record (`details.announced`) and the reason: the change did not happen (or not entirely).
+   * A refusal before announcing writes nothing, as before.
+   */
+  change<T>(request: FastifyRequest, apply: (announce: Announce) => Promise<T>): Promise<T>;
 }
 
 declare module 'fastify' {
@@ -30,8 +44,8 @@ declare module 'fastify' {
 export default fp(
   async (app) => {
     // Straight to the collection: what is hashed is exactly what is stored (no mongoose casting).
-    const record = async (entry: AuditEntry) => {
-      await appendToChain(app.db.auditEvents.collection, {
+    const write = (entry: AuditEntry) =>
+      appendToChain(app.db.auditEvents.collection, {
         timestamp: new Date(),
         account_id: entry.accountId ? new Types.ObjectId(String(entry.accountId)) : null,
         actor: { type: entry.actor.type, id: entry.actor.id ?? null },
@@ -41,16 +55,36 @@ export default fp(
         outcome: entry.outcome,
         details: entry.details,
       });
+    const record = async (entry: AuditEntry) => {
+      await write(entry);
     };
+    const ofRequest = (request: FastifyRequest, entry: RequestAuditEntry): AuditEntry => ({
+      accountId: request.principal?.accountId ?? null,
+      actor: request.principal?.actor ?? { type: 'system', id: null },
+      ip: request.ip,
+      ...entry,
+    });
     app.decorate<AuditService>('audit', {
       record,
-      recordRequest: (request, entry) =>
-        record({
-          accountId: request.principal?.accountId ?? null,
-          actor: request.principal?.actor ?? { type: 'system', id: null },
-          ip: request.ip,
-          ...entry,
-        }),
+      recordRequest: (request, entry) => record(ofRequest(request, entry)),
+      change: async (request, apply) => {
+        let announced: { entry: AuditEntry; id: unknown } | null = null;
+        try {
+          return await apply(async (entry) => {
+            const full = ofRequest(request, entry);
+            announced = { entry: full, id: (await write(full))._id };
+          });
+        } catch (err) {
+          const done = announced as { entry: AuditEntry; id: unknown } | null;
+          if (done) {
+            await write({
+              ...done.entry, outcome: 'failure',
+              details: { announced: String(done.id), reason: err instanceof Error ? err.message : String(err) },
+            }).catch((auditErr: unknown) => app.log.error({ err: auditErr }, 'audit: the failure of an announced change could not be recorded'));
+          }
+          throw err;
+        }
+      },
     });
   },
   { name: 'audit', dependencies: ['mongoose'] },

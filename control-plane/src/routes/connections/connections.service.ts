@@ -104,7 +104,13 @@ async function assertNameFree(db: Models, accountId: AccountId, name: string): P
   if (await db.connections.exists({ account_id: accountId, name })) throw duplicateName(name);
 }
 
-export async function createConnection(db: Models, vault: Vault, accountId: AccountId, input: CreateConnectionRequest): Promise<Connection> {
+/** What the audit record of a change names; called after the checks, right before the write (plugins/app/audit.ts `change`). */
+export type BeforeWrite = (subject: { id: string; name: string; type: string; changed?: string[] }) => Promise<void>;
+const noAnnouncement: BeforeWrite = async () => {};
+
+export async function createConnection(
+  db: Models, vault: Vault, accountId: AccountId, input: CreateConnectionRequest, beforeWrite: BeforeWrite = noAnnouncement,
+): Promise<Connection> {
   const name = input.name.trim();
   const fields: ConnectionFields = {
     type: input.type,
@@ -119,6 +125,7 @@ export async function createConnection(db: Models, vault: Vault, accountId: Acco
   await assertNameFree(db, accountId, name);
   // The id is chosen here so that the credentials are sealed bound to it.
   const owner = { _id: new Types.ObjectId(), account_id: accountId };
+  await beforeWrite({ id: String(owner._id), name, type: fields.type });
   try {
     const doc = await db.connections.create({
       ...owner,
@@ -145,7 +152,7 @@ export async function createConnection(db: Models, vault: Vault, accountId: Acco
  * fields given, for the audit record.
  */
 export async function updateConnection(
-  db: Models, vault: Vault, accountId: AccountId, id: string, input: UpdateConnectionRequest,
+  db: Models, vault: Vault, accountId: AccountId, id: string, input: UpdateConnectionRequest, beforeWrite: BeforeWrite = noAnnouncement,
 ): Promise<{ connection: Connection; changed: string[] }> {
   const doc = await findOwned(db, accountId, id);
   const type = input.type ?? (doc.type as ConnectionType);
@@ -177,6 +184,8 @@ export async function updateConnection(
   if (input.credentials !== undefined) set.credentials = sealCredentials(vault, doc, input.credentials);
   if (input.agent_id !== undefined) set.agent_id = input.agent_id ? new Types.ObjectId(input.agent_id) : null;
 
+  const changed = Object.keys(input).sort();
+  await beforeWrite({ id: String(doc._id), name: name ?? doc.name, type, changed });
   let updated;
   try {
     // Conditional on the revision that was checked, so two concurrent updates cannot combine
@@ -194,15 +203,16 @@ export async function updateConnection(
     if (!(await db.connections.exists({ _id: doc._id, account_id: doc.account_id }))) throw connectionNotFound(id);
     throw new ConflictError(`Connection ${id} was changed by another request at the same time; retry`);
   }
-  return { connection: presentConnection(updated as StoredConnection), changed: Object.keys(input).sort() };
+  return { connection: presentConnection(updated as StoredConnection), changed };
 }
 
 /** Deletes permanently; returns what the audit record names. */
-export async function deleteConnection(db: Models, accountId: AccountId, id: string): Promise<Connection> {
-  const _id = toObjectId(id);
-  const doc = _id && await db.connections.findOneAndDelete({ _id, account_id: accountId }).lean();
-  if (!doc) throw connectionNotFound(id);
-  return presentConnection(doc as StoredConnection);
+export async function deleteConnection(db: Models, accountId: AccountId, id: string, beforeWrite: BeforeWrite = noAnnouncement): Promise<Connection> {
+  const doc = await findOwned(db, accountId, id);
+  await beforeWrite({ id: String(doc._id), name: doc.name, type: doc.type });
+  const deleted = await db.connections.deleteOne({ _id: doc._id, account_id: doc.account_id });
+  if (deleted.deletedCount !== 1) throw connectionNotFound(id);
+  return presentConnection(doc);
 }
 
 export async function getConnection(db: Models, accountId: AccountId, id: string): Promise<Connection> {
