@@ -123,3 +123,50 @@ test('the activity API still shows records as before', async () => {
   expect(res.json().data).toEqual([expect.objectContaining({ action: 'account.bootstrap', resource: { type: 'account', id: acct.accountId } })]);
   expect(Object.keys(res.json().data[0])).not.toContain('hash');
 });
+
+describe('a record is written with the change it describes (write-ahead)', () => {
+  const account = () => new Types.ObjectId().toHexString();
+  const fakeRequest = (accountId: string) => ({ ip: '127.0.0.1', principal: { accountId, actor: { type: 'user', id: 'u1' } } }) as never;
+
+  test('announced then failed: a failure record names the announced one; refused before announcing: nothing', async () => {
+    const acct = account();
+    await expect(app.audit.change(fakeRequest(acct), async (announce) => {
+      await announce({ action: 'thing.update', outcome: 'success', resource: { type: 'thing', id: 't1' }, details: { changed: ['x'] } });
+      throw new Error('the write failed');
+    })).rejects.toThrow('the write failed');
+    const [announced, failed] = await events().find({ chain: acct }).sort({ seq: 1 }).toArray();
+    expect(announced).toMatchObject({ action: 'thing.update', outcome: 'success', resource: { type: 'thing', id: 't1' } });
+    expect(failed).toMatchObject({ action: 'thing.update', outcome: 'failure', resource: { type: 'thing', id: 't1' }, details: { announced: String(announced!._id), reason: 'the write failed' } });
+    const other = account();
+    await expect(app.audit.change(fakeRequest(other), async () => { throw new Error('refused by a check'); })).rejects.toThrow('refused by a check');
+    expect(await events().countDocuments({ chain: other })).toBe(0);
+    expect(await app.audit.change(fakeRequest(other), async (announce) => {
+      await announce({ action: 'thing.create', outcome: 'success' });
+      return 42;
+    })).toBe(42);
+    expect(await events().countDocuments({ chain: other })).toBe(1);
+  });
+
+  test('a connection create: its record exists before the insert runs; an insert that dies leaves it and a failure record', async () => {
+    const acct = await createAccount(app);
+    const original = app.db.connections.create.bind(app.db.connections);
+    let seenBeforeInsert: unknown = null;
+    (app.db.connections as unknown as { create: unknown }).create = async () => {
+      seenBeforeInsert = await events().findOne({ chain: acct.accountId, action: 'connection.create' });
+      throw new Error('simulated crash during the insert');
+    };
+    try {
+      const res = await app.inject({
+        method: 'POST', url: '/api/v1/connections', headers: { authorization: `Bearer ${acct.apiKey}` },
+        payload: { name: 'wal', type: 'sftp', host: 'sftp.example.test', credentials: { username: 'u', password: 'p' } },
+      });
+      expect(res.statusCode).toBe(500);
+    } finally {
+      (app.db.connections as unknown as { create: unknown }).create = original;
+    }
+    expect(seenBeforeInsert).toMatchObject({ outcome: 'success', details: { name: 'wal', type: 'sftp' } });
+    const failure = await events().findOne({ chain: acct.accountId, action: 'connection.create', outcome: 'failure' });
+    expect(failure!.details).toMatchObject({ announced: String((seenBeforeInsert as { _id: unknown })._id), reason: 'simulated crash during the insert' });
+    expect((await verify(acct.accountId)).broken).toBeNull();
+  });
+});
