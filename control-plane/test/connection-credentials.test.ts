@@ -42,6 +42,21 @@ async function storedCredentials(id: string): Promise<Record<string, unknown>> {
   return app.vault.open<Record<string, unknown>>(doc!.credentials as Sealed, boundTo('connection.credentials', doc!));
 }
 
+/**
+ * Runs `check` until it passes (10 s at most): a store is recorded before it is written
+ * (write-ahead), so its record can be seen a moment before the stored value.
+ */
+async function eventually(check: () => Promise<void>): Promise<void> {
+  for (const deadline = Date.now() + 10_000; ;) {
+    try {
+      return await check();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+  }
+}
+
 /** Waits for the audit record of the n-th report about connection `id` (reports are handled in order). */
 async function reported(id: string, n: number) {
   for (const deadline = Date.now() + 10_000; Date.now() < deadline;) {
@@ -61,7 +76,7 @@ test('a rotated refresh token is stored sealed, merged with the other fields; re
   client.send('connection.credentials', { connection_id: conn.id, credentials: { refresh_token: rotated }, previous_sha256: { refresh_token: sha256(first) } });
   const event = await reported(conn.id, 1);
   expect(event).toMatchObject({ outcome: 'success', actor: { type: 'agent', id: agent.id }, details: { fields: ['refresh_token'], result: 'stored' } });
-  expect(await storedCredentials(conn.id)).toEqual({ client_id: 'app-id', client_secret: 'the-client-secret', tenant_id: 'tenant', refresh_token: rotated });
+  await eventually(async () => expect(await storedCredentials(conn.id)).toEqual({ client_id: 'app-id', client_secret: 'the-client-secret', tenant_id: 'tenant', refresh_token: rotated }));
   const raw = await app.db.connections.findById(conn.id).lean();
   expect(JSON.stringify(raw)).not.toContain(rotated);
   const read = await app.inject({ method: 'GET', url: `/api/v1/connections/${conn.id}`, headers: auth(owner.apiKey) });
@@ -125,7 +140,7 @@ test("refused: another account's connection, another agent's, other fields, othe
   const rotated = token('rt2');
   client.send('connection.credentials', { connection_id: ours.id, credentials: { refresh_token: rotated }, previous_sha256: previous });
   expect((await reported(ours.id, 3)).details).toMatchObject({ result: 'stored' });
-  expect((await storedCredentials(ours.id)).refresh_token).toBe(rotated);
+  await eventually(async () => expect((await storedCredentials(ours.id)).refresh_token).toBe(rotated));
   const audit = await app.db.auditEvents.find({ action: 'connection.credentials.rotate' }).lean();
   expect(JSON.stringify(audit)).not.toContain(forged);
   client.close();

@@ -15,6 +15,9 @@ export interface AuditEntry {
   details?: Record<string, unknown>;
 }
 
+/** Who makes a change outside a request (an agent's message): what `recordRequest` takes from the request. */
+export type AuditContext = Pick<AuditEntry, 'accountId' | 'actor' | 'ip'>;
+
 export type RequestAuditEntry = Omit<AuditEntry, 'accountId' | 'actor' | 'ip'> & Partial<AuditEntry>;
 
 /** Writes the record of a change; `apply` calls it after its checks, right before its write. */
@@ -32,7 +35,7 @@ export interface AuditService {
    * record (`details.announced`) and the reason: the change did not happen (or not entirely).
    * A refusal before announcing writes nothing, as before.
    */
-  change<T>(request: FastifyRequest, apply: (announce: Announce) => Promise<T>): Promise<T>;
+  change<T>(by: FastifyRequest | AuditContext, apply: (announce: Announce) => Promise<T>): Promise<T>;
 }
 
 declare module 'fastify' {
@@ -67,11 +70,11 @@ export default fp(
     app.decorate<AuditService>('audit', {
       record,
       recordRequest: (request, entry) => record(ofRequest(request, entry)),
-      change: async (request, apply) => {
+      change: async (by, apply) => {
         let announced: { entry: AuditEntry; id: unknown } | null = null;
         try {
           return await apply(async (entry) => {
-            const full = ofRequest(request, entry);
+            const full = 'actor' in by ? { ...by, ...entry } : ofRequest(by, entry);
             announced = { entry: full, id: (await write(full))._id };
           });
         } catch (err) {

@@ -264,6 +264,7 @@ const sha256Hex = (value: string) => createHash('sha256').update(value).digest()
 export async function storeRotatedCredentials(
   db: Models, vault: Vault, accountId: AccountId, agentId: string, id: string,
   credentials: Readonly<Record<string, string>>, previousSha256: Readonly<Record<string, string>>,
+  beforeWrite: () => Promise<void> = async () => {},
 ): Promise<RotationOutcome> {
   for (let attempt = 0; attempt < 3; attempt++) {
     const doc = await findOwned(db, accountId, id);
@@ -287,6 +288,7 @@ export async function storeRotatedCredentials(
       type, host: doc.host ?? null, port: doc.port ?? null, path: doc.path, credentials: merged,
       options: (doc.options as Record<string, unknown> | undefined) ?? {},
     });
+    await beforeWrite();
     const updated = await db.connections.updateOne(
       { _id: doc._id, account_id: doc.account_id, revision: doc.revision },
       { $set: { credentials: sealCredentials(vault, doc, merged), updated_at: new Date() }, $inc: { revision: 1 } },
