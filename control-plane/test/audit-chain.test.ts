@@ -3,7 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Types } from 'mongoose';
 import type { App } from '../src/app.js';
-import { chainsToVerify, GENESIS_HASH, LEGACY_PREFIX, recordHash, verifyChain } from '../src/lib/audit-chain.js';
+import { ChainWriter, chainsToVerify, GENESIS_HASH, LEGACY_PREFIX, recordHash, verifyChain } from '../src/lib/audit-chain.js';
 import { createIndexes } from '../src/models/index.js';
 import { buildTestApp, createAccount } from './helper.js';
 
@@ -54,9 +54,15 @@ test('concurrent writers never fork a chain: numbers 1..n, each linked to the on
   // Records without an account have their own chain.
   await app.audit.record({ accountId: null, actor: { type: 'system', id: null }, action: 'test.system', outcome: 'denied' });
   expect((await verify('system')).broken).toBeNull();
+  // Several instances (each its own writer with its own cached heads) appending to one chain at once.
+  const instances = [new ChainWriter(events()), new ChainWriter(events()), new ChainWriter(events())];
+  const fields = (i: number) => ({ timestamp: new Date(), account_id: new Types.ObjectId(chain), actor: { type: 'agent', id: null }, action: 'test.multi', resource: null, ip: null, outcome: 'success', details: { i } });
+  await Promise.all(instances.flatMap((w, k) => Array.from({ length: 15 }, (_, i) => w.append(fields(k * 100 + i)))));
+  await app.audit.record({ accountId: chain, actor: { type: 'user', id: 'u1' }, action: 'test.after', outcome: 'success' });
+  expect(await verify(chain)).toMatchObject({ records: 86, broken: null });
   const ok = cli(['--account', chain, '--json']);
   expect(ok.code).toBe(0);
-  expect(JSON.parse(ok.stdout)).toMatchObject({ ok: true, chains: [{ chain, records: 40, broken: null }] });
+  expect(JSON.parse(ok.stdout)).toMatchObject({ ok: true, chains: [{ chain, records: 86, broken: null }] });
 }, 60_000);
 
 test('an edited field is found at that record; the CLI exits non-zero naming it', async () => {

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { Types, type Collection } from 'mongoose';
+import { KeyedMutex } from './keyed-mutex.js';
 
 /**
  * The tamper-evident audit trail (docs/security.md "The audit chain"). Records form one chain per
@@ -52,29 +53,69 @@ export function recordHash(record: Record<string, unknown>): string {
 const isDuplicateKey = (err: unknown) => (err as { code?: number }).code === 11000 || /E11000/.test(String((err as Error).message));
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+interface Head {
+  seq: number;
+  hash: string;
+}
+
 /**
- * Appends `fields` (the record without chain fields) to the chain of its account: reads the head,
- * claims the next number by inserting, and on losing the claim to another writer reads the new
- * head and tries again. Returns the stored record.
+ * Appends `fields` (the record without chain fields) to the chain of its account: takes the head
+ * (from `heads` when known, else read), claims the next number by inserting, and on losing the
+ * claim to another writer reads the new head and tries again. Returns the stored record.
  */
-export async function appendToChain(collection: Collection, fields: Record<string, unknown>, attempts = 200): Promise<Record<string, unknown>> {
+export async function appendToChain(
+  collection: Collection, fields: Record<string, unknown>, heads: Map<string, Head> = new Map(), attempts = 200,
+): Promise<Record<string, unknown>> {
   const chain = chainOf(fields.account_id);
   for (let attempt = 0; attempt < attempts; attempt++) {
-    const head = await collection.find({ chain }, { projection: { seq: 1, hash: 1 } }).sort({ seq: -1 }).limit(1).next();
-    const record: Record<string, unknown> = withoutUndefined({
-      _id: new Types.ObjectId(), ...fields, chain, seq: ((head?.seq as number | undefined) ?? 0) + 1, prev_hash: (head?.hash as string | undefined) ?? GENESIS_HASH,
-    });
+    let head = heads.get(chain);
+    if (!head) {
+      const last = await collection.find({ chain }, { projection: { seq: 1, hash: 1 } }).sort({ seq: -1 }).limit(1).next();
+      head = last ? { seq: last.seq as number, hash: last.hash as string } : { seq: 0, hash: GENESIS_HASH };
+    }
+    const record: Record<string, unknown> = withoutUndefined({ _id: new Types.ObjectId(), ...fields, chain, seq: head.seq + 1, prev_hash: head.hash });
     record.hash = recordHash(record);
     try {
       await collection.insertOne(record as never);
+      heads.set(chain, { seq: record.seq as number, hash: record.hash as string });
       return record;
     } catch (err) {
+      heads.delete(chain);
       if (!isDuplicateKey(err)) throw err;
-      // Another writer took this number: back off a little (more as contention persists), read the head again.
+      // Another writer (another instance) took this number: back off a little, more as contention persists.
       await sleep(Math.random() * Math.min(50, 2 + attempt));
     }
   }
   throw new Error(`audit chain ${chain}: could not claim a sequence number after ${attempts} attempts`);
+}
+
+/**
+ * An instance's writer: its own writes to one chain go one at a time (no instance races itself
+ * for a number), and it remembers the heads it wrote, so a record costs one insert; only a
+ * number taken by another instance costs a read and a retry. At most `maxHeads` heads are kept.
+ */
+export class ChainWriter {
+  private readonly mutex = new KeyedMutex();
+  private readonly heads = new Map<string, Head>();
+
+  constructor(private readonly collection: Collection, private readonly maxHeads = 10_000) {}
+
+  append(fields: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const chain = chainOf(fields.account_id);
+    return this.mutex.run(chain, async () => {
+      const head = this.heads.get(chain);
+      // Most recently used last, so the oldest is the first to go.
+      if (head) {
+        this.heads.delete(chain);
+        this.heads.set(chain, head);
+      }
+      try {
+        return await appendToChain(this.collection, fields, this.heads);
+      } finally {
+        while (this.heads.size > this.maxHeads) this.heads.delete(this.heads.keys().next().value as string);
+      }
+    });
+  }
 }
 
 export interface ChainBreak {

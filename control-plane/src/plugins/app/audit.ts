@@ -2,7 +2,7 @@ import fp from 'fastify-plugin';
 import type { FastifyRequest } from 'fastify';
 import { Types } from 'mongoose';
 import type { Actor } from '@xfer/shared';
-import { appendToChain } from '../../lib/audit-chain.js';
+import { ChainWriter } from '../../lib/audit-chain.js';
 
 export interface AuditEntry {
   accountId: string | Types.ObjectId | null;
@@ -47,8 +47,9 @@ declare module 'fastify' {
 export default fp(
   async (app) => {
     // Straight to the collection: what is hashed is exactly what is stored (no mongoose casting).
+    const chain = new ChainWriter(app.db.auditEvents.collection);
     const write = (entry: AuditEntry) =>
-      appendToChain(app.db.auditEvents.collection, {
+      chain.append({
         timestamp: new Date(),
         account_id: entry.accountId ? new Types.ObjectId(String(entry.accountId)) : null,
         actor: { type: entry.actor.type, id: entry.actor.id ?? null },
