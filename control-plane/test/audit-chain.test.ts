@@ -3,7 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Types } from 'mongoose';
 import type { App } from '../src/app.js';
-import { ChainWriter, chainsToVerify, GENESIS_HASH, LEGACY_PREFIX, recordHash, verifyChain } from '../src/lib/audit-chain.js';
+import { ChainWriter, chainsToVerify, GENESIS_HASH, HEADS_COLLECTION, LEGACY_PREFIX, recordHash, verifyChain } from '../src/lib/audit-chain.js';
 import { createIndexes } from '../src/models/index.js';
 import { buildTestApp, createAccount } from './helper.js';
 
@@ -60,9 +60,18 @@ test('concurrent writers never fork a chain: numbers 1..n, each linked to the on
   await Promise.all(instances.flatMap((w, k) => Array.from({ length: 15 }, (_, i) => w.append(fields(k * 100 + i)))));
   await app.audit.record({ accountId: chain, actor: { type: 'user', id: 'u1' }, action: 'test.after', outcome: 'success' });
   expect(await verify(chain)).toMatchObject({ records: 86, broken: null });
+  // A stale head hint (a crash between a record and its hint) or none at all costs a retry, never a wrong link.
+  const hints = app.dbConnection.collection(HEADS_COLLECTION);
+  const third = await at(chain, 3);
+  await hints.updateOne({ _id: chain as never }, { $set: { seq: 3, hash: third.hash } });
+  await new ChainWriter(events()).append(fields(1000));
+  await hints.deleteOne({ _id: chain as never });
+  await new ChainWriter(events()).append(fields(1001));
+  expect(await verify(chain)).toMatchObject({ records: 88, broken: null });
+  expect(await hints.findOne({ _id: chain as never })).toMatchObject({ seq: 88 });
   const ok = cli(['--account', chain, '--json']);
   expect(ok.code).toBe(0);
-  expect(JSON.parse(ok.stdout)).toMatchObject({ ok: true, chains: [{ chain, records: 86, broken: null }] });
+  expect(JSON.parse(ok.stdout)).toMatchObject({ ok: true, chains: [{ chain, records: 88, broken: null }] });
 }, 60_000);
 
 test('an edited field is found at that record; the CLI exits non-zero naming it', async () => {

@@ -58,33 +58,56 @@ interface Head {
   hash: string;
 }
 
+/** Where the hints of chain heads are kept (`_id` = chain): see `appendToChain`. */
+export const HEADS_COLLECTION = 'audit_heads';
+
+/** The head of `chain` as stored: the record with the highest number. */
+async function readHead(collection: Collection, chain: string): Promise<Head> {
+  const last = await collection.find({ chain }, { projection: { seq: 1, hash: 1 } }).sort({ seq: -1 }).limit(1).next();
+  return last ? { seq: last.seq as number, hash: last.hash as string } : { seq: 0, hash: GENESIS_HASH };
+}
+
 /**
- * Appends `fields` (the record without chain fields) to the chain of its account: takes the head
- * (from `heads` when known, else read), claims the next number by inserting, and on losing the
- * claim to another writer reads the new head and tries again. Returns the stored record.
+ * Appends `fields` (the record without chain fields) to the chain of its account, and returns the
+ * stored record. The head comes from `heads` (this process's memory), else from the hint in
+ * `audit_heads` (a read by `_id`: FerretDB serves nothing else from an index, and reading the
+ * head from the records scans them all), else it is taken to be a new chain. The next number is claimed by
+ * inserting; on losing it (another writer, a stale hint) the head is read from the records and it
+ * tries again. A hint is only ever a record that was inserted, so a stale one costs a retry, never
+ * a wrong link; hints are written after the record, best effort.
  */
 export async function appendToChain(
   collection: Collection, fields: Record<string, unknown>, heads: Map<string, Head> = new Map(), attempts = 200,
 ): Promise<Record<string, unknown>> {
   const chain = chainOf(fields.account_id);
+  const hints = collection.conn.collection(HEADS_COLLECTION);
+  const hinted = async (): Promise<Head | null> => {
+    const hint = await hints.findOne({ _id: chain as never });
+    return hint ? { seq: hint.seq as number, hash: hint.hash as string } : null;
+  };
+  // No hint: most likely a new chain. If it is not, the insert of number 1 says so.
+  let head = heads.get(chain) ?? (await hinted()) ?? { seq: 0, hash: GENESIS_HASH };
   for (let attempt = 0; attempt < attempts; attempt++) {
-    let head = heads.get(chain);
-    if (!head) {
-      const last = await collection.find({ chain }, { projection: { seq: 1, hash: 1 } }).sort({ seq: -1 }).limit(1).next();
-      head = last ? { seq: last.seq as number, hash: last.hash as string } : { seq: 0, hash: GENESIS_HASH };
-    }
     const record: Record<string, unknown> = withoutUndefined({ _id: new Types.ObjectId(), ...fields, chain, seq: head.seq + 1, prev_hash: head.hash });
     record.hash = recordHash(record);
     try {
       await collection.insertOne(record as never);
-      heads.set(chain, { seq: record.seq as number, hash: record.hash as string });
-      return record;
     } catch (err) {
       heads.delete(chain);
       if (!isDuplicateKey(err)) throw err;
-      // Another writer (another instance) took this number: back off a little, more as contention persists.
+      // Number taken (another writer, a stale hint): back off a little, more as contention persists;
+      // then the winner's hint if it has moved past the number, else the records themselves.
       await sleep(Math.random() * Math.min(50, 2 + attempt));
+      const hint = await hinted();
+      head = hint && hint.seq >= (record.seq as number) ? hint : await readHead(collection, chain);
+      continue;
     }
+    const written = { seq: record.seq as number, hash: record.hash as string };
+    heads.set(chain, written);
+    await hints.updateOne({ _id: chain as never, seq: { $lt: written.seq } }, { $set: written }, { upsert: true }).catch(() => {
+      // Another writer moved the hint meanwhile (or created it): theirs is as good as ours.
+    });
+    return record;
   }
   throw new Error(`audit chain ${chain}: could not claim a sequence number after ${attempts} attempts`);
 }
