@@ -39,3 +39,14 @@ describe('malware scanner settings', () => {
     expect(() => parseConfig({ XFER_SCANNER: 'none', XFER_CLAMD: '127.0.0.1:3310' })).toThrow(/contradict/);
   });
 });
+
+describe('keys', () => {
+  test('the session key is its own setting, separate from the master key; unset means the key file', () => {
+    const key = Buffer.alloc(32, 7);
+    const config = parseConfig({ XFER_MASTER_KEY: Buffer.alloc(32, 1).toString('base64'), XFER_SESSION_KEY: key.toString('hex') });
+    expect(config.sessionKey).toEqual(key);
+    expect(config.masterKeys).toEqual([Buffer.alloc(32, 1)]);
+    expect(parseConfig({}).sessionKey).toBeNull();
+    expect(() => parseConfig({ XFER_SESSION_KEY: 'short' })).toThrow(new ConfigError('XFER_SESSION_KEY must be 32 bytes, as 64 hex characters or base64'));
+  });
+});
