@@ -54,8 +54,12 @@ export class Vault {
     this.activeKid = keyId(masterKeys[0]!);
   }
 
+  private lastReload = 0;
+
   private keyFor(kid: string): Buffer | undefined {
-    if (!this.keys.has(kid) && this.reload) {
+    // At most once a second: a value under a key nobody has must not make every open read files.
+    if (!this.keys.has(kid) && this.reload && Date.now() - this.lastReload >= 1000) {
+      this.lastReload = Date.now();
       for (const k of this.reload()) if (!this.keys.has(keyId(k))) this.keys.set(keyId(k), k);
     }
     return this.keys.get(kid);
