@@ -3,12 +3,16 @@
 // plane, admin key on first start), then one `xfer-agent` with the token the server keeps in
 // its data dir, so a newcomer can copy files at once. Ctrl-C stops the agent (draining its jobs),
 // then the server. The agent's JSON logs go to <data dir>/agent.log.
+// The local agent may expose one local directory only (--allow-roots): XFER_LOCAL_FILES, default
+// ~/xfer-files, created if missing; never the data dir (master key, database) nor the repository,
+// so a connection with options.mount_path "/" cannot read them (docs/agent.md).
 // Uploads are scanned by clamd: unless XFER_CLAMD or XFER_SCANNER is set, or the system's clamd
 // already answers on its Debian socket, a local clamd is started with its config, socket and log
 // in <data dir>/clamd/ and the signatures freshclam keeps in /var/lib/clamav; it stops with us.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { homedir } from 'node:os';
+import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { clamdConf, clamdPing } from '../control-plane/dist/lib/clamd.js';
 import { DEFAULT_CLAMD } from '../control-plane/dist/config.js';
@@ -17,6 +21,20 @@ import { findExecutable } from '../control-plane/dist/db/process.js';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const dataDir = resolve(process.env.XFER_DATA_DIR || join(root, '.xfer'));
 const say = (msg) => process.stderr.write(`xfer: ${msg}\n`);
+
+/** The one directory the local agent exposes; refused when it overlaps the data dir or the repository. */
+const filesDir = resolve(process.env.XFER_LOCAL_FILES || join(homedir(), 'xfer-files'));
+const within = (path, dir) => {
+  const rel = relative(dir, path);
+  return rel === '' || (rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel));
+};
+for (const [dir, what] of [[dataDir, 'the data directory (master key, database)'], [root, 'the repository']]) {
+  if (within(filesDir, dir) || within(dir, filesDir)) {
+    say(`XFER_LOCAL_FILES=${filesDir} overlaps ${what} ${dir}: the local agent would expose it. Choose a folder outside both (default ~/xfer-files).`);
+    process.exit(2);
+  }
+}
+mkdirSync(filesDir, { recursive: true, mode: 0o700 });
 
 /** Where freshclam keeps the signatures (Debian clamav-freshclam). */
 const SIGNATURES_DIR = '/var/lib/clamav';
@@ -82,11 +100,11 @@ server.stdout.on('data', (chunk) => {
 function startAgent(url, tokenFile) {
   const logFile = join(dataDir, 'agent.log');
   const log = openSync(logFile, 'a');
-  agent = spawn(process.execPath, [join(root, 'agent/dist/bin/xfer-agent.js'), 'start', '--url', url], {
+  agent = spawn(process.execPath, [join(root, 'agent/dist/bin/xfer-agent.js'), 'start', '--url', url, '--allow-roots', filesDir], {
     env: { ...process.env, XFER_AGENT_TOKEN: readFileSync(tokenFile, 'utf8').trim() },
     stdio: ['ignore', log, log],
   });
-  say(`local agent started (pid ${agent.pid}, logs in ${logFile})`);
+  say(`local agent started (pid ${agent.pid}, logs in ${logFile}); it may expose ${filesDir} only (nfs connections with options.mount_path inside it)`);
   agent.on('exit', (code, signal) => {
     if (!stopping) say(`local agent exited (${code ?? signal}); see ${logFile}. The control plane keeps running.`);
   });

@@ -2,7 +2,10 @@ import { createHash } from 'node:crypto';
 import { AgentToServer, frame, type AgentMessage, type ConnectionSettings, type PayloadOf } from '@xfer/shared';
 import type { Logger } from 'pino';
 import type { CopyTuning } from './copy/types.js';
+import { closedAccess, type AgentAccess } from './connectors/access.js';
 import { JobRunner } from './jobs/job-runner.js';
+import { reasonOf } from './copy/errors.js';
+import { truncate } from './copy/stats.js';
 import { ZERO_COUNTERS } from './jobs/payloads.js';
 import type { ProgressReporterOptions } from './jobs/progress-reporter.js';
 import { registryConnectors, reportingCredentials, type ConnectorSource } from './lib/connector-source.js';
@@ -20,6 +23,8 @@ export interface AgentOptions {
   drainTimeoutMs: number;
   log: Logger;
   connectors?: ConnectorSource;
+  /** Local directories and hosts the agent's owner allows (config: allow_roots, allow_hosts, deny_hosts); default none and the default host rules. */
+  access?: AgentAccess;
   /** Bound on `connector.test()` for `connection.test` (default 20 s). */
   connectionTestTimeoutMs?: number;
   /** Session knobs (backoff, stable time, handshake timeout); tests shorten them. */
@@ -33,6 +38,11 @@ export type AgentExit = { code: 0 } | { code: 3; reason: string };
 
 /** How long, after the jobs drained, the last reports may take to reach the control plane. */
 const FINAL_FLUSH_MS = 5000;
+/**
+ * Connection tests run at once, at most: each opens a connection to a server. More requests than
+ * this (a control plane that floods them) are answered at once with a failure.
+ */
+export const MAX_CONNECTION_TESTS = 8;
 
 /**
  * The agent daemon: one session with the control plane, one job runner, and the replies to the
@@ -43,9 +53,10 @@ export class Agent {
   private readonly runner: JobRunner;
   private readonly connectors: ConnectorSource;
   private shuttingDown: Promise<void> | null = null;
+  private connectionTests = 0;
 
   constructor(private readonly o: AgentOptions) {
-    this.connectors = reportingCredentials(o.connectors ?? registryConnectors, (settings, credentials, previous) => this.credentialsRotated(settings, credentials, previous));
+    this.connectors = reportingCredentials(o.connectors ?? registryConnectors, (settings, credentials, previous) => this.credentialsRotated(settings, credentials, previous), o.access ?? closedAccess());
     this.session = new AgentSession({
       ...o.session,
       url: o.url,
@@ -98,7 +109,23 @@ export class Agent {
     }
   }
 
+  /**
+   * One message of the control plane. Whatever it holds, a failure here fails only what the
+   * message is about (a `job.assign` is answered with `job.failed`); the session and the other
+   * jobs go on.
+   */
   private handle(message: SessionMessage): void {
+    try {
+      this.dispatch(message);
+    } catch (err) {
+      this.o.log.error({ err, type: message.type }, 'handling a message from the control plane failed');
+      if (message.type === 'job.assign') {
+        this.send('job.failed', { job_id: message.payload.job_id, ...ZERO_COUNTERS, error: `the agent could not start the job: ${truncate(reasonOf(err), 3000)}` });
+      }
+    }
+  }
+
+  private dispatch(message: SessionMessage): void {
     switch (message.type) {
       case 'ping':
         this.send('pong', { request_id: message.payload.request_id });
@@ -112,10 +139,16 @@ export class Agent {
         return;
       case 'connection.test': {
         const { request_id, connection } = message.payload;
+        if (this.connectionTests >= MAX_CONNECTION_TESTS) {
+          this.send('connection.test.result', { request_id, success: false, message: `agent busy: already testing ${MAX_CONNECTION_TESTS} connections`, latency_ms: 0 });
+          return;
+        }
+        this.connectionTests++;
         void testConnection(this.connectors, connection, this.o.connectionTestTimeoutMs ?? 20_000).then((result) => {
           this.o.log.info({ connection_id: connection.id, type: connection.type, success: result.success, latency_ms: result.latency_ms }, 'connection tested');
           this.send('connection.test.result', { request_id, ...result });
-        });
+        }).catch((err: unknown) => this.o.log.error({ err }, 'answering a connection test failed'))
+          .finally(() => this.connectionTests--);
         return;
       }
     }

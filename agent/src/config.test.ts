@@ -13,6 +13,8 @@ describe('agent config', () => {
     expect(parse(['--url', 'http://127.0.0.1:8080/api/v1', '--token', TOKEN])).toEqual({
       url: 'http://127.0.0.1:8080/api/v1', connectUrl: 'ws://127.0.0.1:8080/api/v1/agents/connect', token: TOKEN,
       maxJobs: DEFAULT_MAX_JOBS, logLevel: 'info', drainTimeoutMs: DEFAULT_DRAIN_TIMEOUT_MS, configFile: null,
+      // Closed by default: no local directory; no host list (the guard's default rules apply).
+      allowRoots: [], allowHosts: [], denyHosts: [],
     });
   });
 
@@ -47,6 +49,26 @@ describe('agent config', () => {
     expect(() => parse(['--config', '/bad.json'])).toThrow(/unknown key "tokn"/);
     files['/notjson.json'] = 'url=http://h';
     expect(() => parse(['--config', '/notjson.json'])).toThrow(/not valid JSON/);
+  });
+
+  test('allowed roots and host lists: comma-separated in flags and variables, arrays in the file, first source wins whole', () => {
+    const base = ['--url', 'http://h', '--token', TOKEN];
+    expect(parse([...base, '--allow-roots', '/srv/data, /mnt/nfs', '--allow-hosts', '10.0.0.0/8,files.example.com', '--deny-hosts', '*.corp.example'])).toMatchObject({
+      allowRoots: ['/srv/data', '/mnt/nfs'], allowHosts: ['10.0.0.0/8', 'files.example.com'], denyHosts: ['*.corp.example'],
+    });
+    files['/lists.json'] = JSON.stringify({ url: 'http://h', token: TOKEN, allow_roots: ['/data'], allow_hosts: ['fd00::/8'], deny_hosts: '192.168.0.0/16' });
+    expect(parse(['--config', '/lists.json'])).toMatchObject({ allowRoots: ['/data'], allowHosts: ['fd00::/8'], denyHosts: ['192.168.0.0/16'] });
+    expect(parse(['--config', '/lists.json'], { XFER_AGENT_ALLOW_ROOTS: '/other' }).allowRoots).toEqual(['/other']);
+    expect(parse(['--config', '/lists.json', '--allow-roots', '/flag'], { XFER_AGENT_ALLOW_ROOTS: '/other' }).allowRoots).toEqual(['/flag']);
+
+    const bad: [string[], Record<string, string>, RegExp][] = [
+      [['--allow-roots', 'relative/dir'], {}, /allowed roots must be absolute directories, not "relative\/dir" \(--allow-roots/],
+      [['--allow-hosts', '10.0.0.0/33'], {}, /--allow-hosts .*"10.0.0.0\/33" is not an IP address, CIDR range, host name or \*.domain/],
+      [[], { XFER_AGENT_DENY_HOSTS: 'bad host!' }, /XFER_AGENT_DENY_HOSTS .*"bad host!" is not/],
+    ];
+    for (const [args, env, message] of bad) expect(() => parse([...base, ...args], env)).toThrow(message);
+    files['/badlist.json'] = JSON.stringify({ url: 'http://h', token: TOKEN, allow_roots: [1] });
+    expect(() => parse(['--config', '/badlist.json'])).toThrow(/allow_roots in \/badlist.json must be a list of strings/);
   });
 
   test('the connect URL is derived from the base URL however it is written', () => {

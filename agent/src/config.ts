@@ -1,4 +1,6 @@
+import { isAbsolute } from 'node:path';
 import { parseArgs } from 'node:util';
+import { parseHostList } from './connectors/network-guard.js';
 
 /** Typed configuration of `xfer-agent start`, parsed once by the binary (docs/agent.md). */
 export interface AgentConfig {
@@ -10,6 +12,12 @@ export interface AgentConfig {
   maxJobs: number;
   logLevel: LogLevel;
   drainTimeoutMs: number;
+  /** Local directories connections may use (nfs `mount_path`, …); none by default. */
+  allowRoots: string[];
+  /** Hosts the agent may dial (IPs, CIDRs, names, `*.domain`); empty: any host not denied. */
+  allowHosts: string[];
+  /** Hosts the agent never dials; beats allowHosts. Cloud metadata and link-local are denied anyway. */
+  denyHosts: string[];
   /** The config file read, if any. */
   configFile: string | null;
 }
@@ -35,6 +43,9 @@ const SETTINGS = {
   maxJobs: { flag: 'max-jobs', env: 'XFER_AGENT_MAX_JOBS', key: 'max_jobs' },
   logLevel: { flag: 'log-level', env: 'XFER_LOG_LEVEL', key: 'log_level' },
   drainTimeoutMs: { flag: 'drain-timeout-ms', env: 'XFER_AGENT_DRAIN_TIMEOUT_MS', key: 'drain_timeout_ms' },
+  allowRoots: { flag: 'allow-roots', env: 'XFER_AGENT_ALLOW_ROOTS', key: 'allow_roots' },
+  allowHosts: { flag: 'allow-hosts', env: 'XFER_AGENT_ALLOW_HOSTS', key: 'allow_hosts' },
+  denyHosts: { flag: 'deny-hosts', env: 'XFER_AGENT_DENY_HOSTS', key: 'deny_hosts' },
 } satisfies Record<string, Setting>;
 
 const FILE_KEYS = new Set(Object.values(SETTINGS).map((s) => s.key));
@@ -52,8 +63,10 @@ export interface ParseInput {
 
 /**
  * Flags > environment > config file (`--config FILE` or `XFER_AGENT_CONFIG`, JSON with the keys
- * `url`, `token`, `max_jobs`, `log_level`, `drain_timeout_ms`). Every problem is a UsageError
- * naming the flag, variable or key.
+ * `url`, `token`, `max_jobs`, `log_level`, `drain_timeout_ms`, `allow_roots`, `allow_hosts`,
+ * `deny_hosts`). Lists are comma-separated in flags and variables, JSON arrays (or a
+ * comma-separated string) in the file; the first source that sets a list wins whole (lists are not
+ * merged across sources). Every problem is a UsageError naming the flag, variable or key.
  */
 export function parseAgentConfig(input: ParseInput): AgentConfig {
   let parsed;
@@ -65,6 +78,7 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
       options: {
         url: { type: 'string' }, token: { type: 'string' }, config: { type: 'string' },
         'max-jobs': { type: 'string' }, 'log-level': { type: 'string' }, 'drain-timeout-ms': { type: 'string' },
+        'allow-roots': { type: 'string' }, 'allow-hosts': { type: 'string' }, 'deny-hosts': { type: 'string' },
       },
     });
   } catch (err) {
@@ -95,6 +109,26 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
     return value;
   };
 
+  const list = (s: Setting): string[] => {
+    const got = pick(s);
+    if (!got) return [];
+    const items = typeof got.value === 'string' ? got.value.split(',') : Array.isArray(got.value) && got.value.every((v) => typeof v === 'string') ? (got.value as string[]) : null;
+    if (!items) throw new UsageError(`${got.from} must be a list of strings (comma-separated, or a JSON array in the file)`);
+    return items.map((v) => v.trim()).filter((v) => v !== '');
+  };
+  const allowRoots = list(SETTINGS.allowRoots);
+  const badRoot = allowRoots.find((root) => !isAbsolute(root));
+  if (badRoot !== undefined) throw new UsageError(`allowed roots must be absolute directories, not "${badRoot}" (--allow-roots, XFER_AGENT_ALLOW_ROOTS or "allow_roots")`);
+  const hosts = (s: Setting): string[] => {
+    const entries = list(s);
+    try {
+      parseHostList(entries, `--${s.flag} / ${s.env} / "${s.key}"`);
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+    return entries;
+  };
+
   const url = str(SETTINGS.url);
   if (!url) throw new UsageError('the control plane URL is required: --url, XFER_AGENT_URL or "url" in the config file');
   const token = str(SETTINGS.token);
@@ -109,6 +143,9 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
     maxJobs: int(SETTINGS.maxJobs, DEFAULT_MAX_JOBS, 1, 1000),
     logLevel: logLevel as LogLevel,
     drainTimeoutMs: int(SETTINGS.drainTimeoutMs, DEFAULT_DRAIN_TIMEOUT_MS, 0, 24 * 3600 * 1000),
+    allowRoots,
+    allowHosts: hosts(SETTINGS.allowHosts),
+    denyHosts: hosts(SETTINGS.denyHosts),
     configFile,
   };
 }

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { Transform } from 'node:stream';
 import type { ConnectionSettings, FileResult } from '@xfer/shared';
 import { ConnectorError, type Connector } from '../src/connectors/types.js';
+import { MAX_CONNECTION_TESTS } from '../src/agent.js';
 import { SHUTDOWN_ERROR } from '../src/jobs/job-runner.js';
 import { assignPayload, deferred, fsConnectors, settings, testAgent } from './helpers/test-agent.js';
 import { TestControlPlane, type AgentConnection } from './helpers/test-control-plane.js';
@@ -278,6 +279,38 @@ describe('job runner', () => {
     expect((await conn.next('connection.test.result')).payload).toMatchObject({ request_id: 't2', success: false, message: expect.stringContaining('does not exist') });
     conn.send('connection.test', { request_id: 't3', connection: settings(src, 'sftp') });
     expect((await conn.next('connection.test.result')).payload).toMatchObject({ request_id: 't3', success: false, message: 'this agent has no connector for sftp connections' });
+    await agent.shutdown('test');
+    await running;
+  });
+
+  test(`a flood of connection.test runs at most ${MAX_CONNECTION_TESTS} at once; the others are answered "agent busy" at once`, async () => {
+    const release = deferred();
+    let testing = 0;
+    const connectors = fsConnectors((inner) => {
+      const wrapped = new WrappedConnector(inner);
+      wrapped.test = async () => {
+        testing++;
+        await release.promise;
+        return 'held, then fine';
+      };
+      return wrapped;
+    });
+    const { agent, running, conn } = await connected({ connectors });
+    const flood = MAX_CONNECTION_TESTS + 5;
+    for (let i = 0; i < flood; i++) conn.send('connection.test', { request_id: `t${i}`, connection: settings(src) });
+    for (let i = MAX_CONNECTION_TESTS; i < flood; i++) {
+      expect((await conn.next('connection.test.result', (m) => m.payload.request_id === `t${i}`)).payload)
+        .toMatchObject({ success: false, message: `agent busy: already testing ${MAX_CONNECTION_TESTS} connections` });
+    }
+    while (testing < MAX_CONNECTION_TESTS) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(testing).toBe(MAX_CONNECTION_TESTS);
+    release.resolve();
+    for (let i = 0; i < MAX_CONNECTION_TESTS; i++) {
+      expect((await conn.next('connection.test.result', (m) => m.payload.request_id === `t${i}`)).payload).toMatchObject({ success: true });
+    }
+    // Slots free again once answered.
+    conn.send('connection.test', { request_id: 'after', connection: settings(src) });
+    expect((await conn.next('connection.test.result', (m) => m.payload.request_id === 'after')).payload.success).toBe(true);
     await agent.shutdown('test');
     await running;
   });

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CloseCodes } from '@xfer/shared';
@@ -69,6 +69,31 @@ describe('xfer-agent binary', () => {
     const badJobs = start(['start', '--url', server.baseUrl, '--token', TEST_TOKEN, '--max-jobs', 'many']);
     expect(await badJobs.code).toBe(2);
     expect(badJobs.stderr()).toContain('--max-jobs must be an integer');
+    const badRoot = start(['start', '--url', server.baseUrl, '--token', TEST_TOKEN, '--allow-roots', 'data']);
+    expect(await badRoot.code).toBe(2);
+    expect(badRoot.stderr()).toContain('allowed roots must be absolute directories, not "data"');
+    const badHost = start(['start', '--url', server.baseUrl, '--token', TEST_TOKEN], { XFER_AGENT_DENY_HOSTS: '10.0.0.0/8,not a host' });
+    expect(await badHost.code).toBe(2);
+    expect(badHost.stderr()).toContain('"not a host" is not an IP address, CIDR range, host name or *.domain');
+  });
+
+  test('allow_roots and deny_hosts from the config file hold for connection tests', async () => {
+    const config = join(dir, 'agent.json');
+    const files = join(dir, 'files');
+    mkdirSync(files);
+    writeFileSync(config, JSON.stringify({ token: TEST_TOKEN, allow_roots: [files], deny_hosts: ['192.0.2.0/24'] }), { mode: 0o600 });
+    const run = start(['start', '--config', config, '--url', server.baseUrl]);
+    const conn = await server.connection(0);
+    await conn.welcome();
+    const mounted = (mountPath: string, host = 'localhost') => ({ id: 'c'.repeat(24), name: 'm', type: 'nfs' as const, host, port: 2049, path: '/', options: { mount_path: mountPath }, agent_id: null, credentials: {} });
+    conn.send('connection.test', { request_id: 'ok', connection: mounted(files) });
+    expect((await conn.next('connection.test.result')).payload).toMatchObject({ request_id: 'ok', success: true });
+    conn.send('connection.test', { request_id: 'etc', connection: mounted('/etc') });
+    expect((await conn.next('connection.test.result')).payload).toMatchObject({ request_id: 'etc', success: false, message: expect.stringContaining(`the agent may not use the local directory /etc: the agent exposes only ${files}`) });
+    conn.send('connection.test', { request_id: 'net', connection: { ...mounted(files, '192.0.2.7'), type: 'sftp', options: {}, credentials: { username: 'u', password: 'p' } } });
+    expect((await conn.next('connection.test.result')).payload).toMatchObject({ request_id: 'net', success: false, message: expect.stringContaining('192.0.2.7 is in "192.0.2.0/24" of the agent\'s --deny-hosts') });
+    run.kill('SIGTERM');
+    expect(await run.code).toBe(0);
   });
 
   test('a revoked token (close 4401) ends the agent with exit code 3 and a clear log line, never the token', async () => {

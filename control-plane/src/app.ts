@@ -5,7 +5,7 @@ import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import type { Config } from './config.js';
+import { fastifyTrustProxy, type Config } from './config.js';
 import { loadOrCreateKeyFile, vaultOf, type Vault } from './lib/vault.js';
 import mongoosePlugin from './plugins/external/mongoose.js';
 import errorHandler from './plugins/app/error-handler.js';
@@ -78,7 +78,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const app = Fastify({
     logger,
     bodyLimit: config.bodyLimitBytes,
-    trustProxy: config.trustProxy,
+    trustProxy: fastifyTrustProxy(config.trustProxy),
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();

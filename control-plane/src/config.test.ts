@@ -1,4 +1,4 @@
-import { ConfigError, parseConfig } from './config.js';
+import { ConfigError, fastifyTrustProxy, parseConfig } from './config.js';
 
 describe('agent and dispatch settings', () => {
   test('defaults', () => {
@@ -48,5 +48,31 @@ describe('keys', () => {
     expect(config.masterKeys).toEqual([Buffer.alloc(32, 1)]);
     expect(parseConfig({}).sessionKey).toBeNull();
     expect(() => parseConfig({ XFER_SESSION_KEY: 'short' })).toThrow(new ConfigError('XFER_SESSION_KEY must be 32 bytes, as 64 hex characters or base64'));
+  });
+});
+
+describe('XFER_TRUST_PROXY', () => {
+  test('unset, empty, false and 0 trust no proxy', () => {
+    for (const raw of [undefined, '', 'false', '0']) expect(parseConfig({ XFER_TRUST_PROXY: raw }).trustProxy).toBe(false);
+  });
+
+  test('a hop count, or a list of addresses, CIDRs and proxy-addr range names', () => {
+    expect(parseConfig({ XFER_TRUST_PROXY: '2' }).trustProxy).toBe(2);
+    expect(parseConfig({ XFER_TRUST_PROXY: '10.0.0.0/8, 192.0.2.7,fd00::/8 ,::1,loopback' }).trustProxy)
+      .toEqual(['10.0.0.0/8', '192.0.2.7', 'fd00::/8', '::1', 'loopback']);
+  });
+
+  test('"everything" is refused with the reason; so are bad entries, naming them', () => {
+    for (const raw of ['true', 'TRUE', 'all', '*']) expect(() => parseConfig({ XFER_TRUST_PROXY: raw })).toThrow(/would believe X-Forwarded-For from any client/);
+    expect(() => parseConfig({ XFER_TRUST_PROXY: '17' })).toThrow(/hop count between 0 and 16/);
+    for (const bad of ['10.0.0.0/33', 'proxy.example', '10.0.0.1/8/1', '::1/129', '1.2.3']) {
+      expect(() => parseConfig({ XFER_TRUST_PROXY: `127.0.0.1,${bad}` })).toThrow(`XFER_TRUST_PROXY has "${bad}"`);
+    }
+  });
+
+  test('a hop count trusts exactly that many addresses from the socket peer leftwards', () => {
+    const trust = fastifyTrustProxy(2) as (address: string, hop: number) => boolean;
+    expect([0, 1, 2].map((hop) => trust('192.0.2.1', hop))).toEqual([true, true, false]);
+    expect(fastifyTrustProxy(false)).toBe(false);
   });
 });

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { homedir } from 'node:os';
 import { resolve } from 'node:path';
 
@@ -22,7 +23,11 @@ export interface Config {
   bodyIdleTimeoutMs: number;
   sessionTtlSeconds: number;
   logLevel: string;
-  trustProxy: boolean;
+  /**
+   * Which peers' `X-Forwarded-For` is believed (Fastify `trustProxy`): false (none), the number
+   * of proxy hops in front, or the proxies' addresses/CIDRs. Never "every peer".
+   */
+  trustProxy: TrustProxy;
   /** How long a database operation may wait for a reachable server before the API answers 503. */
   dbTimeoutMs: number;
   /** WebSocket ping interval to agents; a socket silent for 3 × this is dropped. */
@@ -45,6 +50,20 @@ export interface Config {
   shareRateLimitPerMinute: number;
   /** Webhook delivery (docs/configuration.md "Webhooks"). */
   webhooks: WebhookConfig;
+  /** Sign-in lockout with backoff (docs/configuration.md "Sign-in lockout"). */
+  loginLockout: LoginLockoutConfig;
+}
+
+export interface LoginLockoutConfig {
+  /** Failed sign-ins for one email within `windowMs` after which it is locked. */
+  emailThreshold: number;
+  /** The same per client address (higher: many people may share one NAT address). */
+  ipThreshold: number;
+  /** The first lock; each further failure doubles it, up to `maxMs`. */
+  baseMs: number;
+  maxMs: number;
+  /** How far back failures count; older ones are forgotten (and swept). */
+  windowMs: number;
 }
 
 export type FileStoreConfig =
@@ -92,6 +111,8 @@ export interface WebhookConfig {
    */
   unsafeAllowedAddresses: string[];
 }
+
+export type TrustProxy = false | number | string[];
 
 export class ConfigError extends Error {}
 
@@ -160,6 +181,52 @@ function parseScanner(env: Env): ScannerConfig {
   return { kind, address: { host: match[1]!.replace(/^\[|\]$/g, ''), port }, timeoutMs, oversize };
 }
 
+/** proxy-addr's names for well-known ranges, which Fastify accepts in the list as well. */
+const PROXY_RANGE_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/**
+ * `XFER_TRUST_PROXY`: a hop count or a list of proxy addresses/CIDRs. `true`/`all` is refused:
+ * trusting every peer lets any client choose the address the per-IP limits, login lockout and
+ * audit records see, simply by sending `X-Forwarded-For`.
+ */
+export function parseTrustProxy(raw: string | undefined): TrustProxy {
+  const text = (raw ?? '').trim();
+  if (text === '' || text === 'false') return false;
+  if (['true', 'all', '*'].includes(text.toLowerCase())) {
+    throw new ConfigError(
+      `XFER_TRUST_PROXY=${text} would believe X-Forwarded-For from any client, who could then pick the address ` +
+        'rate limits, login lockout and the audit trail see; give the number of proxies in front (e.g. 1) or their addresses/CIDRs',
+    );
+  }
+  if (/^\d+$/.test(text)) {
+    const hops = Number(text);
+    if (hops === 0) return false;
+    if (hops > 16) throw new ConfigError(`XFER_TRUST_PROXY must be a hop count between 0 and 16, or a list of addresses/CIDRs (got "${text}")`);
+    return hops;
+  }
+  return text.split(',').map((item) => item.trim()).filter((item) => item !== '').map((item) => {
+    if (PROXY_RANGE_NAMES.has(item)) return item;
+    const [address, prefix, extra] = item.split('/');
+    const family = isIP(address ?? '');
+    const bits = family === 4 ? 32 : 128;
+    const prefixOk = prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= bits);
+    if (family === 0 || !prefixOk || extra !== undefined) {
+      throw new ConfigError(`XFER_TRUST_PROXY has "${item}", which is not an IP address, a CIDR range or one of loopback, linklocal, uniquelocal`);
+    }
+    return item;
+  });
+}
+
+/**
+ * The setting as Fastify takes it. Fastify 5 no longer honours a bare number (it fails closed), so
+ * a hop count becomes proxy-addr's `(address, hop) => hop < n`, as Express's numeric setting does:
+ * the socket peer and the next n-1 addresses to its left are proxies, the one before is the client.
+ */
+export function fastifyTrustProxy(trust: TrustProxy): false | string[] | ((address: string, hop: number) => boolean) {
+  if (typeof trust !== 'number') return trust;
+  return trust === 0 ? false : (_address, hop) => hop < trust;
+}
+
 function parseWebhooks(env: Env): WebhookConfig {
   return {
     timeoutMs: int(env, 'XFER_WEBHOOK_TIMEOUT_MS', 10_000, 100, 120_000),
@@ -186,6 +253,9 @@ export function parseConfig(env: Env): Config {
   const jobLeaseMs = int(env, 'XFER_JOB_LEASE_MS', 30_000, 200, 24 * 3600_000);
   // A live agent is heard from every heartbeat; a shorter lease would fail the jobs of live agents.
   if (jobLeaseMs < 2 * agentHeartbeatMs) throw new ConfigError('XFER_JOB_LEASE_MS must be at least twice XFER_AGENT_HEARTBEAT_MS');
+  const lockBase = int(env, 'XFER_LOGIN_LOCK_BASE_MS', 30_000, 100, 24 * 3600_000);
+  const lockMax = int(env, 'XFER_LOGIN_LOCK_MAX_MS', 3600_000, 100, 7 * 24 * 3600_000);
+  if (lockMax < lockBase) throw new ConfigError('XFER_LOGIN_LOCK_MAX_MS must be at least XFER_LOGIN_LOCK_BASE_MS');
   return {
     host: env.XFER_HOST || '127.0.0.1',
     port: int(env, 'XFER_PORT', 8080, 0, 65535),
@@ -200,7 +270,7 @@ export function parseConfig(env: Env): Config {
     bodyIdleTimeoutMs: int(env, 'XFER_BODY_IDLE_TIMEOUT_MS', 60_000, 100, 3600_000),
     sessionTtlSeconds: int(env, 'XFER_SESSION_TTL_SECONDS', 12 * 3600, 60, 30 * 24 * 3600),
     logLevel,
-    trustProxy: env.XFER_TRUST_PROXY === 'true',
+    trustProxy: parseTrustProxy(env.XFER_TRUST_PROXY),
     dbTimeoutMs: int(env, 'XFER_DB_TIMEOUT_MS', 3000, 100, 60_000),
     agentHeartbeatMs,
     agentHelloTimeoutMs: int(env, 'XFER_AGENT_HELLO_TIMEOUT_MS', 5_000, 100, 120_000),
@@ -212,5 +282,12 @@ export function parseConfig(env: Env): Config {
     scanner: parseScanner(env),
     shareRateLimitPerMinute: int(env, 'XFER_SHARE_RATE_LIMIT_PER_MINUTE', 120, 1, 1_000_000),
     webhooks: parseWebhooks(env),
+    loginLockout: {
+      emailThreshold: int(env, 'XFER_LOGIN_LOCK_EMAIL_AFTER', 5, 1, 1000),
+      ipThreshold: int(env, 'XFER_LOGIN_LOCK_IP_AFTER', 20, 1, 100_000),
+      baseMs: lockBase,
+      maxMs: lockMax,
+      windowMs: int(env, 'XFER_LOGIN_LOCK_WINDOW_MS', 24 * 3600_000, 1000, 30 * 24 * 3600_000),
+    },
   };
 }

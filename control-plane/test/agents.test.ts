@@ -143,12 +143,14 @@ describe('GET /api/v1/agents/connect', () => {
     expectError(res, 426, /WebSocket/);
   });
 
-  test.each([
+  test.each<[string, string | Buffer]>([
     ['not JSON', 'hello there'],
     ['wrong envelope', JSON.stringify({ type: 'hello', payload: {} })],
     ['unknown type', JSON.stringify({ v: 1, type: 'job.steal', id: '1', payload: {} })],
     ['invalid hello payload', JSON.stringify({ v: 1, type: 'hello', id: '1', payload: { version: 1 } })],
     ['a message before hello', JSON.stringify({ v: 1, type: 'pong', id: '1', payload: { request_id: 'x' } })],
+    ...['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf'].map((type): [string, string] => [`type "${type}" (an Object.prototype name)`, JSON.stringify({ v: 1, type, id: 'x', payload: {} })]),
+    ['text that is not UTF-8', Buffer.concat([Buffer.from('{"v":1,"type":"hello","id":"1","payload":{"version":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}}')])],
   ])('%s closes the socket with protocolError (4400)', async (_what, raw) => {
     const agent = await createAgent();
     const client = await ProtocolClient.open(app, agent.token);

@@ -119,3 +119,62 @@ describe('DELETE /api-keys/:id', () => {
     expect((await app.inject({ method: 'GET', url: '/api/v1/api-keys', headers: auth(key) })).statusCode).toBe(200);
   });
 });
+
+describe('no escalation through keys (lib/grant-rules.ts)', () => {
+  const revoke = (token: string, id: string) => app.inject({ method: 'DELETE', url: `/api/v1/api-keys/${id}`, headers: auth(token) });
+  const whoAmI = (key: string) => app.inject({ method: 'GET', url: '/api/v1/api-keys', headers: auth(key) });
+
+  test('a narrow api-keys:write key cannot revoke a broader key, the bootstrap key included', async () => {
+    const narrow = await createKey(app, owner.apiKey, ['api-keys:read', 'api-keys:write']);
+    const broader = (await create(owner.apiKey, { name: 'broad', scopes: ['api-keys:read', 'files:read'] })).json().data;
+    const bootstrap = await app.db.apiKeys.findOne({ key_hash: createHash('sha256').update(owner.apiKey).digest('hex') }).lean();
+    expectError(await revoke(narrow, broader.id), 403, 'Cannot revoke a key holding scopes the calling key does not hold (files:read)');
+    expectError(await revoke(narrow, String(bootstrap!._id)), 403, /^Cannot revoke a key holding scopes the calling key does not hold \(files:read, files:write, /);
+    expect((await whoAmI(broader.key)).statusCode).toBe(200);
+    expect((await whoAmI(owner.apiKey)).statusCode).toBe(200);
+    const denied = await app.db.auditEvents.find({ action: 'api_key.revoke', outcome: 'denied', 'resource.id': broader.id }).lean();
+    expect(denied).toHaveLength(1);
+    expect(denied[0]!.details).toMatchObject({ reason: 'scope escalation', scopes: ['files:read'] });
+  });
+
+  test('a key revokes keys within its scopes, itself included', async () => {
+    const narrow = await createKey(app, owner.apiKey, ['api-keys:read', 'api-keys:write', 'files:read']);
+    const within = (await create(owner.apiKey, { name: 'within', scopes: ['files:read'] })).json().data;
+    expect((await revoke(narrow, within.id)).statusCode).toBe(200);
+    const self = await app.db.apiKeys.findOne({ key_hash: createHash('sha256').update(narrow).digest('hex') }).lean();
+    expect((await revoke(narrow, String(self!._id))).statusCode).toBe(200);
+    expectError(await whoAmI(narrow), 401);
+  });
+
+  test('an expiring key cannot create a key that never expires or outlives it', async () => {
+    const expiring = (await create(owner.apiKey, { name: 'expiring', scopes: ['api-keys:write', 'files:read'], expires_in_days: 2 })).json().data;
+    const ends = expiring.expires_at as string;
+    expectError(await create(expiring.key, { name: 'forever', scopes: ['files:read'] }), 403,
+      `The calling key expires at ${ends}: a key it creates must expire no later (the requested key never expires; give expires_at or expires_in_days within that)`);
+    expectError(await create(expiring.key, { name: 'longer', scopes: ['files:read'], expires_in_days: 3 }), 403, /^The calling key expires at .*the requested key expires at /);
+    const later = new Date(Date.parse(ends) + 1000).toISOString();
+    expectError(await create(expiring.key, { name: 'a second later', scopes: ['files:read'], expires_at: later }), 403, /must expire no later/);
+    expect(await app.db.apiKeys.countDocuments({ account_id: owner.accountId, name: { $in: ['forever', 'longer', 'a second later'] } })).toBe(0);
+    // Up to its own end is fine, by days or by the exact instant.
+    expect((await create(expiring.key, { name: 'shorter', scopes: ['files:read'], expires_in_days: 1 })).statusCode).toBe(201);
+    const same = await create(expiring.key, { name: 'same end', scopes: ['files:read'], expires_at: ends });
+    expect(same.statusCode).toBe(201);
+    expect(same.json().data.expires_at).toBe(ends);
+    const denied = await app.db.auditEvents.find({ account_id: owner.accountId, action: 'api_key.create', outcome: 'denied', 'details.reason': 'expiry beyond the calling key' }).lean();
+    expect(denied).toHaveLength(3);
+  });
+
+  test('expires_at is validated: not with expires_in_days, not in the past, a real timestamp', async () => {
+    const soon = new Date(Date.now() + 3_600_000).toISOString();
+    expectError(await create(owner.apiKey, { name: 'x', scopes: ['files:read'], expires_at: soon, expires_in_days: 1 }), 400, 'body.expires_at and body.expires_in_days cannot both be given');
+    expectError(await create(owner.apiKey, { name: 'x', scopes: ['files:read'], expires_at: '2001-01-01T00:00:00Z' }), 400, 'body.expires_at must be in the future');
+    expectError(await create(owner.apiKey, { name: 'x', scopes: ['files:read'], expires_at: 'tomorrow' }), 400, /expires_at/);
+    const res = await create(owner.apiKey, { name: 'hour', scopes: ['files:read'], expires_at: soon });
+    expect(res.json().data.expires_at).toBe(soon);
+  });
+
+  test('a session (no expiry of its own authority) may create keys without expiry', async () => {
+    const session = await login(app, owner.email, owner.password);
+    expect((await create(session, { name: 'console key', scopes: ['files:read'] })).json().data.expires_at).toBeNull();
+  });
+});

@@ -396,12 +396,14 @@ describe('listing and revoking', () => {
     expect((await download(link.url)).statusCode).toBe(200);
   });
 
-  test('scopes: files:write creates and revokes, files:read lists, neither does the other', async () => {
+  test('scopes: files:write with files:read creates (the link reads the file), files:write revokes, files:read lists', async () => {
     const file = await upload(owner.apiKey);
     const reader = await createKey(app, owner.apiKey, ['files:read']);
     const writer = await createKey(app, owner.apiKey, ['files:write']);
+    const both = await createKey(app, owner.apiKey, ['files:read', 'files:write']);
     expectError(await share(reader, file.id, {}), 403, Messages.missingScope);
-    const link = await createShare(writer, file.id);
+    expectError(await share(writer, file.id, {}), 403, /creating one needs files:read, which the calling key does not hold/);
+    const link = await createShare(both, file.id);
     expectError(await app.inject({ method: 'GET', url: '/api/v1/shares', headers: auth(writer) }), 403, Messages.missingScope);
     expectError(await app.inject({ method: 'GET', url: `/api/v1/files/${file.id}/shares`, headers: auth(writer) }), 403, Messages.missingScope);
     expect((await app.inject({ method: 'GET', url: `/api/v1/files/${file.id}/shares`, headers: auth(reader) })).statusCode).toBe(200);
@@ -409,6 +411,19 @@ describe('listing and revoking', () => {
     expectError(await app.inject({ method: 'DELETE', url, headers: auth(reader) }), 403, Messages.missingScope);
     expect((await app.inject({ method: 'DELETE', url, headers: auth(writer) })).statusCode).toBe(200);
     expectError(await app.inject({ method: 'GET', url: '/api/v1/shares' }), 401);
+  });
+});
+
+describe('no escalation through share links (docs/security.md "Escalation rules")', () => {
+  test("a link minted by an expiring key expires no later than the key; refusals are audited", async () => {
+    const file = await upload(owner.apiKey);
+    const key = await createKey(app, owner.apiKey, ['files:read', 'files:write'], { expires_in_days: 2 });
+    expectError(await share(key, file.id, { expires_in_hours: 49 }), 403,
+      /^The calling key expires at \S+: a share link it creates must expire no later \(the requested share link expires at \S+; give expires_in_hours within that\)$/);
+    const ok = await createShare(key, file.id, { expires_in_hours: 47 });
+    expect(Date.parse(ok.expires_at)).toBeLessThan(Date.now() + 48 * 3600_000);
+    const denied = await app.db.auditEvents.find({ action: 'file.share', outcome: 'denied', 'resource.id': file.id }).lean();
+    expect(denied.map((r) => (r.details as { reason: string }).reason)).toEqual(['expiry beyond the calling key']);
   });
 });
 

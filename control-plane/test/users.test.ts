@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { App } from '../src/app.js';
-import { Messages, type Role } from '@xfer/shared';
+import { Messages, SCOPES, scopesForRole, type Role } from '@xfer/shared';
 import { auth, buildTestApp, createAccount, createKey, expectError, login, type TestAccount } from './helper.js';
 
 let app: App;
@@ -151,7 +151,7 @@ describe('roles', () => {
   });
 
   test('an API key with users:write acts as an admin, never as an owner', async () => {
-    const key = await createKey(app, owner.apiKey, ['users:read', 'users:write']);
+    const key = await createKey(app, owner.apiKey, [...SCOPES]);
     const res = await createUser(key, { email: newEmail('by-key'), role: 'admin', password: newPassword() });
     expect(res.statusCode).toBe(201);
     expectError(await createUser(key, { email: newEmail(), role: 'owner', password: newPassword() }), 403, /Only an owner can create owners.*API key/);
@@ -264,5 +264,59 @@ describe('DELETE /users/:id', () => {
     expectError(await deleteUser(owner.apiKey, viewer.id), 404);
     const record = await app.db.auditEvents.findOne({ action: 'user.delete', 'resource.id': viewer.id }).lean();
     expect(record).toMatchObject({ outcome: 'success', details: { email: viewer.email, role: 'viewer' } });
+  });
+});
+
+describe('no escalation through users (lib/grant-rules.ts)', () => {
+  const usersOnly = () => createKey(app, owner.apiKey, ['users:read', 'users:write']);
+  /** Every scope of `role` plus users:*, so the key may manage users of that role. */
+  const keyFor = (role: Role) => createKey(app, owner.apiKey, [...new Set([...scopesForRole(role), 'users:read', 'users:write'])]);
+
+  test('a key holding only users:write cannot create an admin (whose session could mint any key)', async () => {
+    const key = await usersOnly();
+    const email = newEmail('escalate');
+    const res = await createUser(key, { email, role: 'admin', password: newPassword() });
+    expectError(res, 403, /^Cannot create a user with the role admin: it carries scopes the calling key does not hold \(.*api-keys:write/);
+    expect(await app.db.users.exists({ email })).toBeNull();
+    const denied = await app.db.auditEvents.find({ account_id: owner.accountId, action: 'user.create', outcome: 'denied' }).lean();
+    expect(denied.some((r) => (r.details as { reason?: string })?.reason === 'scope escalation')).toBe(true);
+  });
+
+  test('a key creates exactly the roles whose scopes it holds', async () => {
+    const viewerKey = await keyFor('viewer');
+    expect((await createUser(viewerKey, { email: newEmail(), role: 'viewer', password: newPassword() })).statusCode).toBe(201);
+    expectError(await createUser(viewerKey, { email: newEmail(), role: 'member', password: newPassword() }), 403, /role member: .*files:write/);
+    const memberKey = await keyFor('member');
+    expect((await createUser(memberKey, { email: newEmail(), role: 'member', password: newPassword() })).statusCode).toBe(201);
+    expectError(await createUser(memberKey, { email: newEmail(), role: 'admin', password: newPassword() }), 403, /role admin: .*api-keys:read/);
+  });
+
+  test('no promotion beyond the caller: a key below admin cannot make a member an admin', async () => {
+    // Member and viewer scopes (a viewer also reads users and keys), but no api-keys:write.
+    const key = await createKey(app, owner.apiKey, [...new Set([...scopesForRole('member'), ...scopesForRole('viewer'), 'users:write'])]);
+    const member = await addUser('member');
+    expectError(await updateUser(key, member.id, { role: 'admin' }), 403, /^Cannot give a user the role admin: .*\(api-keys:write\)$/);
+    expect((await app.db.users.findById(member.id).lean())!.role).toBe('member');
+    // Demoting within its reach works.
+    const demoted = await updateUser(key, member.id, { role: 'viewer' });
+    expect({ status: demoted.statusCode, body: demoted.json() }).toMatchObject({ status: 200, body: { data: { role: 'viewer' } } });
+  });
+
+  test("no taking over a stronger user: a narrow key cannot set an admin's password, rename or delete them", async () => {
+    const memberKey = await keyFor('member');
+    const admin = await addUser('admin');
+    const password = newPassword();
+    expectError(await updateUser(memberKey, admin.id, { password }), 403, /^Cannot change a user with the role admin/);
+    await expect(login(app, admin.email, password)).rejects.toThrow(/401/);
+    expectError(await updateUser(memberKey, admin.id, { name: 'x' }), 403, /^Cannot change a user with the role admin/);
+    expectError(await deleteUser(memberKey, admin.id), 403, /^Cannot delete a user with the role admin/);
+    expect(await app.db.users.exists({ _id: admin.id })).not.toBeNull();
+  });
+
+  test('an admin session keeps managing admins (it holds every scope)', async () => {
+    const admin = await addUser('admin');
+    const other = await addUser('admin', admin.session);
+    expect((await updateUser(admin.session, other.id, { role: 'member' })).statusCode).toBe(200);
+    expect((await updateUser(admin.session, other.id, { role: 'admin' })).statusCode).toBe(200);
   });
 });

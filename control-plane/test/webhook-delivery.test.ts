@@ -35,15 +35,15 @@ afterAll(async () => {
 });
 
 /** A webhook of `account` on its own receiver path, through the API. */
-async function webhook(account: TestAccount, events: string[], answer?: WebhookReceiver['answer'], on: App = app) {
+async function webhook(account: TestAccount, events: string[], answer?: WebhookReceiver['answer'], on: App = app, to: WebhookReceiver = receiver) {
   const path = `/hook-${++seq}`;
   const secret = `whsec_test_${new Types.ObjectId()}`;
-  const res = await on.inject({ method: 'POST', url: '/api/v1/webhooks', headers: auth(account.apiKey), payload: { url: receiver.url(path), events, secret } });
+  const res = await on.inject({ method: 'POST', url: '/api/v1/webhooks', headers: auth(account.apiKey), payload: { url: to.url(path), events, secret } });
   if (res.statusCode !== 201) throw new Error(`create webhook: ${res.statusCode} ${res.body}`);
-  receiver.secrets.set(path, secret);
+  to.secrets.set(path, secret);
   if (answer) {
-    const previous = receiver.answer;
-    receiver.answer = (req) => (req.path === path ? answer(req) : previous(req));
+    const previous = to.answer;
+    to.answer = (req) => (req.path === path ? answer(req) : previous(req));
   }
   return { id: res.json().data.id as string, path, secret };
 }
@@ -180,6 +180,36 @@ describe('delivery', () => {
     expect(listed).toHaveLength(1);
     expect(listed[0].attempt_log[0].error).toMatch(/socket hang up|ECONNRESET/);
   }, 30_000);
+});
+
+describe('fair per account', () => {
+  test("one account's hanging receiver and backlog do not delay another account's delivery", async () => {
+    const backlog = 30;
+    const slowAccount = await createAccount(app);
+    const otherAccount = await createAccount(app);
+    // Each account has a receiver of its own; the slow one answers only after the sender's timeout: never.
+    const slowReceiver = await WebhookReceiver.start(cert);
+    const slow = await webhook(slowAccount, ['transfer.started'], () => 'hang', app, slowReceiver);
+    const prompt = await webhook(otherAccount, ['transfer.started']);
+    for (let i = 0; i < backlog; i++) await app.outbox.emit(slowAccount.accountId, 'transfer.started', { id: `slow-${i}` });
+    await app.outbox.emit(otherAccount.accountId, 'transfer.started', { id: 'prompt' });
+
+    const [arrived] = await eventually(async () => receiver.to(prompt.path).length === 1 && receiver.to(prompt.path), "the other account's delivery");
+    // Ordering, not time: when the other account's event arrived, the slow account had been sent
+    // only its fair share (two per instance, plus at most one more round after a timeout), while
+    // nearly all of its backlog was still waiting. Without the share it went out after the backlog.
+    const slowBefore = slowReceiver.to(slow.path).filter((r) => r.at <= arrived!.at).length;
+    expect(slowBefore).toBeLessThanOrEqual(4);
+    const waiting = await app.db.webhookDeliveries.countDocuments({ webhook_id: new Types.ObjectId(slow.id), status: 'pending', attempts: 0 });
+    expect(waiting).toBeGreaterThanOrEqual(backlog - 4);
+    expect(arrived!.verified).toBe(true);
+    // The slow account still gets its share while the other's delivery is done.
+    await eventually(async () => (await deliveryDocs(prompt.id))[0]?.status === 'delivered', 'delivered');
+    await eventually(async () => slowReceiver.to(slow.path).length > slowBefore, 'the slow account keeps being served');
+    // Stop the backlog: its pending deliveries are cancelled rather than sent.
+    await app.inject({ method: 'DELETE', url: `/api/v1/webhooks/${slow.id}`, headers: auth(slowAccount.apiKey) });
+    await slowReceiver.stop();
+  });
 });
 
 describe('crashes', () => {

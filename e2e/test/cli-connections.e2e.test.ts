@@ -128,6 +128,8 @@ test('usage errors exit 2 before any request: bad flag value, unknown type, bad 
 test('api-keys create, list and revoke; a revoked key is refused with exit code 3', () => {
   const created = json<{ id: string; key: string; scopes: string[] }>(['api-keys', 'create', '--name', `ci ${run}`, '--scope', 'connections:read']);
   expect(created.scopes).toEqual(['connections:read']);
+  const until = new Date(Date.now() + 3600_000).toISOString();
+  expect(json(['api-keys', 'create', '--name', `hour ${run}`, '--scope', 'connections:read', '--expires-at', until])).toMatchObject({ expires_at: until });
   const listed = json<{ id: string }[]>(['api-keys', 'list', '--all']);
   expect(listed.map((k) => k.id)).toContain(created.id);
   expect(listed.find((k) => k.id === created.id)).not.toHaveProperty('key');

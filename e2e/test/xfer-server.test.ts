@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -91,9 +91,10 @@ test('bootstrap --json prints ids and a working key; exit codes 2 and 5', async 
 
 test('npm start (scripts/start-local.mjs): the local stack brings its own agent online; Ctrl-C stops both', async () => {
   const stackDir = mkdtempSync(join(tmpdir(), 'xfer-e2e-start-'));
+  const filesDir = mkdtempSync(join(tmpdir(), 'xfer-e2e-files-'));
   const script = resolve(dirname(fileURLToPath(import.meta.url)), '../../scripts/start-local.mjs');
   const child = spawn(process.execPath, [script], {
-    env: { ...process.env, XFER_DATA_DIR: stackDir, XFER_PORT: '0', MONGODB_URI: '', XFER_LOG_LEVEL: 'warn' },
+    env: { ...process.env, XFER_DATA_DIR: stackDir, XFER_LOCAL_FILES: filesDir, XFER_PORT: '0', MONGODB_URI: '', XFER_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -115,9 +116,28 @@ test('npm start (scripts/start-local.mjs): the local stack brings its own agent 
       await new Promise((r) => setTimeout(r, 200));
     }
     expect(agents).toEqual([expect.objectContaining({ name: 'local', status: 'online', connector_types: expect.arrayContaining(['sftp', 's3']) })]);
+    // The local agent exposes the files folder only: never the data dir beside it (master key, database).
+    expect(out).toContain(`it may expose ${filesDir} only`);
+    const pid = /local agent started \(pid (\d+)/.exec(out)![1]!;
+    const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    expect(args.slice(args.indexOf('--allow-roots'), args.indexOf('--allow-roots') + 2)).toEqual(['--allow-roots', filesDir]);
   } finally {
     child.kill('SIGINT');
     expect(await exited).toBe(0);
     rmSync(stackDir, { recursive: true, force: true });
+    rmSync(filesDir, { recursive: true, force: true });
   }
 }, 180_000);
+
+test('npm start refuses a files folder that overlaps its data dir or the repository', () => {
+  const script = resolve(dirname(fileURLToPath(import.meta.url)), '../../scripts/start-local.mjs');
+  const stackDir = mkdtempSync(join(tmpdir(), 'xfer-e2e-start-'));
+  try {
+    for (const [files, what] of [[join(stackDir, 'files'), 'the data directory'], [stackDir, 'the data directory'], [resolve(dirname(script), '..'), 'the repository']] as const) {
+      const result = spawnSync(process.execPath, [script], { env: { ...process.env, XFER_DATA_DIR: stackDir, XFER_LOCAL_FILES: files, XFER_PORT: '0', MONGODB_URI: '' }, encoding: 'utf8', timeout: 30_000 });
+      expect([result.status, result.stderr]).toEqual([2, expect.stringContaining(`XFER_LOCAL_FILES=${files} overlaps ${what}`)]);
+    }
+  } finally {
+    rmSync(stackDir, { recursive: true, force: true });
+  }
+});

@@ -7,6 +7,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { Agent } from '../agent.js';
+import { AgentAccess } from '../connectors/access.js';
 import { isPlaintextRemote, parseAgentConfig, UsageError } from '../config.js';
 import { createLogger } from '../logger.js';
 import { AGENT_VERSION } from '../version.js';
@@ -15,6 +16,7 @@ const HELP = `xfer-agent — runs transfer jobs near the data; dials out to the 
 
 Usage:
   xfer-agent start --url URL --token agt_… [--config FILE] [--max-jobs N] [--log-level L] [--drain-timeout-ms MS]
+                   [--allow-roots DIRS] [--allow-hosts HOSTS] [--deny-hosts HOSTS]
   xfer-agent --help | --version
 
 Run "xfer-agent start --help" for the settings.`;
@@ -27,7 +29,14 @@ Settings (flag > environment > config file):
   --max-jobs N            XFER_AGENT_MAX_JOBS          max_jobs          jobs run at once (default 4)
   --log-level L           XFER_LOG_LEVEL               log_level         fatal|error|warn|info|debug|trace|silent (default info)
   --drain-timeout-ms MS   XFER_AGENT_DRAIN_TIMEOUT_MS  drain_timeout_ms  on SIGTERM, how long running jobs may finish (default 30000)
-  --config FILE           XFER_AGENT_CONFIG                              JSON file with the keys above (keep it mode 0600)
+  --allow-roots DIRS      XFER_AGENT_ALLOW_ROOTS       allow_roots       local directories connections may use (nfs mount_path);
+                                                                         comma-separated; none by default
+  --allow-hosts HOSTS     XFER_AGENT_ALLOW_HOSTS       allow_hosts       hosts the agent may dial: IPs, CIDRs, names, *.domain;
+                                                                         default any host not denied
+  --deny-hosts HOSTS      XFER_AGENT_DENY_HOSTS        deny_hosts        hosts it never dials (beats --allow-hosts); cloud
+                                                                         metadata and link-local are denied by default
+  --config FILE           XFER_AGENT_CONFIG                              JSON file with the keys above (keep it mode 0600;
+                                                                         lists as JSON arrays)
 
 Logs are JSON lines on stderr. SIGTERM/SIGINT: take no new jobs, let running ones finish up to the
 drain timeout, then stop; a second signal stops at once.
@@ -59,6 +68,7 @@ async function main(argv: string[]): Promise<number> {
   const agent = new Agent({
     url: config.connectUrl, token: config.token, version: AGENT_VERSION, hostname: hostname(),
     maxJobs: config.maxJobs, drainTimeoutMs: config.drainTimeoutMs, log,
+    access: new AgentAccess({ allowRoots: config.allowRoots, allowHosts: config.allowHosts, denyHosts: config.denyHosts }),
   });
   let signals = 0;
   const onSignal = (signal: NodeJS.Signals) => {
@@ -67,7 +77,10 @@ async function main(argv: string[]): Promise<number> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
-  log.info({ version: AGENT_VERSION, url: config.connectUrl, max_jobs: config.maxJobs }, 'xfer-agent starting');
+  log.info({
+    version: AGENT_VERSION, url: config.connectUrl, max_jobs: config.maxJobs,
+    allow_roots: config.allowRoots, allow_hosts: config.allowHosts, deny_hosts: config.denyHosts,
+  }, 'xfer-agent starting');
 
   const exit = await agent.run();
   if (exit.code === 3) log.fatal({ reason: exit.reason }, 'stopping: the control plane refused this agent token; create a new token (POST /agents) and restart');

@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
 import type { ConnectionSettings, ConnectionType } from '@xfer/shared';
+import type { AgentAccess } from './access.js';
 
 /**
  * The one contract every storage connector implements (ARCHITECTURE.md "Connectors"), one folder
@@ -147,6 +148,12 @@ export class ConnectorError extends Error {
  * needs none of it ignores it, and tests may pass nothing.
  */
 export interface ConnectorContext {
+  /**
+   * What the agent's owner lets connectors touch: local directories and hosts (access.ts).
+   * Absent: `closedAccess()`, no local directory and the default host rules.
+   */
+  access?: AgentAccess;
+
   /**
    * Credentials the service replaced while the connector used them (an OAuth refresh token
    * rotated by the token endpoint): the agent sends them to the control plane, which stores them

@@ -73,7 +73,13 @@ export class JobRunner {
     }
     const running: RunningJob = { id: job.job_id, controller: new AbortController(), reason: null, done: Promise.resolve() };
     this.jobs.set(job.job_id, running);
-    running.done = this.run(running, job).finally(() => this.jobs.delete(job.job_id));
+    running.done = this.run(running, job)
+      .catch((err: unknown) => {
+        // run() reports every outcome itself; this is a bug in reporting: the job fails, the agent goes on.
+        log.error({ err, job_id: job.job_id }, 'job ended with an unexpected error');
+        this.send('job.failed', { job_id: job.job_id, ...ZERO_COUNTERS, error: `agent error: ${truncate(reasonOf(err), 3000)}` });
+      })
+      .finally(() => this.jobs.delete(job.job_id));
   }
 
   /** Aborts a running job; false when no such job runs here. */

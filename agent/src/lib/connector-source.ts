@@ -1,4 +1,5 @@
 import type { ConnectionSettings, ConnectionType } from '@xfer/shared';
+import type { AgentAccess } from '../connectors/access.js';
 import { connectorTypes, createConnector } from '../connectors/index.js';
 import type { Connector, ConnectorContext } from '../connectors/types.js';
 
@@ -17,14 +18,16 @@ export const registryConnectors: ConnectorSource = { types: connectorTypes, crea
 
 /**
  * `source` with every connector it creates told where to report credentials the service rotated
- * (ConnectorContext.credentialsChanged): to `report`, with the connection the connector serves.
+ * (ConnectorContext.credentialsChanged): to `report`, with the connection the connector serves;
+ * and what the agent's owner lets it touch (`access`), for jobs and connection tests alike.
  */
 export function reportingCredentials(
   source: ConnectorSource,
   report: (settings: ConnectionSettings, credentials: Record<string, string>, previous: Record<string, string>) => void,
+  access: AgentAccess,
 ): ConnectorSource {
   return {
     types: () => source.types(),
-    create: (settings) => source.create(settings, { credentialsChanged: (credentials, previous) => report(settings, credentials, previous) }),
+    create: (settings) => source.create(settings, { access, credentialsChanged: (credentials, previous) => report(settings, credentials, previous) }),
   };
 }

@@ -46,6 +46,14 @@ interface Closed {
 
 const TERMINAL_HTTP = new Set([401, 403]);
 const CLOSE_WAIT_MS = 3000;
+/**
+ * Replies (`pong`, `connection.test.result`) are not queued past this many unsent bytes: the
+ * control plane is not reading them. Everything else is always queued (job reports must arrive).
+ */
+const MAX_UNREAD_BYTES = 2 * MAX_FRAME_BYTES;
+const REPLIES: ReadonlySet<string> = new Set(['pong', 'connection.test.result']);
+/** The largest heartbeat the agent honours (one hour): the watchdog is a timer. */
+const MAX_HEARTBEAT_MS = 3_600_000;
 
 /**
  * The agent's WebSocket session with the control plane. It dials out (never listens), sends
@@ -93,7 +101,11 @@ export class AgentSession {
   /** Sends now when the session is open; otherwise keeps what must not be lost (see class doc). */
   send(message: AgentMessage): void {
     const ws = this.ws;
-    if (ws && this.welcomed && ws.readyState === WebSocket.OPEN) {
+    const open = ws !== null && this.welcomed && ws.readyState === WebSocket.OPEN;
+    if (open && REPLIES.has(message.type) && ws.bufferedAmount > MAX_UNREAD_BYTES) {
+      // A control plane that floods requests and does not read the replies gets no more of them.
+      this.o.log.debug({ type: message.type, unread_bytes: ws.bufferedAmount }, 'control plane not reading: reply dropped');
+    } else if (open) {
       ws.send(JSON.stringify(message), (err) => {
         if (err && isDurable(message)) this.outbox.put(message);
         this.checkIdle();
@@ -150,7 +162,10 @@ export class AgentSession {
       const ws = new WebSocket(this.o.url, {
         headers: { authorization: `Bearer ${this.o.token}` },
         handshakeTimeout: this.o.handshakeTimeoutMs ?? 15_000,
+        // Larger frames close the socket (1009) before they are buffered whole.
         maxPayload: MAX_FRAME_BYTES,
+        // Text that is not UTF-8 is refused by parseMessage: a protocol error (4400) like any bad frame.
+        skipUTF8Validation: true,
         perMessageDeflate: false,
         followRedirects: false,
       });
@@ -175,6 +190,18 @@ export class AgentSession {
       ws.on('ping', () => { lastHeard = Date.now(); });
       ws.on('pong', () => { lastHeard = Date.now(); });
       ws.on('message', (data, isBinary) => {
+        try {
+          onFrame(data as Buffer, isBinary);
+        } catch (err) {
+          // Our bug, not the server's: this session ends (1011) and the agent reconnects; never the process.
+          log.error({ err }, 'handling a message from the control plane failed; reconnecting');
+          if (ws.readyState === WebSocket.OPEN) ws.close(1011, 'internal error');
+          else ws.terminate();
+        }
+      });
+      const onFrame = (data: Buffer, isBinary: boolean): void => {
+        // Frames that arrive once the session is closing (after a bad frame) are dropped: it is over.
+        if (ws.readyState !== WebSocket.OPEN) return;
         lastHeard = Date.now();
         if (isBinary) {
           this.protocolFailure(ws, 'unexpected binary frame');
@@ -182,7 +209,7 @@ export class AgentSession {
         }
         let message: ServerMessage;
         try {
-          message = parseMessage(ServerToAgent, data as Buffer);
+          message = parseMessage(ServerToAgent, data);
         } catch (err) {
           this.protocolFailure(ws, err instanceof ProtocolError ? err.message : 'invalid frame');
           return;
@@ -195,7 +222,8 @@ export class AgentSession {
           clearTimeout(welcomeTimer);
           this.welcomed = true;
           welcomedAt = Date.now();
-          const heartbeatMs = message.payload.heartbeat_ms;
+          // Bounded: a timer longer than 2^31-1 ms fires at once (Node), which would spin.
+          const heartbeatMs = Math.min(message.payload.heartbeat_ms, MAX_HEARTBEAT_MS);
           // A server silent for 3 heartbeats is gone (a dead NAT path never sends a close).
           watchdog = setInterval(() => {
             if (Date.now() - lastHeard > 3 * heartbeatMs) {
@@ -213,7 +241,7 @@ export class AgentSession {
           return;
         }
         this.o.onMessage(message);
-      });
+      };
       ws.on('error', (err) => {
         // 'close' follows and drives the reconnect; the message never holds the token.
         lastError = err.message;
@@ -235,7 +263,8 @@ export class AgentSession {
     if (ws.readyState === WebSocket.OPEN) {
       ws.close(CloseCodes.protocolError, truncateReason(reason));
       setTimeout(() => ws.terminate(), CLOSE_WAIT_MS).unref();
-    } else ws.terminate();
+    } else if (ws.readyState === WebSocket.CONNECTING) ws.terminate();
+    // CLOSING: the close already under way ends the session.
   }
 
   private isIdle(): boolean {

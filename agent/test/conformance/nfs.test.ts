@@ -3,6 +3,7 @@ import { chmod } from 'node:fs/promises';
 import type { ConnectionSettings } from '@xfer/shared';
 import { createConnector } from '../../src/connectors/index.js';
 import { createNfsConnector, NfsConnector } from '../../src/connectors/nfs/nfs.connector.js';
+import { allowingRoots } from '../helpers/tree.js';
 import { runConformance, type ConformanceTarget } from './conformance.suite.js';
 import { bodyOf, closedPort, collect, expectCode, randomBody, sha256Of, uniqueName } from './helpers.js';
 import { RawNfsExport } from './nfs.raw.js';
@@ -66,12 +67,14 @@ runConformance('nfs (mounted mode, the exported directory)', async (): Promise<C
   const name = uniqueName('mounted');
   const raw = await RawNfsExport.create(server.root, name);
   const mounted = (path: string, mountPath = server.root) => settings(path, { options: { mount_path: mountPath } });
+  // The agent's owner allows the mount point (and the missing one of the failure case) explicitly.
+  const context = { access: allowingRoots(server.root, `${server.root}-not-mounted`) };
   return {
-    connector: () => createNfsConnector(mounted(`/${name}`)),
+    connector: () => createNfsConnector(mounted(`/${name}`), context),
     raw,
     failures: [
-      { name: 'missing mount path', connector: () => createNfsConnector(mounted(`/${name}`, `${server.root}-not-mounted`)), code: 'NOT_FOUND', message: /mount path .* does not exist on the agent host/ },
-      { name: 'missing base path below the mount', connector: () => createNfsConnector(mounted(`/${name}/missing`)), code: 'NOT_FOUND', message: /does not exist/ },
+      { name: 'missing mount path', connector: () => createNfsConnector(mounted(`/${name}`, `${server.root}-not-mounted`), context), code: 'NOT_FOUND', message: /mount path .* does not exist on the agent host/ },
+      { name: 'missing base path below the mount', connector: () => createNfsConnector(mounted(`/${name}/missing`), context), code: 'NOT_FOUND', message: /does not exist/ },
     ],
     listPastOnePage: true,
     cleanup: () => raw.destroy(),

@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, wr
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import type { JobOptions } from '@xfer/shared';
+import { AgentAccess } from '../../src/connectors/access.js';
 import { FsConnector } from '../../src/connectors/fs/fs.connector.js';
 
 /** A fresh temporary directory; remove it with `rmTemp`. */
@@ -51,9 +52,15 @@ export function sha256(data: Buffer | string): string {
   return createHash('sha256').update(data).digest('hex');
 }
 
+/** An agent's access that allows exactly these local directories (and the default host rules). */
+export function allowingRoots(...roots: string[]): AgentAccess {
+  return new AgentAccess({ allowRoots: roots, allowHosts: [], denyHosts: [] });
+}
+
+/** The fs connector on `root`, which the test's agent access allows explicitly (the default allows no directory). */
 export function fsConnector(root: string): FsConnector {
   // No fsync: these tests do not crash the machine, and thousands of fsyncs would only slow them.
-  return new FsConnector({ root, fsync: false });
+  return new FsConnector({ root, fsync: false, access: allowingRoots(root) });
 }
 
 export function options(overrides: Partial<JobOptions> = {}): JobOptions {

@@ -17,6 +17,7 @@ import { webhookModel } from './webhook.model.js';
 import { webhookAttemptModel, webhookDeliveryModel } from './webhook-delivery.model.js';
 import { shareLinkModel } from './share-link.model.js';
 import { shareDownloadModel } from './share-download.model.js';
+import { loginAttemptModel } from './login-attempt.model.js';
 import { setAsideLegacyRecords } from '../lib/audit-chain.js';
 
 /** Every model, bound to one connection (one app instance, one database). */
@@ -41,6 +42,7 @@ export function registerModels(conn: Connection) {
     webhookAttempts: webhookAttemptModel(conn),
     shareLinks: shareLinkModel(conn),
     shareDownloads: shareDownloadModel(conn),
+    loginAttempts: loginAttemptModel(conn),
   };
 }
 

@@ -1,4 +1,5 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { isUtf8 } from 'node:buffer';
 import { Value } from '@sinclair/typebox/value';
 import { ConnectionSettings, ConnectionTypeName } from '../schemas/connections.js';
 import { StringEnum } from '../schemas/common.js';
@@ -190,10 +191,29 @@ const FrameShape = Type.Object({
 export class ProtocolError extends Error {}
 
 /**
+ * The message types of each direction as a Map built once from its schema record: a type is
+ * looked up among the record's own entries only. A lookup on the plain object would find
+ * `constructor`, `toString` or `__proto__` on Object.prototype, and TypeBox throws on such a
+ * "schema" instead of saying no (issue 12: one such frame stopped the control plane).
+ */
+const messageTypes = new WeakMap<object, ReadonlyMap<string, TSchema>>(
+  [AgentToServer, ServerToAgent].map((schemas) => [schemas, new Map(Object.entries(schemas))]),
+);
+
+function typesOf(schemas: Record<string, TSchema>): ReadonlyMap<string, TSchema> {
+  let types = messageTypes.get(schemas);
+  if (!types) messageTypes.set(schemas, (types = new Map(Object.entries(schemas))));
+  return types;
+}
+
+/**
  * Parses and validates one text frame against the schemas of one direction. Throws
  * ProtocolError saying what is wrong (never echoing payload values, which may hold secrets).
+ * Bytes that are not UTF-8 are refused here, not replaced (the sockets skip ws's own check so
+ * that such a frame closes with protocolError like any other bad frame).
  */
 export function parseMessage<M extends Record<string, TSchema>>(schemas: M, raw: string | Buffer): MessageOf<M> {
+  if (typeof raw !== 'string' && !isUtf8(raw)) throw new ProtocolError('frame is not valid UTF-8');
   const text = typeof raw === 'string' ? raw : raw.toString('utf8');
   if (Buffer.byteLength(text) > MAX_FRAME_BYTES) throw new ProtocolError(`frame larger than ${MAX_FRAME_BYTES} bytes`);
   let value: unknown;
@@ -203,7 +223,7 @@ export function parseMessage<M extends Record<string, TSchema>>(schemas: M, raw:
     throw new ProtocolError('frame is not JSON');
   }
   if (!Value.Check(FrameShape, value)) throw new ProtocolError('frame is not {v: 1, type, id, payload}');
-  const schema = (schemas as Record<string, TSchema>)[value.type];
+  const schema = typesOf(schemas).get(value.type);
   if (!schema) throw new ProtocolError(`unknown message type "${value.type}"`);
   if (!Value.Check(schema, value.payload)) {
     const first = Value.Errors(schema, value.payload).First();

@@ -22,6 +22,8 @@ export const CreateApiKeyRequest = Type.Object(
     name: Name,
     scopes: Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { minItems: 1, maxItems: 64, uniqueItems: true }),
     expires_in_days: Type.Optional(Type.Integer({ minimum: 1, maximum: 3650 })),
+    /** An exact end of life instead of a number of days (not both); an expiring caller's keys must end by its own. */
+    expires_at: Type.Optional(Type.String({ format: 'date-time' })),
   },
   { additionalProperties: false },
 );

@@ -1,5 +1,8 @@
+import { Agent as HttpAgent } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
 import { isIP } from 'node:net';
 import type { ConnectionSettings } from '@xfer/shared';
+import type { NetworkGuard } from '../network-guard.js';
 import { ConnectorError } from '../types.js';
 
 /** The Azure Storage services a connection type reaches: its host label and connection-string endpoint key. */
@@ -31,6 +34,19 @@ export function azurePipelineOptions(tuning: AzureRetryTuning) {
     retryOptions: { maxTries: tuning.maxTries, tryTimeoutInMs: tuning.tryTimeoutMs, retryDelayInMs: 200, maxRetryDelayInMs: 2000 },
     userAgentOptions: { userAgentPrefix: 'xfer-agent' },
   };
+}
+
+/**
+ * A service client of either SDK (blob, file share) whose every connection goes through `guard`
+ * (the agent's allow/deny lists). The SDKs take one node:http(s) agent (pipeline option `agent`,
+ * not in their option types), whose scheme must match the account URL's, and a connection string
+ * gives the URL only once parsed: `build` makes the client once to learn it, then again with it.
+ */
+export function guardedClient<P extends object, C extends { url: string }>(build: (pipeline: P) => C, pipeline: P, guard: NetworkGuard): C {
+  const probe = build(pipeline);
+  const options = { keepAlive: true };
+  const agent = guard.protect(probe.url.startsWith('https:') ? new HttpsAgent(options) : new HttpAgent(options));
+  return build({ ...pipeline, agent });
 }
 
 /**

@@ -1,3 +1,4 @@
+import { NetworkRefusal } from '../network-guard.js';
 import { ConnectorError, type ConnectorErrorCode } from '../types.js';
 
 /**
@@ -64,6 +65,9 @@ export interface AzureErrorSpec {
  */
 export function azureError(err: unknown, ctx: AzureErrorContext, spec: AzureErrorSpec): ConnectorError {
   if (err instanceof ConnectorError) return err;
+  // The SDK re-throws a socket's error as a RestError with its code and message only.
+  const refused = NetworkRefusal.within(err);
+  if (refused) return refused;
   const e = (err ?? {}) as RestErrorLike;
   const what = `${ctx.op} ${ctx.path === '' ? '/' : ctx.path}`;
   if (e.name === 'AbortError') return new ConnectorError('TRANSIENT', `${what}: aborted`, { cause: err });

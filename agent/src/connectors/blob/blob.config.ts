@@ -1,6 +1,8 @@
 import { BlobServiceClient, StorageSharedKeyCredential, type StoragePipelineOptions } from '@azure/storage-blob';
 import type { ConnectionSettings } from '@xfer/shared';
-import { azureAccount, azurePipelineOptions, displayUrl, invalidConnectionString, topAndRest, type AzureRetryTuning } from '../azure/azure.config.js';
+import { closedAccess } from '../access.js';
+import { azureAccount, azurePipelineOptions, displayUrl, guardedClient, invalidConnectionString, topAndRest, type AzureRetryTuning } from '../azure/azure.config.js';
+import type { NetworkGuard } from '../network-guard.js';
 
 /** Tuning of the blob connector (docs/connectors.md). */
 export interface BlobTuning extends AzureRetryTuning {
@@ -31,20 +33,18 @@ export interface BlobTarget {
 }
 
 /** Reads a connection's settings into a target; the credentials as `azureAccount` (azure/azure.config.ts) reads them. */
-export function blobTarget(settings: ConnectionSettings, tuning: BlobTuning): BlobTarget {
+export function blobTarget(settings: ConnectionSettings, tuning: BlobTuning, guard: NetworkGuard = closedAccess().network): BlobTarget {
   const { container, prefix } = containerAndPrefix(settings.path);
   const pipeline: StoragePipelineOptions = azurePipelineOptions(tuning);
   const account = azureAccount(settings, 'blob');
-  let service: BlobServiceClient;
-  if (account.kind === 'connection-string') {
+  const service = guardedClient((p: StoragePipelineOptions) => {
+    if (account.kind === 'shared-key') return new BlobServiceClient(account.url, new StorageSharedKeyCredential(account.accountName, account.accountKey), p);
     try {
-      service = BlobServiceClient.fromConnectionString(account.connectionString, pipeline);
+      return BlobServiceClient.fromConnectionString(account.connectionString, p);
     } catch (err) {
       throw invalidConnectionString('blob', err);
     }
-  } else {
-    service = new BlobServiceClient(account.url, new StorageSharedKeyCredential(account.accountName, account.accountKey), pipeline);
-  }
+  }, pipeline, guard);
   return { container, prefix, where: displayUrl(service.url), service };
 }
 

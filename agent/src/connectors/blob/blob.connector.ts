@@ -3,7 +3,8 @@ import { Readable } from 'node:stream';
 import type { BlobItem, BlobPrefix, ContainerClient } from '@azure/storage-blob';
 import type { ConnectionSettings } from '@xfer/shared';
 import { relativePath } from '../paths.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type Entry, type WriteResult } from '../types.js';
+import { closedAccess, type AgentAccess } from '../access.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
 import { guardUpload } from '../upload-guard.js';
 import { DEFAULT_BLOB_TUNING, blobTarget, type BlobTarget, type BlobTuning } from './blob.config.js';
 import { blobError } from './blob.errors.js';
@@ -26,9 +27,9 @@ export class BlobConnector implements Connector {
   private readonly container: ContainerClient;
   private readonly tuning: BlobTuning;
 
-  constructor(settings: ConnectionSettings, tuning: Partial<BlobTuning> = {}) {
+  constructor(settings: ConnectionSettings, tuning: Partial<BlobTuning> = {}, access: AgentAccess = closedAccess()) {
     this.tuning = { ...DEFAULT_BLOB_TUNING, ...tuning };
-    this.target = blobTarget(settings, this.tuning);
+    this.target = blobTarget(settings, this.tuning, access.network);
     this.container = this.target.service.getContainerClient(this.target.container);
   }
 
@@ -232,6 +233,6 @@ function md5Checksum(md5: Uint8Array | undefined): Entry['checksum'] {
 }
 
 /** The registry's factory for `blob` connections. */
-export function createBlobConnector(settings: ConnectionSettings): Connector {
-  return new BlobConnector(settings);
+export function createBlobConnector(settings: ConnectionSettings, context?: ConnectorContext): Connector {
+  return new BlobConnector(settings, {}, context?.access);
 }

@@ -1,6 +1,8 @@
 import { ShareServiceClient, StorageSharedKeyCredential, type ShareClient, type StoragePipelineOptions } from '@azure/storage-file-share';
 import type { ConnectionSettings } from '@xfer/shared';
-import { azureAccount, azurePipelineOptions, displayUrl, invalidConnectionString, topAndRest, type AzureRetryTuning } from '../azure/azure.config.js';
+import { closedAccess } from '../access.js';
+import { azureAccount, azurePipelineOptions, displayUrl, guardedClient, invalidConnectionString, topAndRest, type AzureRetryTuning } from '../azure/azure.config.js';
+import type { NetworkGuard } from '../network-guard.js';
 
 const MiB = 1024 * 1024;
 
@@ -42,19 +44,17 @@ export interface FileshareTarget {
 }
 
 /** Reads a connection's settings into a target; the credentials as `azureAccount` (azure/azure.config.ts) reads them. */
-export function fileshareTarget(settings: ConnectionSettings, tuning: FileshareTuning): FileshareTarget {
+export function fileshareTarget(settings: ConnectionSettings, tuning: FileshareTuning, guard: NetworkGuard = closedAccess().network): FileshareTarget {
   const { top: share, rest: base } = topAndRest(settings.path, 'share');
   const pipeline: StoragePipelineOptions = azurePipelineOptions(tuning);
   const account = azureAccount(settings, 'file');
-  let service: ShareServiceClient;
-  if (account.kind === 'connection-string') {
+  const service = guardedClient((p: StoragePipelineOptions) => {
+    if (account.kind === 'shared-key') return new ShareServiceClient(account.url, new StorageSharedKeyCredential(account.accountName, account.accountKey), p);
     try {
-      service = ShareServiceClient.fromConnectionString(account.connectionString, pipeline);
+      return ShareServiceClient.fromConnectionString(account.connectionString, p);
     } catch (err) {
       throw invalidConnectionString('file', err);
     }
-  } else {
-    service = new ShareServiceClient(account.url, new StorageSharedKeyCredential(account.accountName, account.accountKey), pipeline);
-  }
+  }, pipeline, guard);
   return { share, base, where: displayUrl(service.url), client: service.getShareClient(share) };
 }

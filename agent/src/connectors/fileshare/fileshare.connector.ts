@@ -2,7 +2,8 @@ import { Readable } from 'node:stream';
 import type { ShareDirectoryClient, ShareFileClient } from '@azure/storage-file-share';
 import type { ConnectionSettings } from '@xfer/shared';
 import { baseName, joinRel, parentOf, relativePath } from '../paths.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type Entry, type WriteResult } from '../types.js';
+import { closedAccess, type AgentAccess } from '../access.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
 import { guardUpload } from '../upload-guard.js';
 import { connectorReadStream } from '../azure/read-stream.js';
 import { errorName } from '../azure/azure.errors.js';
@@ -22,9 +23,9 @@ export class FileshareConnector implements Connector {
   private readonly target: FileshareTarget;
   private readonly tuning: FileshareTuning;
 
-  constructor(settings: ConnectionSettings, tuning: Partial<FileshareTuning> = {}) {
+  constructor(settings: ConnectionSettings, tuning: Partial<FileshareTuning> = {}, access: AgentAccess = closedAccess()) {
     this.tuning = { ...DEFAULT_FILESHARE_TUNING, ...tuning };
-    this.target = fileshareTarget(settings, this.tuning);
+    this.target = fileshareTarget(settings, this.tuning, access.network);
   }
 
   /**
@@ -257,6 +258,6 @@ function md5Checksum(md5: Uint8Array | undefined): Entry['checksum'] {
 }
 
 /** The registry's factory for `fileshare` connections. */
-export function createFileshareConnector(settings: ConnectionSettings): Connector {
-  return new FileshareConnector(settings);
+export function createFileshareConnector(settings: ConnectionSettings, context?: ConnectorContext): Connector {
+  return new FileshareConnector(settings, {}, context?.access);
 }

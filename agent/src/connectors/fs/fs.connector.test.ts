@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
+import { AgentAccess } from '../access.js';
 import { ConnectorError, type Entry } from '../types.js';
 import { FsConnector } from './fs.connector.js';
 
@@ -17,7 +18,7 @@ beforeEach(() => {
   mkdirSync(root);
   mkdirSync(outside);
   writeFileSync(join(outside, 'secret.txt'), 'top secret');
-  fs = new FsConnector({ root, fsync: false });
+  fs = new FsConnector({ root, fsync: false, access: new AgentAccess({ allowRoots: [root], allowHosts: [], denyHosts: [] }) });
 });
 afterEach(() => rmSync(base, { recursive: true, force: true }));
 
@@ -138,7 +139,7 @@ describe('fs connector', () => {
 
   test('test() says the base is usable, or what is wrong with it', async () => {
     expect(await fs.test()).toMatch(/readable and writable/);
-    const missing = new FsConnector({ root: join(base, 'gone') });
+    const missing = new FsConnector({ root: join(base, 'gone'), access: new AgentAccess({ allowRoots: [base], allowHosts: [], denyHosts: [] }) });
     await expect(missing.test()).rejects.toMatchObject({ code: 'NOT_FOUND', message: expect.stringContaining('does not exist') });
   });
 });

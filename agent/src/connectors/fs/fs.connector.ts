@@ -5,6 +5,7 @@ import type { Readable } from 'node:stream';
 import type { ConnectionSettings, ConnectionType } from '@xfer/shared';
 import { joinRel, relativePath } from '../paths.js';
 import { ConnectorError, type Connector, type ConnectorCapabilities, type Entry, type WriteResult } from '../types.js';
+import { closedAccess, type AgentAccess } from '../access.js';
 import { fsError } from './fs-errors.js';
 import { FileReadStream } from './fs-read-stream.js';
 
@@ -15,6 +16,11 @@ export interface FsConnectorOptions {
   type?: ConnectionType;
   /** fsync each written file before `write` resolves (default true), so a verified file survives a crash. */
   fsync?: boolean;
+  /**
+   * The local directories the agent's owner allows (connectors/access.ts): `root` must lie in one,
+   * by its path and by its real path. Default `closedAccess()`: no directory at all.
+   */
+  access?: AgentAccess;
 }
 
 const WRITE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW;
@@ -36,10 +42,13 @@ export class FsConnector implements Connector {
   private readonly root: string;
   private readonly fsync: boolean;
   private realRoot: Promise<string> | undefined;
+  private readonly access: AgentAccess;
 
   constructor(options: FsConnectorOptions) {
     if (!isAbsolute(options.root)) throw new ConnectorError('PERMISSION', 'the base directory must be an absolute path');
     this.root = resolve(options.root);
+    this.access = options.access ?? closedAccess();
+    this.access.checkRoot(this.root);
     this.type = options.type ?? 'nfs';
     this.fsync = options.fsync ?? true;
   }
@@ -170,6 +179,7 @@ export class FsConnector implements Connector {
   }
 
   async test(_options?: { signal?: AbortSignal }): Promise<string> {
+    await this.allowed();
     try {
       const info = await stat(this.root);
       if (!info.isDirectory()) throw new ConnectorError('NOT_FOUND', `${this.root} is not a directory`);
@@ -184,12 +194,25 @@ export class FsConnector implements Connector {
   async close(): Promise<void> {}
 
   private baseReal(): Promise<string> {
-    this.realRoot ??= realpath(this.root).catch((err: unknown) => {
+    this.realRoot ??= realpath(this.root).then(async (real) => {
+      await this.access.checkRealRoot(this.root, real);
+      return real;
+    }, (err: unknown) => {
       this.realRoot = undefined;
       const mapped = fsError(err, '');
       throw new ConnectorError(mapped.code, `base directory ${this.root}: ${mapped.message.replace(/^\/: /, '')}`, { cause: err });
     });
     return this.realRoot;
+  }
+
+  /**
+   * Refuses (PERMISSION) a base directory whose real path leaves the allowed roots; a missing
+   * base directory passes here (the caller reports it as it does).
+   */
+  protected async allowed(): Promise<void> {
+    await this.baseReal().catch((err: unknown) => {
+      if (err instanceof ConnectorError && err.code === 'PERMISSION') throw err;
+    });
   }
 
   /**

@@ -3,7 +3,8 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { Client, FileInfo } from 'basic-ftp';
 import type { ConnectionSettings } from '@xfer/shared';
 import { joinRel, parentOf, relativePath, resolvePath } from '../paths.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type Entry, type WriteResult } from '../types.js';
+import { closedAccess, type AgentAccess } from '../access.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
 import { DEFAULT_FTP_TUNING, ftpEndpoint, type FtpEndpoint, type FtpTuning } from './ftp.config.js';
 import { ftpError, replyCode } from './ftp.errors.js';
 import { FtpPool, type FtpLease } from './ftp.pool.js';
@@ -26,10 +27,10 @@ export class FtpConnector implements Connector {
   private readonly endpoint: FtpEndpoint;
   private readonly pool: FtpPool;
 
-  constructor(settings: ConnectionSettings, tuning: Partial<FtpTuning> = {}) {
+  constructor(settings: ConnectionSettings, tuning: Partial<FtpTuning> = {}, access: AgentAccess = closedAccess()) {
     this.base = settings.path || '/';
     this.endpoint = ftpEndpoint(settings);
-    this.pool = new FtpPool(this.endpoint, { ...DEFAULT_FTP_TUNING, ...tuning });
+    this.pool = new FtpPool(this.endpoint, { ...DEFAULT_FTP_TUNING, ...tuning }, access.network);
   }
 
   async *list(path: string, options: { recursive: boolean; signal?: AbortSignal }): AsyncIterable<Entry> {
@@ -384,6 +385,6 @@ async function ignoreMissing<T>(promise: Promise<T>): Promise<T | undefined> {
 }
 
 /** The registry's factory for `ftp` connections. */
-export function createFtpConnector(settings: ConnectionSettings): Connector {
-  return new FtpConnector(settings);
+export function createFtpConnector(settings: ConnectionSettings, context?: ConnectorContext): Connector {
+  return new FtpConnector(settings, {}, context?.access);
 }

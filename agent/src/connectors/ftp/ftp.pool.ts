@@ -1,6 +1,8 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { ConnectionOptions, TLSSocket } from 'node:tls';
 import { Client } from 'basic-ftp';
+import { isIP } from 'node:net';
+import type { NetworkGuard } from '../network-guard.js';
 import { ConnectorError } from '../types.js';
 import type { FtpEndpoint, FtpTuning } from './ftp.config.js';
 import { connectError, replyCode } from './ftp.errors.js';
@@ -30,6 +32,8 @@ export class FtpPool {
   constructor(
     private readonly endpoint: FtpEndpoint,
     private readonly tuning: FtpTuning,
+    /** The agent's allow/deny lists: the control connection goes only to addresses it checked. */
+    private readonly guard: NetworkGuard,
   ) {}
 
   async acquire(signal?: AbortSignal): Promise<FtpLease> {
@@ -114,11 +118,11 @@ export class FtpPool {
     const client = new Client(this.tuning.timeoutMs);
     const onAbort = () => client.close();
     signal?.addEventListener('abort', onAbort, { once: true });
-    // A pinned certificate is checked below, before the credentials go out; otherwise the usual chain and name checks.
-    const tls: ConnectionOptions = { host, rejectUnauthorized: pin === null };
+    // A pinned certificate is checked below, before the credentials go out; otherwise the usual
+    // chain and name checks, against the host name (the socket goes to a checked address).
+    const tls: ConnectionOptions = { rejectUnauthorized: pin === null, ...(isIP(host) ? {} : { servername: host }) };
     try {
-      if (security === 'implicit') await client.connectImplicitTLS(host, port, tls);
-      else await client.connect(host, port);
+      await this.dial(client, host, port, tls, signal);
       if (security === 'explicit') {
         try {
           await client.useTLS(tls);
@@ -140,6 +144,29 @@ export class FtpPool {
       throw connectError(err, where);
     } finally {
       signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /**
+   * Connects the control connection to the first address of `host` that answers, every one of
+   * them checked by the guard first (basic-ftp takes a host and no lookup function). Data
+   * connections go to the control connection's address (basic-ftp's default refuses a PASV reply
+   * naming another host), so they reach only a checked address too.
+   */
+  private async dial(client: Client, host: string, port: number, tls: ConnectionOptions, signal: AbortSignal | undefined): Promise<void> {
+    const addresses = await this.guard.resolve(host);
+    for (let i = 0; ; i++) {
+      // An abort while resolving closed no socket yet: stop before opening one.
+      if (signal?.aborted) throw new ConnectorError('TRANSIENT', `connecting to ${this.endpoint.where}: aborted`, { cause: signal.reason });
+      const { address } = addresses[i]!;
+      try {
+        if (this.endpoint.security === 'implicit') await client.connectImplicitTLS(address, port, { ...tls });
+        else await client.connect(address, port);
+        return;
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (i + 1 >= addresses.length || !['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL'].includes(code ?? '')) throw err;
+      }
     }
   }
 

@@ -1,7 +1,8 @@
 import type { Readable } from 'node:stream';
 import type { ConnectionSettings } from '@xfer/shared';
 import { baseName, joinRel, parentOf, relativePath } from '../paths.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type Entry, type WriteResult } from '../types.js';
+import { closedAccess, type AgentAccess } from '../access.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
 import { DEFAULT_NFS_TUNING, mountPathOf, nfsEndpoint, type NfsEndpoint, type NfsTuning } from './nfs.config.js';
 import { nfsError, nfsStatus } from './nfs.errors.js';
 import { MountedNfsConnector } from './nfs.mounted.js';
@@ -44,8 +45,11 @@ export class NfsConnector implements Connector {
   private readonly dirs = new Map<string, FileHandle>();
   private closed = false;
 
-  constructor(settings: ConnectionSettings, tuning: Partial<NfsTuning> = {}) {
+  private readonly access: AgentAccess;
+
+  constructor(settings: ConnectionSettings, tuning: Partial<NfsTuning> = {}, access: AgentAccess = closedAccess()) {
     this.endpoint = nfsEndpoint(settings);
+    this.access = access;
     this.tuning = { ...DEFAULT_NFS_TUNING, ...tuning };
   }
 
@@ -213,7 +217,7 @@ export class NfsConnector implements Connector {
 
   private async setup(signal: Signal): Promise<Session> {
     const e = this.endpoint;
-    const base = { host: e.host, auth: { uid: e.uid, gid: e.gid }, timeoutMs: this.tuning.timeoutMs, reservedPort: true };
+    const base = { host: e.host, auth: { uid: e.uid, gid: e.gid }, timeoutMs: this.tuning.timeoutMs, reservedPort: true, guard: this.access.network };
     const mountPort = e.mountPort ?? (await portOf(base, MOUNT_PROGRAM, 3, signal));
     const mounted = await mountBase(base, mountPort, e.path, signal);
     const nfs = new Nfs3(new RpcClient({ ...base, port: e.port, listener: 'an NFS server' }));
@@ -370,7 +374,8 @@ function kib(bytes: number): string {
  * The nfs connector of a connection: on an export mounted on the agent host when
  * options.mount_path is set (the fs connector on that directory), else the userspace client.
  */
-export function createNfsConnector(settings: ConnectionSettings): Connector {
+export function createNfsConnector(settings: ConnectionSettings, context?: ConnectorContext): Connector {
   const mountPath = mountPathOf(settings);
-  return mountPath ? new MountedNfsConnector(mountPath, settings.path || '/') : new NfsConnector(settings);
+  const access = context?.access ?? closedAccess();
+  return mountPath ? new MountedNfsConnector(mountPath, settings.path || '/', access) : new NfsConnector(settings, {}, access);
 }

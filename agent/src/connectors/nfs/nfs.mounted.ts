@@ -1,6 +1,7 @@
 import { constants } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import type { AgentAccess } from '../access.js';
 import { FsConnector } from '../fs/fs.connector.js';
 import { fsError } from '../fs/fs-errors.js';
 import { ConnectorError } from '../types.js';
@@ -16,11 +17,14 @@ export class MountedNfsConnector extends FsConnector {
   constructor(
     private readonly mountPath: string,
     path: string,
+    access?: AgentAccess,
   ) {
-    super({ root: join(mountPath, path), type: 'nfs' });
+    super({ root: join(mountPath, path), type: 'nfs', access });
   }
 
   override async test(options?: { signal?: AbortSignal }): Promise<string> {
+    // Before anything of the mount point is looked at.
+    await this.allowed();
     let mounted: boolean;
     try {
       const info = await stat(this.mountPath);

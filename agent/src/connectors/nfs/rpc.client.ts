@@ -1,6 +1,8 @@
 import { randomInt } from 'node:crypto';
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { hostname } from 'node:os';
+import { closedAccess } from '../access.js';
+import type { NetworkGuard } from '../network-guard.js';
 import { ConnectorError } from '../types.js';
 import { networkMessages } from '../network-errors.js';
 import { XdrError, XdrReader, XdrWriter } from './xdr.js';
@@ -38,6 +40,8 @@ export interface RpcClientOptions {
    * export option refuses clients on other ports. Falls back to any port when refused.
    */
   reservedPort: boolean;
+  /** Checks the host and every address it resolves to (the agent's allow/deny lists); default: the default rules. */
+  guard?: NetworkGuard;
 }
 
 interface Pending {
@@ -196,7 +200,7 @@ export class RpcClient {
 
   private dialOnce(localPort: number | undefined): Promise<Socket> {
     return new Promise((resolve, reject) => {
-      const socket = connect({ host: this.options.host, port: this.options.port, localPort, noDelay: true });
+      const socket = (this.options.guard ?? closedAccess().network).connect({ host: this.options.host, port: this.options.port, localPort, noDelay: true });
       const timer = setTimeout(() => socket.destroy(Object.assign(new Error('timed out'), { code: 'ETIMEDOUT' })), this.options.timeoutMs);
       socket.once('connect', () => {
         clearTimeout(timer);

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { Readable } from 'node:stream';
 import type { ConnectionSettings } from '@xfer/shared';
 import { baseName, joinRel, parentOf, relativePath } from '../paths.js';
+import { closedAccess } from '../access.js';
 import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
 import { onedriveConfig, type OnedriveConfig } from './onedrive.config.js';
 import { requestError, type GraphErrorContext } from './onedrive.errors.js';
@@ -42,7 +43,7 @@ export class OnedriveConnector implements Connector {
 
   constructor(settings: ConnectionSettings, options: OnedriveConnectorOptions = {}) {
     this.config = onedriveConfig(settings);
-    this.http = new HttpsClient(options.ca);
+    this.http = new HttpsClient((options.context?.access ?? closedAccess()).network, options.ca);
     const report = options.context?.credentialsChanged;
     const tokens = new TokenSource(this.config, this.http, report ? (refreshToken, spent) => report({ refresh_token: refreshToken }, { refresh_token: spent }) : undefined);
     this.graph = new GraphClient(this.config, this.http, tokens);

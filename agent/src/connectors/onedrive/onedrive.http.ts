@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { Agent, request } from 'node:https';
+import type { NetworkGuard } from '../network-guard.js';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -47,9 +48,13 @@ const MAX_RETRY_AFTER_MS = 120_000;
 export class HttpsClient {
   private readonly agent: Agent;
 
-  /** `ca`: certificates to trust instead of the system's (tests against a self-signed fake; never a way to skip verification). */
-  constructor(ca?: string | Buffer) {
-    this.agent = new Agent({ keepAlive: true, maxSockets: 16, maxFreeSockets: 4, ...(ca ? { ca } : {}) });
+  /**
+   * `guard`: every connection (Graph, the token endpoint, download and upload URLs the service
+   * hands out) checked against the agent's allow/deny lists. `ca`: certificates to trust instead
+   * of the system's (tests against a self-signed fake; never a way to skip verification).
+   */
+  constructor(guard: NetworkGuard, ca?: string | Buffer) {
+    this.agent = guard.protect(new Agent({ keepAlive: true, maxSockets: 16, maxFreeSockets: 4, ...(ca ? { ca } : {}) }));
   }
 
   async send(req: HttpRequest, retried = false): Promise<HttpResponse> {

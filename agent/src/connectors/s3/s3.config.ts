@@ -1,6 +1,10 @@
 import { isIP } from 'node:net';
 import type { S3ClientConfig } from '@aws-sdk/client-s3';
 import type { ConnectionSettings } from '@xfer/shared';
+import { Agent as HttpAgent } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
+import { closedAccess } from '../access.js';
+import type { NetworkGuard } from '../network-guard.js';
 import { ConnectorError } from '../types.js';
 
 export type S3FamilyType = 's3' | 'r2' | 'gcs';
@@ -56,6 +60,8 @@ export interface S3Target {
   where: string;
   quirks: S3Quirks;
   clientConfig: S3ClientConfig;
+  /** The agent's allow/deny lists: the SDK's agents and DirectPut's go through it. */
+  guard: NetworkGuard;
 }
 
 /**
@@ -66,7 +72,7 @@ export interface S3Target {
  * a single-label name such as localhost, where `bucket.host` cannot resolve. The port alone never
  * decides it: an S3-compatible store on another port may well have wildcard DNS.
  */
-export function s3Target(settings: ConnectionSettings, tuning: S3Tuning): S3Target {
+export function s3Target(settings: ConnectionSettings, tuning: S3Tuning, guard: NetworkGuard = closedAccess().network): S3Target {
   const type = settings.type as S3FamilyType;
   const { bucket, prefix } = bucketAndPrefix(settings.path);
   const credentials = settings.credentials;
@@ -82,12 +88,18 @@ export function s3Target(settings: ConnectionSettings, tuning: S3Tuning): S3Targ
   const endpoint = host ? `${secure ? 'https' : 'http'}://${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}${settings.port && settings.port !== defaultPort ? `:${settings.port}` : ''}` : undefined;
   const bareHost = host?.replace(/^\[|\]$/g, '') ?? '';
   const forcePathStyle = type !== 's3' || settings.options.force_path_style === true || (host !== null && (isIP(bareHost) !== 0 || !bareHost.includes('.')));
-  const handler = { connectionTimeout: tuning.connectTimeoutMs, socketTimeout: tuning.socketTimeoutMs };
+  // The SDK's own agent settings (keep-alive, 50 sockets), with every connection through the guard.
+  const agent = { keepAlive: true, maxSockets: 50 };
+  const handler = {
+    connectionTimeout: tuning.connectTimeoutMs, socketTimeout: tuning.socketTimeoutMs,
+    httpAgent: guard.protect(new HttpAgent(agent)), httpsAgent: guard.protect(new HttpsAgent(agent)),
+  };
   return {
     type,
     bucket,
     prefix,
     where: endpoint ?? `AWS S3 (${region})`,
+    guard,
     quirks: { sha256: type === 's3', partChecksum: type === 's3' ? 'crc32' : 'md5', batchDelete: type !== 'gcs' },
     clientConfig: {
       region,

@@ -12,7 +12,8 @@ import {
 } from '@aws-sdk/client-s3';
 import type { ConnectionSettings } from '@xfer/shared';
 import { relativePath } from '../paths.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type Entry, type WriteResult } from '../types.js';
+import { closedAccess, type AgentAccess } from '../access.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
 import { guardUpload } from '../upload-guard.js';
 import { DEFAULT_S3_TUNING, s3Target, type S3Target, type S3Tuning } from './s3.config.js';
 import { s3Error } from './s3.errors.js';
@@ -37,9 +38,9 @@ export class S3Connector implements Connector {
   private readonly direct: DirectPut;
   private readonly tuning: S3Tuning;
 
-  constructor(settings: ConnectionSettings, tuning: Partial<S3Tuning> = {}) {
+  constructor(settings: ConnectionSettings, tuning: Partial<S3Tuning> = {}, access: AgentAccess = closedAccess()) {
     this.tuning = { ...DEFAULT_S3_TUNING, ...tuning };
-    this.target = s3Target(settings, this.tuning);
+    this.target = s3Target(settings, this.tuning, access.network);
     this.type = this.target.type;
     this.client = new S3Client(this.target.clientConfig);
     this.direct = new DirectPut(this.target, this.tuning);
@@ -267,6 +268,6 @@ export class S3Connector implements Connector {
 }
 
 /** The registry's factory for `s3`, `r2` and `gcs` connections. */
-export function createS3Connector(settings: ConnectionSettings): Connector {
-  return new S3Connector(settings);
+export function createS3Connector(settings: ConnectionSettings, context?: ConnectorContext): Connector {
+  return new S3Connector(settings, {}, context?.access);
 }

@@ -43,7 +43,7 @@ export class DirectPut {
     this.origin = new URL(typeof clientConfig.endpoint === 'string' ? clientConfig.endpoint : `https://s3.${region}.amazonaws.com`);
     // As the SDK does: a bucket name that is no DNS label (dots break TLS names) goes in the path.
     this.pathStyle = clientConfig.forcePathStyle === true || !/^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$/.test(target.bucket);
-    this.agent = this.origin.protocol === 'https:' ? new https.Agent({ keepAlive: true, maxSockets: 64 }) : new http.Agent({ keepAlive: true, maxSockets: 64 });
+    this.agent = target.guard.protect(this.origin.protocol === 'https:' ? new https.Agent({ keepAlive: true, maxSockets: 64 }) : new http.Agent({ keepAlive: true, maxSockets: 64 }));
   }
 
   /** PUT `body` to `key` (with `query`, an UploadPart); resolves with what the store answered. */

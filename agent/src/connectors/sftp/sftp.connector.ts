@@ -2,7 +2,8 @@ import type { Readable } from 'node:stream';
 import type { SFTPWrapper, Stats } from 'ssh2';
 import type { ConnectionSettings } from '@xfer/shared';
 import { joinRel, parentOf, relativePath, resolvePath } from '../paths.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type Entry, type WriteResult } from '../types.js';
+import { closedAccess, type AgentAccess } from '../access.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
 import { DEFAULT_SFTP_TUNING, sftpEndpoint, type SftpEndpoint, type SftpTuning } from './sftp.config.js';
 import { SFTP_STATUS, sftpError, sftpStatus } from './sftp.errors.js';
 import * as ops from './sftp.ops.js';
@@ -29,11 +30,11 @@ export class SftpConnector implements Connector {
   private readonly session: SftpSession;
   private readonly tuning: SftpTuning;
 
-  constructor(settings: ConnectionSettings, tuning: Partial<SftpTuning> = {}) {
+  constructor(settings: ConnectionSettings, tuning: Partial<SftpTuning> = {}, access: AgentAccess = closedAccess()) {
     this.tuning = { ...DEFAULT_SFTP_TUNING, ...tuning };
     this.base = settings.path || '/';
     this.endpoint = sftpEndpoint(settings, this.tuning);
-    this.session = new SftpSession(this.endpoint, this.tuning);
+    this.session = new SftpSession(this.endpoint, this.tuning, access.network);
   }
 
   async *list(path: string, options: { recursive: boolean; signal?: AbortSignal }): AsyncIterable<Entry> {
@@ -335,6 +336,6 @@ async function ignoreMissing<T>(promise: Promise<T>): Promise<T | undefined> {
 }
 
 /** The registry's factory for `sftp` connections. */
-export function createSftpConnector(settings: ConnectionSettings): Connector {
-  return new SftpConnector(settings);
+export function createSftpConnector(settings: ConnectionSettings, context?: ConnectorContext): Connector {
+  return new SftpConnector(settings, {}, context?.access);
 }

@@ -1,5 +1,6 @@
-import net from 'node:net';
 import ssh2, { type Client, type SFTPWrapper } from 'ssh2';
+import type { Socket } from 'node:net';
+import type { NetworkGuard } from '../network-guard.js';
 import { ConnectorError } from '../types.js';
 import type { HostKeySeen, SftpEndpoint, SftpTuning } from './sftp.config.js';
 import { connectError } from './sftp.errors.js';
@@ -41,6 +42,8 @@ export class SftpSession {
   constructor(
     private readonly endpoint: SftpEndpoint,
     private readonly tuning: SftpTuning,
+    /** Every connection goes through it (the agent's allow/deny lists). */
+    private readonly guard: NetworkGuard,
   ) {}
 
   /** A channel for one operation, connecting first when needed. Release it when done. */
@@ -108,7 +111,7 @@ export class SftpSession {
       const config = this.endpoint.connectConfig(hostKey);
       // Our own socket (ssh2 waits for it to connect and reports its errors as its own), for two
       // settings ssh2 does not make: no Nagle, and one write(2) per loop turn instead of one per packet.
-      config.sock = batchedWrites(net.connect({ host: config.host!, port: config.port! }));
+      config.sock = batchedWrites(this.guard.connect({ host: config.host!, port: config.port! }));
       const link: Link = { client, channels: [], opening: null, closed: false, hostKey };
       let settled = false;
       const fail = (err: ConnectorError) => {
@@ -207,7 +210,7 @@ export function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefine
  * close) and those of the files started with it were one write(2) each: over loopback, where a
  * write runs the receiver's side of TCP too, the agent's largest cost on small files.
  */
-function batchedWrites(sock: net.Socket): net.Socket {
+function batchedWrites(sock: Socket): Socket {
   sock.setNoDelay(true);
   const write = sock.write.bind(sock) as (...args: unknown[]) => boolean;
   let corked = false;

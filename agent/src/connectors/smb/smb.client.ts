@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import type { NetworkGuard } from '../network-guard.js';
 import { smb3Kdf } from './smb.crypto.js';
 import { ntlmAuthenticate, ntlmNegotiate, parseChallenge, parseSpnegoResponse, spnegoInit, spnegoResponse, type NtlmCredentials } from './smb.ntlm.js';
 import { SmbConnection, SmbConnectionError } from './smb.connection.js';
@@ -15,6 +16,8 @@ export interface SmbTarget extends NtlmCredentials {
   timeoutMs: number;
   /** Dialects to offer; default OFFERED_DIALECTS (2.0.2 to 3.0.2). */
   dialects?: readonly number[];
+  /** Checks the host and every address it resolves to (the agent's allow/deny lists); default: the default rules. */
+  guard?: NetworkGuard;
 }
 
 /** An open file or directory: its handle and what CREATE said about it. */
@@ -78,7 +81,7 @@ export class SmbClient {
 
   /** Connects, logs in and connects the share; rejects with socket errors, SmbStatusError or SmbConnectionError. */
   static async connect(target: SmbTarget, signal?: AbortSignal): Promise<SmbClient> {
-    const conn = await SmbConnection.open(target.host, target.port, target.timeoutMs, signal);
+    const conn = await SmbConnection.open(target.host, target.port, target.timeoutMs, signal, target.guard);
     const client = new SmbClient(conn);
     try {
       await client.negotiate(target.dialects ?? OFFERED_DIALECTS, signal);

@@ -1,5 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
+import { closedAccess } from '../access.js';
+import type { NetworkGuard } from '../network-guard.js';
 import { aesCmac, aesGmac } from './smb.crypto.js';
 import { COMMAND_NAMES, Command, Dialect, Flags, HEADER_BYTES, PROTOCOL_ID, SmbStatusError, Status, TRANSFORM_ID } from './smb.protocol.js';
 
@@ -86,9 +88,9 @@ export class SmbConnection {
   }
 
   /** Opens the TCP connection; rejects with the socket's error (ECONNREFUSED, ENOTFOUND, ...). */
-  static open(host: string, port: number, timeoutMs: number, signal?: AbortSignal): Promise<SmbConnection> {
+  static open(host: string, port: number, timeoutMs: number, signal?: AbortSignal, guard: NetworkGuard = closedAccess().network): Promise<SmbConnection> {
     return new Promise((resolve, reject) => {
-      const socket = connect({ host, port });
+      const socket = guard.connect({ host, port });
       const timer = setTimeout(() => socket.destroy(Object.assign(new Error('timed out'), { code: 'ETIMEDOUT' })), timeoutMs);
       const onAbort = () => socket.destroy(signal!.reason instanceof Error ? signal!.reason : new Error('aborted'));
       signal?.addEventListener('abort', onAbort, { once: true });

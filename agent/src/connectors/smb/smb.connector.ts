@@ -1,7 +1,8 @@
 import { Readable } from 'node:stream';
 import type { ConnectionSettings } from '@xfer/shared';
 import { joinRel, parentOf, relativePath } from '../paths.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type Entry, type WriteResult } from '../types.js';
+import { closedAccess, type AgentAccess } from '../access.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
 import type { DirectoryEntry, SmbClient, SmbHandle } from './smb.client.js';
 import { DEFAULT_SMB_TUNING, smbEndpoint, type SmbEndpoint, type SmbTuning } from './smb.config.js';
 import { SmbConnectionError } from './smb.connection.js';
@@ -26,10 +27,10 @@ export class SmbConnector implements Connector {
   private readonly tuning: SmbTuning;
   private readonly session: SmbSession;
 
-  constructor(settings: ConnectionSettings, tuning: Partial<SmbTuning> = {}) {
+  constructor(settings: ConnectionSettings, tuning: Partial<SmbTuning> = {}, access: AgentAccess = closedAccess()) {
     this.endpoint = smbEndpoint(settings);
     this.tuning = { ...DEFAULT_SMB_TUNING, ...tuning };
-    this.session = new SmbSession({ ...this.endpoint, timeoutMs: this.tuning.timeoutMs, dialects: this.tuning.dialects }, this.endpoint.where);
+    this.session = new SmbSession({ ...this.endpoint, timeoutMs: this.tuning.timeoutMs, dialects: this.tuning.dialects, guard: access.network }, this.endpoint.where);
   }
 
   async *list(path: string, options: { recursive: boolean; signal?: AbortSignal }): AsyncIterable<Entry> {
@@ -313,7 +314,7 @@ function shown(rel: string): string {
 }
 
 /** The registry's factory for `smb` connections. */
-export function createSmbConnector(settings: ConnectionSettings): Connector {
-  return new SmbConnector(settings);
+export function createSmbConnector(settings: ConnectionSettings, context?: ConnectorContext): Connector {
+  return new SmbConnector(settings, {}, context?.access);
 }
 

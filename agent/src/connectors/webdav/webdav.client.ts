@@ -1,5 +1,6 @@
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { NetworkGuard } from '../network-guard.js';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { parseXML } from 'webdav';
@@ -58,10 +59,11 @@ export class DavClient {
   private readonly agent: HttpAgent | HttpsAgent;
   private readonly secure: boolean;
 
-  constructor(readonly config: WebdavConfig) {
+  /** `guard`: every connection of the agent checked against the agent's allow/deny lists. */
+  constructor(readonly config: WebdavConfig, guard: NetworkGuard) {
     this.secure = config.origin.startsWith('https:');
     const options = { keepAlive: true, maxSockets: 16, maxFreeSockets: 4 };
-    this.agent = this.secure ? new HttpsAgent(options) : new HttpAgent(options);
+    this.agent = guard.protect(this.secure ? new HttpsAgent(options) : new HttpAgent(options));
   }
 
   url(serverPath: string, collection = false): string {

@@ -2,7 +2,8 @@ import type { IncomingMessage } from 'node:http';
 import { Readable } from 'node:stream';
 import type { ConnectionSettings } from '@xfer/shared';
 import { joinRel, parentOf, relativePath } from '../paths.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type Entry, type WriteResult } from '../types.js';
+import { closedAccess, type AgentAccess } from '../access.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
 import { DavClient, type DavResource } from './webdav.client.js';
 import { webdavConfig, type WebdavConfig } from './webdav.config.js';
 import { requestError, type WebdavErrorContext } from './webdav.errors.js';
@@ -21,9 +22,9 @@ export class WebdavConnector implements Connector {
   /** mkdir chains in flight, by relative path. */
   private readonly creating = new Map<string, Promise<void>>();
 
-  constructor(settings: ConnectionSettings) {
+  constructor(settings: ConnectionSettings, access: AgentAccess = closedAccess()) {
     this.config = webdavConfig(settings);
-    this.dav = new DavClient(this.config);
+    this.dav = new DavClient(this.config, access.network);
   }
 
   async *list(path: string, options: { recursive: boolean; signal?: AbortSignal }): AsyncIterable<Entry> {
@@ -302,6 +303,6 @@ async function* bodyChunks(
 }
 
 /** The registry's factory (connectors/index.ts). */
-export function createWebdavConnector(settings: ConnectionSettings): Connector {
-  return new WebdavConnector(settings);
+export function createWebdavConnector(settings: ConnectionSettings, context?: ConnectorContext): Connector {
+  return new WebdavConnector(settings, context?.access);
 }

@@ -13,13 +13,19 @@ export default class Create extends BaseCommand<typeof Create> {
   static override flags = {
     name: Flags.string({ description: 'Name of the key', required: true }),
     scope: Flags.string({ description: 'Scope granted (repeat for several)', required: true, multiple: true }),
-    'expires-in-days': Flags.integer({ description: 'Days until the key expires (1-3650); never when absent', min: 1, max: 3650 }),
+    'expires-in-days': Flags.integer({ description: 'Days until the key expires (1-3650); never when absent', min: 1, max: 3650, exclusive: ['expires-at'] }),
+    'expires-at': Flags.string({
+      description: 'Exact expiry (ISO 8601); a key that itself expires must give one no later than its own',
+      exclusive: ['expires-in-days'],
+    }),
   };
 
   async run(): Promise<CreatedApiKey> {
     const f = this.flags;
     const { data: key, warning } = await this.client().apiKeys.create({
-      name: f.name, scopes: f.scope, ...(f['expires-in-days'] !== undefined && { expires_in_days: f['expires-in-days'] }),
+      name: f.name, scopes: f.scope,
+      ...(f['expires-in-days'] !== undefined && { expires_in_days: f['expires-in-days'] }),
+      ...(f['expires-at'] !== undefined && { expires_at: f['expires-at'] }),
     });
     this.print(record(key));
     if (warning) this.note(warning);

@@ -189,8 +189,14 @@ export class AgentHub {
     });
     // After the welcome (sent when this returns).
     setImmediate(() => {
-      this.runs.startResync(session);
-      this.onReady(session);
+      try {
+        this.runs.startResync(session);
+        this.onReady(session);
+      } catch (err) {
+        // Never out of a timer callback (that ends the process): this session only.
+        this.o.log.error({ err, agentId }, 'starting an agent session failed');
+        session.close(1011, 'internal error');
+      }
     });
     return { agent_id: agentId, heartbeat_ms: this.o.heartbeatMs, lease_ms: this.o.leaseMs, abort_jobs: abortJobs };
   }

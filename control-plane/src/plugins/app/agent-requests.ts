@@ -115,8 +115,14 @@ export class AgentRequests {
     }
   }
 
-  /** Removes rows whose callers gave up long ago (no TTL indexes: FerretDB has none). */
+  /**
+   * Removes rows whose callers gave up long ago (no TTL indexes: FerretDB has none), and forgets
+   * requests sent to an agent that never answered them: their caller stopped waiting, and an
+   * agent that ignores requests must not grow `inFlight` for as long as its session lasts.
+   */
   async sweep(): Promise<void> {
+    const givenUp = performance.now() - this.o.timeoutMs - 60_000;
+    for (const [id, sent] of this.inFlight) if (sent.sentAt < givenUp) this.inFlight.delete(id);
     await this.o.db.agentRequests.deleteMany({ expires_at: { $lt: new Date() } });
   }
 

@@ -24,6 +24,12 @@ interface PendingProgress {
  * long makes a write carry ~50 files instead of ~5, and delays what the API shows by no more.
  */
 const PROGRESS_LINGER_MS = 100;
+/**
+ * File results of one run waiting for the database, at most: past it the report waits for the
+ * write (the session's queue, then its socket, stop reading) instead of growing server memory
+ * while the database is slow. Results are never dropped for it: they must be persisted.
+ */
+export const MAX_PENDING_FILES = 2_000;
 /** How long a stopped run may take to report its end before the job may go to the same agent again. */
 const STOP_ACK_MS = 10_000;
 /** How long after the welcome jobs the agent did not list are settled when the resync ping goes unanswered. */
@@ -69,12 +75,17 @@ export class AgentRuns {
    * (backpressure), and neither its frames nor its pongs would be seen until the lease expired.
    * The persisted counters trail the agent by at most one write and `PROGRESS_LINGER_MS`.
    */
-  private queueProgress(session: AgentSession, id: string, attempt: number, progress: Progress): void {
+  private async queueProgress(session: AgentSession, id: string, attempt: number, progress: Progress): Promise<void> {
     let byJob = this.pending.get(session);
     if (!byJob) this.pending.set(session, (byJob = new Map()));
     const entry = byJob.get(id);
     if (entry && entry.attempt === attempt) {
       entry.next = entry.next ? { ...progress, files: [...entry.next.files, ...progress.files] } : progress;
+      if (entry.next.files.length >= MAX_PENDING_FILES) {
+        // Back-pressure: write now and take nothing more from this agent until it is written.
+        entry.flush();
+        await entry.writer;
+      }
       return;
     }
     const fresh: PendingProgress = { attempt, next: progress, writer: Promise.resolve(), flush: () => undefined, ending: false };
@@ -100,7 +111,11 @@ export class AgentRuns {
         }
       }
       if (byJob.get(id) === fresh) byJob.delete(id);
-    })();
+    })().catch((err: unknown) => {
+      // Nobody may be waiting on the writer: a rejection must not go unhandled.
+      this.o.log.error({ err, jobId: id }, 'job progress writer failed');
+      if (byJob.get(id) === fresh) byJob.delete(id);
+    });
     byJob.set(id, fresh);
   }
 
@@ -137,7 +152,7 @@ export class AgentRuns {
       else session.unconfirmed.add(id);
     }
     if (session.jobs.size > 0) await this.o.jobs.renewLeases([{ id: agentId, lastContact: session.lastHeardAt }], this.o.instanceId);
-    for (const id of abort) session.stopping.set(id, Date.now());
+    for (const id of abort) session.markStopping(id);
     return [...abort];
   }
 
@@ -241,7 +256,7 @@ export class AgentRuns {
   stop(session: AgentSession, id: string): void {
     session.jobs.delete(id);
     session.unconfirmed.delete(id);
-    session.stopping.set(id, Date.now());
+    session.markStopping(id);
     session.send('job.cancel', { job_id: id });
   }
 }

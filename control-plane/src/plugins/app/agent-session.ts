@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { WebSocket, RawData } from 'ws';
 import {
-  AgentToServer, CloseCodes, frame, parseMessage, ProtocolError, PROTOCOL_VERSION, ServerToAgent,
+  AgentToServer, CloseCodes, frame, MAX_FRAME_BYTES, parseMessage, ProtocolError, PROTOCOL_VERSION, ServerToAgent,
   type AgentMessage, type PayloadOf, type ServerToAgentType,
 } from '@xfer/shared';
 
@@ -31,8 +31,25 @@ export interface SessionOptions {
   handlers: SessionHandlers;
 }
 
-/** Frames waiting for their handler before the socket stops reading (back-pressure on a flooding agent). */
+/**
+ * Frames, and their bytes, waiting for their handler before the socket stops reading
+ * (back-pressure on a flooding agent): what a session holds of unhandled input is bounded by
+ * these plus the frames of one network read (docs/architecture.md "Agents and jobs").
+ */
 const MAX_QUEUED = 64;
+const MAX_QUEUED_BYTES = 2 * MAX_FRAME_BYTES;
+/**
+ * Bytes sent to the agent and not yet taken by its TCP stack: an agent this far behind does not
+ * read its socket (each of its reports about a job it was never given earns a `job.cancel`), and
+ * the socket is dropped rather than let the send buffer grow.
+ */
+const MAX_UNREAD_BYTES = 2 * MAX_FRAME_BYTES;
+/**
+ * Runs told to stop that one session remembers (`stopping`): a hello lists at most 10,000 running
+ * jobs. Past it, a stop is still sent but not remembered (only an agent reporting on jobs it was
+ * never given gets there).
+ */
+export const MAX_STOPPING = 10_000;
 /** RFC 6455 limits a close reason to 123 bytes. */
 const reason = (text: string) => Buffer.from(text).subarray(0, 123).toString('utf8').replace(/\uFFFD+$/, '');
 
@@ -68,24 +85,29 @@ export class AgentSession {
 
   private queue: Promise<void> = Promise.resolve();
   private queued = 0;
+  private queuedBytes = 0;
+  /** When the socket was last resumed after back-pressure: silence before it is not the agent's. */
+  private resumedAt = 0;
   private readonly heartbeat: NodeJS.Timeout;
   private readonly helloTimer: NodeJS.Timeout;
   private resolveClosed!: () => void;
 
   constructor(private readonly socket: WebSocket, readonly agent: AgentIdentity, private readonly o: SessionOptions) {
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
-    socket.on('message', (data, isBinary) => this.onFrame(data, isBinary));
+    socket.on('message', (data, isBinary) => this.contained('handling a frame', () => this.onFrame(data, isBinary)));
     socket.on('pong', () => (this.lastHeardAt = new Date()));
     socket.on('ping', () => (this.lastHeardAt = new Date()));
     socket.on('close', (code) => void this.onClose(code));
-    this.heartbeat = setInterval(() => {
-      if (Date.now() - this.lastHeardAt.getTime() > 3 * o.heartbeatMs) {
+    this.heartbeat = setInterval(() => this.contained('the heartbeat', () => {
+      // While we hold the socket paused (back-pressure) its pongs are not read: that silence is
+      // ours, not the agent's. The pings still go out, so the agent hears from us.
+      if (!socket.isPaused && Date.now() - Math.max(this.lastHeardAt.getTime(), this.resumedAt) > 3 * o.heartbeatMs) {
         o.log.info({ agentId: agent.id }, 'agent silent for 3 heartbeats: dropping its socket');
         socket.terminate();
       } else {
         socket.ping();
       }
-    }, o.heartbeatMs);
+    }), o.heartbeatMs);
     this.helloTimer = setTimeout(() => {
       if (this.state === 'hello') this.close(CloseCodes.protocolError, `expected hello within ${o.helloTimeoutMs} ms`);
     }, o.helloTimeoutMs);
@@ -98,7 +120,19 @@ export class AgentSession {
   /** Sends a message; false when the socket is no longer open (the caller's job stays recoverable). */
   send<T extends ServerToAgentType>(type: T, payload: PayloadOf<typeof ServerToAgent, T>): boolean {
     if (this.state === 'closed' || this.socket.readyState !== this.socket.OPEN) return false;
+    if (this.socket.bufferedAmount > MAX_UNREAD_BYTES) {
+      this.o.log.warn({ agentId: this.agent.id, unread_bytes: this.socket.bufferedAmount }, 'agent does not read its socket: dropping it');
+      this.terminate();
+      return false;
+    }
     this.socket.send(JSON.stringify(frame(ServerToAgent, type, payload)));
+    return true;
+  }
+
+  /** Remembers a run told to stop (see `stopping`); false when the session remembers too many already. */
+  markStopping(jobId: string): boolean {
+    if (this.stopping.size >= MAX_STOPPING && !this.stopping.has(jobId)) return false;
+    this.stopping.set(jobId, Date.now());
     return true;
   }
 
@@ -115,6 +149,21 @@ export class AgentSession {
     this.socket.terminate();
   }
 
+  /**
+   * Runs a socket or timer callback so that nothing it throws escapes into the EventEmitter or
+   * the timer (which would end the process, every tenant's sessions with it): a failure ends
+   * this session only, with 1011.
+   */
+  private contained(what: string, fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      this.o.log.error({ err, agentId: this.agent.id }, `agent session: ${what} failed`);
+      this.close(1011, 'internal error');
+      this.terminate();
+    }
+  }
+
   private onFrame(data: RawData, isBinary: boolean): void {
     if (this.state === 'closed') return;
     this.lastHeardAt = new Date();
@@ -124,7 +173,11 @@ export class AgentSession {
     try {
       message = parseMessage(AgentToServer, raw);
     } catch (err) {
-      if (!(err instanceof ProtocolError)) throw err;
+      if (!(err instanceof ProtocolError)) {
+        // A validator failing on some input is our bug, not the agent's: this session ends, nothing else.
+        this.o.log.error({ err, agentId: this.agent.id }, 'validating a frame from an agent failed');
+        return this.close(1011, 'internal error while validating a frame');
+      }
       if (this.state === 'hello' && otherVersion(raw)) {
         return this.close(CloseCodes.unsupportedVersion, `protocol version ${PROTOCOL_VERSION} is required`);
       }
@@ -137,17 +190,19 @@ export class AgentSession {
       this.state = 'welcoming';
       this.hello = message.payload;
       const hello = message.payload;
-      return this.enqueue(async () => {
+      return this.enqueue(raw.length, async () => {
         const welcome = await this.o.handlers.hello(this, hello);
         if (welcome && this.state === 'welcoming' && this.send('welcome', welcome)) this.state = 'open';
       });
     }
     if (this.state === 'hello') return this.close(CloseCodes.protocolError, `expected hello, got ${message.type}`);
-    this.enqueue(() => this.o.handlers.message(this, message as Exclude<AgentMessage, { type: 'hello' }>));
+    this.enqueue(raw.length, () => this.o.handlers.message(this, message as Exclude<AgentMessage, { type: 'hello' }>));
   }
 
-  private enqueue(task: () => Promise<void>): void {
-    if (++this.queued > MAX_QUEUED && !this.socket.isPaused) this.socket.pause();
+  private enqueue(bytes: number, task: () => Promise<void>): void {
+    this.queued++;
+    this.queuedBytes += bytes;
+    if ((this.queued > MAX_QUEUED || this.queuedBytes > MAX_QUEUED_BYTES) && !this.socket.isPaused) this.socket.pause();
     this.queue = this.queue
       .then(() => (this.state === 'closed' ? undefined : task()))
       .catch((err: unknown) => {
@@ -156,7 +211,12 @@ export class AgentSession {
         this.close(1011, 'internal error while handling a message');
       })
       .finally(() => {
-        if (--this.queued <= MAX_QUEUED / 2 && this.socket.isPaused) this.socket.resume();
+        this.queued--;
+        this.queuedBytes -= bytes;
+        if (this.queued <= MAX_QUEUED / 2 && this.queuedBytes <= MAX_QUEUED_BYTES / 2 && this.socket.isPaused) {
+          this.resumedAt = Date.now();
+          this.socket.resume();
+        }
       });
   }
 

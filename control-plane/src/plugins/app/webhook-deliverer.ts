@@ -33,8 +33,14 @@ declare module 'fastify' {
 const HOUR_MS = 3600_000;
 const FANOUT_BATCH = 100;
 const ATTEMPT_BATCH = 50;
-/** Attempts in flight at once per instance, so one slow receiver does not hold up the others. */
+/** Attempts in flight at once per instance. */
 const PARALLEL_SENDS = 8;
+/**
+ * Attempts of one account in flight at once per instance: a tenant whose receiver hangs until
+ * the timeout, with any backlog, holds at most this many of the PARALLEL_SENDS slots; the rest
+ * stay free for every other account.
+ */
+const PER_ACCOUNT_SENDS = 2;
 const TEST_MESSAGE = 'This is a test event from xfer.';
 
 /**
@@ -175,21 +181,52 @@ export default fp(
       await finish(delivery, claimed, result, true);
     }
 
+    /** Attempts running on this instance: per account (for the fair share) and per delivery. */
+    const perAccount = new Map<string, number>();
+    const sending = new Set<string>();
+    const running = new Set<Promise<void>>();
+
+    /** Starts an attempt without waiting for it: a hanging receiver holds its slot, not the loop. */
+    function start(delivery: Delivery): void {
+      const account = String(delivery.account_id);
+      const id = String(delivery._id);
+      perAccount.set(account, (perAccount.get(account) ?? 0) + 1);
+      sending.add(id);
+      const run = attempt(delivery)
+        .catch((err: unknown) => app.log.warn({ err, deliveryId: id }, 'webhook attempt could not be recorded; retrying on a later tick'))
+        .finally(() => {
+          sending.delete(id);
+          const left = perAccount.get(account)! - 1;
+          if (left > 0) perAccount.set(account, left);
+          else perAccount.delete(account);
+          running.delete(run);
+          // A slot is free: look for due work now rather than at the next interval.
+          loop.wake();
+        });
+      running.add(run);
+    }
+
+    /**
+     * Fills the free slots fairly: due deliveries, oldest first, at most PER_ACCOUNT_SENDS per
+     * account in flight. Each round leaves out the accounts already at their share (and the
+     * deliveries already being sent), so a backlog of one account never hides another's work.
+     */
     async function attemptDue(): Promise<void> {
-      const due = await db.webhookDeliveries.find({ status: 'pending', next_attempt_at: { $lte: new Date() } })
-        .sort({ next_attempt_at: 1 }).limit(ATTEMPT_BATCH).lean();
-      let next = 0;
-      const worker = async () => {
-        while (next < due.length) {
-          const delivery = due[next++]!;
-          try {
-            await attempt(delivery);
-          } catch (err) {
-            app.log.warn({ err, deliveryId: String(delivery._id) }, 'webhook attempt could not be recorded; retrying on a later tick');
-          }
+      while (sending.size < PARALLEL_SENDS) {
+        const atShare = [...perAccount].filter(([, n]) => n >= PER_ACCOUNT_SENDS).map(([a]) => new Types.ObjectId(a));
+        const due = await db.webhookDeliveries.find({
+          status: 'pending', next_attempt_at: { $lte: new Date() },
+          account_id: { $nin: atShare }, _id: { $nin: [...sending].map((id) => new Types.ObjectId(id)) },
+        }).sort({ next_attempt_at: 1 }).limit(ATTEMPT_BATCH).lean();
+        let started = 0;
+        for (const delivery of due) {
+          if (sending.size >= PARALLEL_SENDS) break;
+          if ((perAccount.get(String(delivery.account_id)) ?? 0) >= PER_ACCOUNT_SENDS) continue;
+          start(delivery);
+          started++;
         }
-      };
-      await Promise.all(Array.from({ length: Math.min(PARALLEL_SENDS, due.length) }, worker));
+        if (started === 0) return;
+      }
     }
 
     async function tick(): Promise<void> {
@@ -223,7 +260,10 @@ export default fp(
     const loop = new Loop(tick, settings.pollMs, (err) => app.log.warn({ err }, 'webhook delivery loop failed'));
     app.decorate<WebhookDeliverer>('webhookDeliverer', { sendTest, transport });
     app.addHook('onReady', async () => loop.start());
-    app.addHook('preClose', async () => loop.stop());
+    app.addHook('preClose', async () => {
+      await loop.stop();
+      await Promise.all(running);
+    });
   },
   { name: 'webhook-deliverer', dependencies: ['mongoose', 'outbox'] },
 );

@@ -2,15 +2,20 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
   CreatedShareLink, CreateShareLinkRequest, Deleted, Envelope, IdParams, ListShareLinksQuery, Page, ShareLink, ShareLinkParams,
-  SharedTokenParams,
+  SHARE_DEFAULT_EXPIRES_IN_HOURS, SharedTokenParams,
 } from '@xfer/shared';
-import { principalOf } from '../../plugins/app/auth.js';
+import { ForbiddenError } from '../../errors.js';
+import { callerExpiresAt, requireExpiryWithin } from '../../lib/grant-rules.js';
+import { principalOf, type Principal } from '../../plugins/app/auth.js';
 import { findLiveFile } from '../files/files.service.js';
 import { sendStoredFile } from '../files/send-file.js';
 import {
   assertDownloadsLeft, claimDownload, createShareLink, listShareLinks, openSharedFile, releaseDownload,
   revokeShareLink, shareUrl,
 } from './shares.service.js';
+
+const shareNeedsRead = (p: Principal) =>
+  `A share link lets anyone holding it download the file: creating one needs files:read, which ${p.kind === 'api_key' ? 'the calling key' : `your role (${p.role})`} does not hold`;
 
 /**
  * Share links (api.md "Share link"; decisions.md "Files and share links"; docs/api.md "Share
@@ -30,6 +35,19 @@ const shares: FastifyPluginAsync = async (fastify) => {
   }, async (request, reply) => {
     const principal = principalOf(request);
     const { expires_in_hours, max_downloads } = request.body;
+    // The link is a read credential for the file: minting one needs the read the caller passes
+    // on, and it may not outlive an expiring key that mints it.
+    const denied = async (reason: string, err: Error) => {
+      await app.audit.recordRequest(request, { action: 'file.share', outcome: 'denied', resource: { type: 'file', id: request.params.id }, details: { reason } });
+      throw err;
+    };
+    if (!principal.scopes.has('files:read')) await denied('scope escalation', new ForbiddenError(shareNeedsRead(principal)));
+    const linkEnd = new Date(Date.now() + (expires_in_hours ?? SHARE_DEFAULT_EXPIRES_IN_HOURS) * 3600_000);
+    try {
+      requireExpiryWithin(await callerExpiresAt(app.db, principal), linkEnd, 'share link');
+    } catch (err) {
+      await denied('expiry beyond the calling key', err as Error);
+    }
     const { link, token } = await app.audit.change(request, (announce) => createShareLink(app.db, {
       accountId: principal.accountId, fileId: request.params.id, expiresInHours: expires_in_hours, maxDownloads: max_downloads,
       createdBy: principal.actor,

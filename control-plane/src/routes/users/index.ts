@@ -1,11 +1,12 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Types } from 'mongoose';
-import { CreateUserRequest, IdParams, PageQuery, UpdateUserRequest } from '@xfer/shared';
+import { CreateUserRequest, IdParams, PageQuery, UpdateUserRequest, type Role } from '@xfer/shared';
 import { ConflictError, NotFoundError } from '../../errors.js';
 import { hashPassword } from '../../lib/crypto.js';
 import { paginate, toObjectId } from '../../lib/pagination.js';
 import { principalOf } from '../../plugins/app/auth.js';
+import { requireRoleWithin, requireUserWithin } from '../../lib/grant-rules.js';
 import { presentUser, requireOwnerFor, withoutLosingLastOwner } from './users.service.js';
 
 const DUPLICATE_KEY = 11000;
@@ -15,23 +16,29 @@ const DUPLICATE_KEY = 11000;
  *
  * Rules: only an owner creates owners, promotes to owner, or changes or deletes an owner; an
  * account always keeps at least one owner (409); nobody deletes their own user (409). An API key
- * with users:write acts with admin power, never owner power (see `actingRole`). A password
- * change ends every session of that user (sessions_valid_after = now).
+ * with users:write acts with admin power, never owner power (see `actingRole`). A caller gives,
+ * changes or deletes only roles whose scopes it holds (lib/grant-rules.ts). A password change
+ * ends every session of that user (sessions_valid_after = now).
  */
 const users: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
 
-  /** Owner-only rule check whose refusal is written to the audit trail before the 403. */
-  async function ownerOnly(request: FastifyRequest, action: string, resourceId: string | null, what: string) {
+  /** Runs a rule check whose refusal is written to the audit trail (with `reason`) before the 403. */
+  async function audited(request: FastifyRequest, action: string, resourceId: string | null, reason: string, check: () => void) {
     try {
-      requireOwnerFor(principalOf(request), what);
+      check();
     } catch (err) {
-      await app.audit.recordRequest(request, {
-        action, outcome: 'denied', resource: { type: 'user', id: resourceId }, details: { reason: `only an owner can ${what}` },
-      });
+      await app.audit.recordRequest(request, { action, outcome: 'denied', resource: { type: 'user', id: resourceId }, details: { reason } });
       throw err;
     }
   }
+
+  const ownerOnly = (request: FastifyRequest, action: string, resourceId: string | null, what: string) =>
+    audited(request, action, resourceId, `only an owner can ${what}`, () => requireOwnerFor(principalOf(request), what));
+
+  /** An escalation check (lib/grant-rules.ts). */
+  const withinCaller = (request: FastifyRequest, action: string, resourceId: string | null, check: () => void) =>
+    audited(request, action, resourceId, 'scope escalation', check);
 
   async function findUser(accountId: string, rawId: string) {
     const id = toObjectId(rawId);
@@ -52,9 +59,11 @@ const users: FastifyPluginAsync = async (fastify) => {
     schema: { body: CreateUserRequest },
     config: { access: { scope: 'users:write' } },
   }, async (request, reply) => {
-    const { accountId } = principalOf(request);
+    const principal = principalOf(request);
+    const { accountId } = principal;
     const { role, password } = request.body;
     if (role === 'owner') await ownerOnly(request, 'user.create', null, 'create owners');
+    await withinCaller(request, 'user.create', null, () => requireRoleWithin(principal, role, 'create'));
     const email = request.body.email.trim().toLowerCase();
     const conflict = () => new ConflictError(`A user with email ${email} already exists`);
     if (await app.db.users.exists({ email })) throw conflict();
@@ -93,12 +102,17 @@ const users: FastifyPluginAsync = async (fastify) => {
     schema: { params: IdParams, body: UpdateUserRequest },
     config: { access: { scope: 'users:write' } },
   }, async (request) => {
-    const { accountId } = principalOf(request);
+    const principal = principalOf(request);
+    const { accountId } = principal;
     const target = await findUser(accountId, request.params.id);
     const targetId = String(target._id);
     const { name, role, password } = request.body;
     if (target.role === 'owner') await ownerOnly(request, 'user.update', targetId, 'change an owner');
     if (role === 'owner' && target.role !== 'owner') await ownerOnly(request, 'user.update', targetId, 'promote a user to owner');
+    await withinCaller(request, 'user.update', targetId, () => {
+      requireUserWithin(principal, target.role as Role, 'change');
+      if (role !== undefined) requireRoleWithin(principal, role, 'promote');
+    });
 
     const now = new Date();
     const set: Record<string, unknown> = { updated_at: now };
@@ -139,10 +153,12 @@ const users: FastifyPluginAsync = async (fastify) => {
     schema: { params: IdParams },
     config: { access: { scope: 'users:write' } },
   }, async (request) => {
-    const { accountId, userId } = principalOf(request);
+    const principal = principalOf(request);
+    const { accountId, userId } = principal;
     const target = await findUser(accountId, request.params.id);
     const targetId = String(target._id);
     if (userId === targetId) throw new ConflictError('You cannot delete your own user');
+    await withinCaller(request, 'user.delete', targetId, () => requireUserWithin(principal, target.role as Role, 'delete'));
     const remove = async () => {
       const { deletedCount } = await app.db.users.deleteOne({ _id: target._id, account_id: accountId });
       if (deletedCount === 0) throw new NotFoundError(`User ${request.params.id} not found`);

@@ -20,6 +20,7 @@ export interface JobServiceOptions {
 }
 
 const oid = (id: Id) => (typeof id === 'string' ? new Types.ObjectId(id) : id);
+const isObjectIdHex = (id: string) => /^[0-9a-f]{24}$/i.test(id);
 
 function countersOf(p: Counters): Counters {
   return {
@@ -209,7 +210,8 @@ export class JobService {
   async claimForDispatch(agentIds: string[], instanceId: string, notYet: string[] = []): Promise<Job[]> {
     if (agentIds.length === 0) return [];
     const candidates = await this.o.db.transfers
-      .find({ _id: { $nin: notYet.map(oid) }, status: 'in-progress', agent_id: { $in: agentIds.map(oid) }, assigned_at: null }, { attempt: 1, agent_id: 1 })
+      // `notYet` holds ids agents reported (AgentSession.stopping): only those that can be job ids count.
+      .find({ _id: { $nin: notYet.filter(isObjectIdHex).map(oid) }, status: 'in-progress', agent_id: { $in: agentIds.map(oid) }, assigned_at: null }, { attempt: 1, agent_id: 1 })
       .limit(100).lean();
     const claimed: Job[] = [];
     for (const c of candidates) {
@@ -232,7 +234,7 @@ export class JobService {
   /** The state of these jobs, for reconciling what an agent runs with what it should run. */
   async states(ids: string[]): Promise<Map<string, Pick<Job, 'status' | 'agent_id' | 'attempt' | 'assigned_at' | 'accepted_at'>>> {
     const docs = await this.o.db.transfers
-      .find({ _id: { $in: ids.filter((id) => /^[0-9a-f]{24}$/i.test(id)).map(oid) } },
+      .find({ _id: { $in: ids.filter(isObjectIdHex).map(oid) } },
         { status: 1, agent_id: 1, attempt: 1, assigned_at: 1, accepted_at: 1 })
       .lean();
     return new Map(docs.map((d) => [String(d._id), d]));

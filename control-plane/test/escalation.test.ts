@@ -1,0 +1,198 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { Types } from 'mongoose';
+import type { App } from '../src/app.js';
+import { Messages, scopesForRole, type Role } from '@xfer/shared';
+import { auth, buildTestApp, createAccount, createKey, expectError, login, type TestAccount } from './helper.js';
+
+/**
+ * No privilege gained through any door (docs/security.md "Escalation rules"). Walks every
+ * registered route that changes something: each must appear in DOORS, either with a probe that
+ * has a narrow caller try to obtain more than it holds through it, or marked as minting nothing
+ * with the reason. A new non-GET route without an entry fails here until someone decides which
+ * it is. GET routes are reads and mint nothing (a read request does no write).
+ */
+let app: App;
+let owner: TestAccount;
+
+beforeAll(async () => {
+  app = await buildTestApp();
+  owner = await createAccount(app, 'enterprise');
+});
+afterAll(() => app.close());
+
+const newEmail = () => `esc-${randomBytes(4).toString('hex')}@example.test`;
+const newPassword = () => `pw-${randomBytes(10).toString('hex')}`;
+const call = (method: string, url: string, token: string, payload?: Record<string, unknown>) =>
+  app.inject({ method: method as 'POST', url: `/api/v1${url}`, headers: auth(token), ...(payload ? { payload } : {}) });
+
+/** A user of `role` created by the owner, signed in. */
+async function userOf(role: Role) {
+  const email = newEmail();
+  const password = newPassword();
+  const res = await call('POST', '/users', owner.apiKey, { email, role, password });
+  if (res.statusCode !== 201) throw new Error(`userOf: ${res.statusCode} ${res.body}`);
+  return { id: res.json().data.id as string, email, password, session: await login(app, email, password) };
+}
+
+/** A token minted by some route must not be a credential of the API: 401 on a route of every kind. */
+async function expectNoApiAccess(token: string) {
+  for (const url of ['/transfers', '/api-keys', '/users', '/connections']) expectError(await call('GET', url, token), 401, Messages.unauthenticated);
+}
+
+const fileRecord = async () => String((await app.db.files.create({
+  account_id: new Types.ObjectId(owner.accountId), name: 'a.txt', name_lower: 'a.txt', path: '/', size: 1,
+  mime_type: 'text/plain', sha256: '0'.repeat(64), storage_key: 'none', uploaded_by: { type: 'user', id: owner.userId },
+}))._id);
+
+type Door = { probe: () => Promise<void> } | { mintsNothing: string };
+
+const DOORS: Record<string, Door> = {
+  'POST /api/v1/auth/login': {
+    // A session holds its user's role and nothing more: a member signs in and still cannot mint keys or users.
+    probe: async () => {
+      const member = await userOf('member');
+      expectError(await call('POST', '/api-keys', member.session, { name: 'x', scopes: ['files:read'] }), 403, /role \(member\)/);
+      expectError(await call('POST', '/users', member.session, { email: newEmail(), role: 'viewer', password: newPassword() }), 403, /role \(member\)/);
+    },
+  },
+  'POST /api/v1/api-keys': {
+    probe: async () => {
+      const narrow = await createKey(app, owner.apiKey, ['api-keys:write', 'files:read']);
+      expectError(await call('POST', '/api-keys', narrow, { name: 'x', scopes: ['files:read', 'files:write'] }), 403, Messages.scopeEscalation);
+      const expiring = await createKey(app, owner.apiKey, ['api-keys:write', 'files:read'], { expires_in_days: 1 });
+      expectError(await call('POST', '/api-keys', expiring, { name: 'x', scopes: ['files:read'] }), 403, /^The calling key expires at /);
+      expectError(await call('POST', '/api-keys', expiring, { name: 'x', scopes: ['files:read'], expires_in_days: 2 }), 403, /must expire no later/);
+    },
+  },
+  'DELETE /api/v1/api-keys/:id': {
+    probe: async () => {
+      const narrow = await createKey(app, owner.apiKey, ['api-keys:read', 'api-keys:write']);
+      const root = await app.db.apiKeys.findOne({ key_hash: createHash('sha256').update(owner.apiKey).digest('hex') }).lean();
+      expectError(await call('DELETE', `/api-keys/${String(root!._id)}`, narrow), 403, /^Cannot revoke a key holding scopes the calling key does not hold/);
+      expect((await call('GET', '/api-keys', owner.apiKey)).statusCode).toBe(200);
+    },
+  },
+  'POST /api/v1/users': {
+    probe: async () => {
+      const usersOnly = await createKey(app, owner.apiKey, ['users:read', 'users:write']);
+      for (const role of ['admin', 'member', 'viewer'] as const) {
+        expectError(await call('POST', '/users', usersOnly, { email: newEmail(), role, password: newPassword() }), 403, new RegExp(`^Cannot create a user with the role ${role}`));
+      }
+      expectError(await call('POST', '/users', usersOnly, { email: newEmail(), role: 'owner', password: newPassword() }), 403, /Only an owner/);
+    },
+  },
+  'PUT /api/v1/users/:id': {
+    probe: async () => {
+      const key = await createKey(app, owner.apiKey, [...new Set([...scopesForRole('member'), 'users:write'])]);
+      const member = await userOf('member');
+      const admin = await userOf('admin');
+      expectError(await call('PUT', `/users/${member.id}`, key, { role: 'admin' }), 403, /^Cannot give a user the role admin/);
+      expectError(await call('PUT', `/users/${admin.id}`, key, { password: newPassword() }), 403, /^Cannot change a user with the role admin/);
+      expect((await app.db.users.findById(member.id).lean())!.role).toBe('member');
+    },
+  },
+  'DELETE /api/v1/users/:id': {
+    probe: async () => {
+      const key = await createKey(app, owner.apiKey, [...new Set([...scopesForRole('member'), 'users:write'])]);
+      const admin = await userOf('admin');
+      expectError(await call('DELETE', `/users/${admin.id}`, key), 403, /^Cannot delete a user with the role admin/);
+    },
+  },
+  'POST /api/v1/agents': {
+    // An agent token authenticates only the agent socket (agents/connect.ts), never the API.
+    probe: async () => {
+      const key = await createKey(app, owner.apiKey, ['agents:write']);
+      const res = await call('POST', '/agents', key, { name: `a-${new Types.ObjectId()}` });
+      expect(res.statusCode).toBe(201);
+      await expectNoApiAccess(res.json().data.token);
+    },
+  },
+  'POST /api/v1/files/:id/share': {
+    // A share link is a read credential: minting one needs files:read, and it reads only its file.
+    probe: async () => {
+      const fileId = await fileRecord();
+      const writeOnly = await createKey(app, owner.apiKey, ['files:write']);
+      expectError(await call('POST', `/files/${fileId}/share`, writeOnly, {}), 403, /^A share link lets anyone holding it download the file: creating one needs files:read/);
+      expect(await app.db.shareLinks.countDocuments({ file_id: fileId })).toBe(0);
+      const readWrite = await createKey(app, owner.apiKey, ['files:read', 'files:write']);
+      const res = await call('POST', `/files/${fileId}/share`, readWrite, {});
+      expect(res.statusCode).toBe(201);
+      await expectNoApiAccess(res.json().data.token);
+      // An expiring key's links end by its own end (the default link lives 24 h; this key 1 day from a moment ago).
+      const expiring = await createKey(app, owner.apiKey, ['files:read', 'files:write'], { expires_in_days: 1 });
+      expectError(await call('POST', `/files/${fileId}/share`, expiring, {}), 403, /^The calling key expires at .*: a share link it creates must expire no later/);
+      expect((await call('POST', `/files/${fileId}/share`, expiring, { expires_in_hours: 23 })).statusCode).toBe(201);
+    },
+  },
+  'POST /api/v1/webhooks': {
+    // The signing secret authenticates deliveries to the caller's own URL, nothing here.
+    probe: async () => {
+      const key = await createKey(app, owner.apiKey, ['webhooks:write']);
+      const res = await call('POST', '/webhooks', key, { url: 'https://8.8.8.8/hook', events: ['file.uploaded'] });
+      expect(res.statusCode).toBe(201);
+      await expectNoApiAccess(res.json().data.secret);
+    },
+  },
+  'PUT /api/v1/webhooks/:id': { mintsNothing: 'a secret given here is the caller\'s own, not generated; it authenticates nothing on this API' },
+  'PUT /api/v1/settings/mfa': {
+    // Enrolment is console-only and for the signed-in user alone: no key reaches it, and it changes no role.
+    probe: async () => {
+      expectError(await call('PUT', '/settings/mfa', owner.apiKey, { enabled: true }), 403, Messages.consoleOnly);
+      const viewer = await userOf('viewer');
+      const res = await call('PUT', '/settings/mfa', viewer.session, { enabled: true });
+      expect(res.statusCode).toBe(200);
+      await expectNoApiAccess(res.json().data.secret);
+      expectError(await call('POST', '/users', viewer.session, { email: newEmail(), role: 'viewer', password: newPassword() }), 403, /role \(viewer\)/);
+    },
+  },
+  'POST /api/v1/settings/mfa/verify': { mintsNothing: 'turns on the caller\'s own pending enrolment (PUT /settings/mfa is the door)' },
+  'PUT /api/v1/settings/service-principals': {
+    // Registering principals is an owner/admin decision: a member session and every key are refused.
+    probe: async () => {
+      const body = { service_principals: [{ name: 'ci', client_id: 'c1' }] };
+      expectError(await call('PUT', '/settings/service-principals', owner.apiKey, body), 403, Messages.consoleOnly);
+      const member = await userOf('member');
+      expect((await call('PUT', '/settings/service-principals', member.session, body)).statusCode).toBe(403);
+    },
+  },
+  'DELETE /api/v1/settings/sessions': { mintsNothing: 'ends the caller\'s own sessions' },
+  'PUT /api/v1/settings/avatar': { mintsNothing: 'an image of the caller\'s own' },
+  'PUT /api/v1/settings/retention': { mintsNothing: 'retention periods; owner/admin only' },
+  'POST /api/v1/connections': { mintsNothing: 'stores credentials for another system, sealed and write-only; none for this API' },
+  'PUT /api/v1/connections/:id': { mintsNothing: 'as POST /connections' },
+  'DELETE /api/v1/connections/:id': { mintsNothing: 'removes' },
+  'POST /api/v1/connections/:id/test': { mintsNothing: 'a reachability test' },
+  'DELETE /api/v1/agents/:id': { mintsNothing: 'revokes an agent token' },
+  'POST /api/v1/agents/:id/test': { mintsNothing: 'a ping' },
+  'POST /api/v1/transfers': { mintsNothing: 'a job over connections of the account' },
+  'POST /api/v1/transfers/:id/execute': { mintsNothing: 'runs a job' },
+  'POST /api/v1/transfers/:id/cancel': { mintsNothing: 'stops a job' },
+  'POST /api/v1/transfers/:id/retry': { mintsNothing: 'runs a job again' },
+  'DELETE /api/v1/transfers/:id': { mintsNothing: 'removes' },
+  'DELETE /api/v1/files/:id': { mintsNothing: 'removes' },
+  'POST /api/v1/files/upload': { mintsNothing: 'stores a file' },
+  'DELETE /api/v1/files/:id/share/:share_id': { mintsNothing: 'revokes a share link' },
+  'DELETE /api/v1/webhooks/:id': { mintsNothing: 'removes' },
+  'POST /api/v1/webhooks/:id/test': { mintsNothing: 'sends a test event to the webhook\'s own URL' },
+};
+
+describe('every door that changes something is classified', () => {
+  const changing = () => app.apiRoutes.filter((r) => r.method !== 'GET').map((r) => `${r.method} ${r.url}`);
+
+  test('each non-GET route has an entry, and each entry a route', () => {
+    expect(changing().filter((r) => !(r in DOORS))).toEqual([]);
+    expect(Object.keys(DOORS).filter((d) => !changing().includes(d))).toEqual([]);
+  });
+
+  test('through every minting door, a narrow caller obtains no more than it holds', async () => {
+    const probes = changing().filter((r) => DOORS[r] && 'probe' in DOORS[r]!);
+    expect(probes.length).toBeGreaterThanOrEqual(10);
+    for (const route of probes) {
+      try {
+        await (DOORS[route] as { probe: () => Promise<void> }).probe();
+      } catch (err) {
+        throw new Error(`${route}: ${(err as Error).message}`, { cause: err });
+      }
+    }
+  });
+});

@@ -1,0 +1,26 @@
+import { AgentToServer, parseMessage, ProtocolError, ServerToAgent } from './agent-protocol.js';
+
+const PROTOTYPE_NAMES = ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf', 'isPrototypeOf', 'propertyIsEnumerable', 'toLocaleString'];
+
+describe('parseMessage', () => {
+  test.each([['agent → server', AgentToServer], ['server → agent', ServerToAgent]] as const)(
+    '%s: a type named after an Object.prototype member is an unknown type (ProtocolError), never a TypeBox throw',
+    (_direction, schemas) => {
+      for (const type of PROTOTYPE_NAMES) {
+        const raw = JSON.stringify({ v: 1, type, id: 'x', payload: {} });
+        expect(() => parseMessage(schemas, raw)).toThrow(new ProtocolError(`unknown message type "${type}"`));
+        expect(() => parseMessage(schemas, Buffer.from(raw))).toThrow(ProtocolError);
+      }
+    },
+  );
+
+  test('every real message type is still found', () => {
+    expect(parseMessage(AgentToServer, JSON.stringify({ v: 1, type: 'pong', id: '1', payload: { request_id: 'r' } })).type).toBe('pong');
+    expect(parseMessage(ServerToAgent, JSON.stringify({ v: 1, type: 'job.cancel', id: '1', payload: { job_id: 'j' } })).type).toBe('job.cancel');
+  });
+
+  test('bytes that are not UTF-8 are refused, not replaced', () => {
+    const raw = Buffer.concat([Buffer.from('{"v":1,"type":"pong","id":"1","payload":{"request_id":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}}')]);
+    expect(() => parseMessage(AgentToServer, raw)).toThrow(new ProtocolError('frame is not valid UTF-8'));
+  });
+});
