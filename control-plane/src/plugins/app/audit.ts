@@ -3,6 +3,7 @@ import type { FastifyRequest } from 'fastify';
 import { Types } from 'mongoose';
 import type { Actor } from '@xfer/shared';
 import { ChainWriter } from '../../lib/audit-chain.js';
+import { AppError } from '../../errors.js';
 
 export interface AuditEntry {
   accountId: string | Types.ObjectId | null;
@@ -83,7 +84,9 @@ export default fp(
           if (done) {
             await write({
               ...done.entry, outcome: 'failure',
-              details: { announced: String(done.id), reason: err instanceof Error ? err.message : String(err) },
+              // A client error's message names what went wrong; a server error's may carry internals
+              // (a driver message quoting another tenant's value), which the account must not read.
+              details: { announced: String(done.id), reason: err instanceof AppError && err.statusCode < 500 ? err.message : 'server error (see the log)' },
             }).catch((auditErr: unknown) => app.log.error({ err: auditErr }, 'audit: the failure of an announced change could not be recorded'));
           }
           throw err;
