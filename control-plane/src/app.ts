@@ -4,9 +4,9 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import { fastifyTrustProxy, type Config } from './config.js';
-import { loadOrCreateKeyFile, vaultOf, type Vault } from './lib/vault.js';
+import { vaultOf, type Vault } from './lib/vault.js';
+import { sessionKeyOf } from './lib/session-key.js';
 import mongoosePlugin from './plugins/external/mongoose.js';
 import errorHandler from './plugins/app/error-handler.js';
 import auditPlugin from './plugins/app/audit.js';
@@ -132,13 +132,14 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
 
   await app.register(errorHandler);
+  await app.register(mongoosePlugin, { uri: config.mongodbUri, databaseName: config.databaseName, timeoutMs: config.dbTimeoutMs });
   await app.register(fastifyJwt, {
-    // Its own key, not the master key's: rotating the master key logs nobody out (docs/security.md "Key rotation").
-    secret: config.sessionKey ?? loadOrCreateKeyFile(join(config.dataDir, 'session.key')),
+    // Its own key, not the master key: rotating the master key logs nobody out; shared by every
+    // instance through the database unless set (docs/security.md "Key rotation").
+    secret: config.sessionKey ?? await sessionKeyOf(app.db, vault),
     sign: { algorithm: 'HS256', expiresIn: config.sessionTtlSeconds },
     verify: { algorithms: ['HS256'] },
   });
-  await app.register(mongoosePlugin, { uri: config.mongodbUri, databaseName: config.databaseName, timeoutMs: config.dbTimeoutMs });
   await app.register(auditPlugin);
   await app.register(rateLimitPlugin, { perMinute: config.rateLimitPerMinute });
   await app.register(authPlugin);

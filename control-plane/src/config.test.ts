@@ -41,7 +41,7 @@ describe('malware scanner settings', () => {
 });
 
 describe('keys', () => {
-  test('the session key is its own setting, separate from the master key; unset means the key file', () => {
+  test('the session key is its own setting, separate from the master key; unset means the key kept in the database', () => {
     const key = Buffer.alloc(32, 7);
     const config = parseConfig({ XFER_MASTER_KEY: Buffer.alloc(32, 1).toString('base64'), XFER_SESSION_KEY: key.toString('hex') });
     expect(config.sessionKey).toEqual(key);

@@ -15,7 +15,7 @@ export interface Config {
   cacheDir: string;
   /** Active master key (32 bytes) first, then retired keys still accepted for decryption; null: key file in dataDir. */
   masterKeys: Buffer[] | null;
-  /** Key signing console sessions (HS256), separate from the master key; null: `dataDir/session.key`. */
+  /** Key signing console sessions (HS256), separate from the master key; null: a key kept in the database (lib/session-key.ts). */
   sessionKey: Buffer | null;
   rateLimitPerMinute: number;
   bodyLimitBytes: number;

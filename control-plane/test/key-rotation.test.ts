@@ -111,7 +111,6 @@ test('key files: --new-key retires master.key, a running instance on the data di
     const conn = await makeConnection(app, acct.apiKey, 'sftp');
     const keyFile = join(dataDir, 'master.key');
     const before = readFileSync(keyFile, 'utf8');
-    expect(statSync(join(dataDir, 'session.key')).mode & 0o777).toBe(0o600);
     const env = { XFER_DATA_DIR: dataDir, XFER_DB_NAME: app.config.databaseName };
     const run = rotate(env, ['--new-key']);
     expect(run.code).toBe(0);
@@ -133,5 +132,37 @@ test('key files: --new-key retires master.key, a running instance on the data di
   } finally {
     await app.close();
     rmSync(dataDir, { recursive: true, force: true });
+  }
+}, 120_000);
+
+test('without XFER_SESSION_KEY: one session key in the database for every instance; master rotation keeps it, --session replaces it', async () => {
+  const first = await buildTestApp({ masterKeys: [K1], sessionKey: null });
+  const acct = await createAccount(first);
+  const env = { XFER_DB_NAME: first.config.databaseName, XFER_DATA_DIR: first.config.dataDir };
+  let second: App | null = null;
+  try {
+    const session = await login(first, acct.email, acct.password);
+    const me = (app: App, token: string) => app.inject({ method: 'GET', url: '/api/v1/settings/mfa', headers: auth(token) });
+    // Another instance (its own data dir) accepts it; the key is sealed, bound, in the database.
+    second = await buildTestApp({ masterKeys: [K2, K1], sessionKey: null, databaseName: first.config.databaseName });
+    expect((await me(second, session)).statusCode).toBe(200);
+    const stored = await first.db.systemKeys.findById('session').lean();
+    expect(stored!.key).toMatchObject({ v: 2, kid: keyId(K1) });
+    // Master key rotation re-seals the session key without changing it.
+    const rotated = rotate({ ...env, XFER_MASTER_KEY: K2.toString('base64'), XFER_RETIRED_MASTER_KEYS: K1.toString('base64') });
+    expect(rotated.code).toBe(0);
+    expect((await first.db.systemKeys.findById('session').lean())!.key).toMatchObject({ kid: keyId(K2) });
+    await second.close();
+    second = await buildTestApp({ masterKeys: [K2], sessionKey: null, databaseName: first.config.databaseName });
+    expect((await me(second, session)).statusCode).toBe(200);
+    // --session: instances started afterwards no longer accept the old sessions.
+    expect(rotate({ ...env, XFER_MASTER_KEY: K2.toString('base64') }, ['--session']).code).toBe(0);
+    await second.close();
+    second = await buildTestApp({ masterKeys: [K2], sessionKey: null, databaseName: first.config.databaseName });
+    expect((await me(second, session)).statusCode).toBe(401);
+    expect((await me(second, await login(second, acct.email, acct.password))).statusCode).toBe(200);
+  } finally {
+    await second?.close();
+    await first.close();
   }
 }, 120_000);

@@ -13,6 +13,7 @@ import { createIndexes, registerModels, type Models } from '../models/index.js';
 import { keyFiles, vaultOf } from '../lib/vault.js';
 import { dropRetiredKeyFile, generateMasterKeyFile, resealAll } from '../lib/key-rotation.js';
 import { chainsToVerify, SYSTEM_CHAIN, verifyChain } from '../lib/audit-chain.js';
+import { replaceSessionKey } from '../lib/session-key.js';
 import { startEmbeddedMongo } from '../db/index.js';
 import { AppError } from '../errors.js';
 
@@ -23,7 +24,7 @@ Usage:
   xfer-server start [--local]          Serve the REST API (see docs/configuration.md)
   xfer-server bootstrap --email E --password P --plan free|team|enterprise [--account-name N] [--json]
                                        Create an account, its owner and an all-scopes API key
-  xfer-server rotate-keys [--new-key] [--drop-retired]
+  xfer-server rotate-keys [--new-key] [--drop-retired] [--session]
                                        Re-seal every secret under the active master key
   xfer-server audit verify [--account ID] [--json]
                                        Check the audit chain(s); non-zero naming the first broken record
@@ -43,7 +44,7 @@ environment only; see docs/configuration.md.
 Creates an account with an owner user (the given email and password, 12+ characters) and an API
 key holding every scope, and prints {"account_id","user_id","api_key"}. The key is shown once.
 Exit codes: 0 created, 2 bad arguments, 5 the email exists already, 1 anything else.`,
-  'rotate-keys': `xfer-server rotate-keys [--new-key] [--drop-retired]
+  'rotate-keys': `xfer-server rotate-keys [--new-key] [--drop-retired] [--session]
 
 Seals every secret (connection credentials, webhook secrets, MFA secrets) again under the active
 master key, bound to its account and record; values sealed under a retired key or before binding
@@ -55,6 +56,8 @@ Without it (key files in XFER_DATA_DIR):
   --new-key        first make a new master.key, the current one moved to retired-master.keys
   --drop-retired   after a pass that leaves nothing under a retired key, delete retired-master.keys
                    (only once every instance runs with the new key)
+  --session        also replace the session-signing key kept in the database (not XFER_SESSION_KEY):
+                   every console session ends once the instances restart
 Exit codes: 0 everything under the active key, 3 values left (changed meanwhile: run again;
 unreadable: see unreadable_values), 2 bad arguments, 1 anything else.`,
   audit: `xfer-server audit verify [--account ID] [--json]
@@ -150,7 +153,10 @@ async function withModels<T>(config: Config, fn: (models: Models) => Promise<T>)
 }
 
 async function rotateKeys(config: Config, args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { 'new-key': { type: 'boolean', default: false }, 'drop-retired': { type: 'boolean', default: false } } });
+  const { values } = parseArgs({
+    args, options: { 'new-key': { type: 'boolean', default: false }, 'drop-retired': { type: 'boolean', default: false }, session: { type: 'boolean', default: false } },
+  });
+  if (values.session && config.sessionKey) throw new UsageError('--session replaces the key kept in the database: XFER_SESSION_KEY is set, replace it there instead');
   const fileMode = config.masterKeys === null;
   if (!fileMode && (values['new-key'] || values['drop-retired'])) {
     throw new UsageError('--new-key and --drop-retired manage the key files of XFER_DATA_DIR: with XFER_MASTER_KEY, set the keys in the environment (docs/security.md "Key rotation")');
@@ -160,7 +166,13 @@ async function rotateKeys(config: Config, args: string[]): Promise<number> {
     log(`new master key ${ids.active} in ${keyFiles(config.dataDir).active}; ${ids.retired} retired to ${keyFiles(config.dataDir).retired}`);
   }
   const vault = vaultOf(config);
-  const report = await withModels(config, (models) => resealAll(models, vault));
+  const report = await withModels(config, async (models) => {
+    if (values.session) {
+      await replaceSessionKey(models, vault);
+      log('session key replaced: restart every instance; every console session ends');
+    }
+    return resealAll(models, vault);
+  });
   const left = report.changed_meanwhile + report.unreadable;
   let dropped = false;
   if (values['drop-retired']) {

@@ -10,6 +10,7 @@ export const SEALED_FIELDS = [
   { model: 'webhooks', field: 'secret', purpose: 'webhook.secret' },
   { model: 'users', field: 'mfa_secret', purpose: 'user.mfa' },
   { model: 'users', field: 'mfa_pending_secret', purpose: 'user.mfa' },
+  { model: 'systemKeys', field: 'key', purpose: 'system.key' },
 ] as const;
 
 export type SealPurpose = (typeof SEALED_FIELDS)[number]['purpose'];

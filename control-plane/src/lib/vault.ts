@@ -103,8 +103,8 @@ export class Vault {
 }
 
 /**
- * A key file (master.key when XFER_MASTER_KEY is not set, session.key when XFER_SESSION_KEY is
- * not set): created once with 32 random bytes, mode 0600, beside the data it protects. Two
+ * The master key file used when XFER_MASTER_KEY is not set: created once with 32 random bytes,
+ * mode 0600, beside the data it protects. Two
  * instances starting at once on one data dir agree: the second one's exclusive create fails and
  * it reads the first one's key.
  */

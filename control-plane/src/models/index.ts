@@ -19,6 +19,7 @@ import { shareLinkModel } from './share-link.model.js';
 import { shareDownloadModel } from './share-download.model.js';
 import { loginAttemptModel } from './login-attempt.model.js';
 import { setAsideLegacyRecords } from '../lib/audit-chain.js';
+import { systemKeyModel } from './system-key.model.js';
 
 /** Every model, bound to one connection (one app instance, one database). */
 export function registerModels(conn: Connection) {
@@ -42,6 +43,7 @@ export function registerModels(conn: Connection) {
     webhookAttempts: webhookAttemptModel(conn),
     shareLinks: shareLinkModel(conn),
     shareDownloads: shareDownloadModel(conn),
+    systemKeys: systemKeyModel(conn),
     loginAttempts: loginAttemptModel(conn),
   };
 }
