@@ -29,6 +29,7 @@ await conn.asPromise();
 const models = registerModels(conn);
 await createIndexes(models);
 const events = models.auditEvents.collection;
+const key = randomBytes(32);
 
 const record = (accountId, i) => ({
   timestamp: new Date(), account_id: accountId, actor: { type: 'user', id: 'bench' }, action: 'bench.write',
@@ -49,19 +50,19 @@ try {
   const plain = conn.collection('bench_plain');
   const baseline = await rate((i) => plain.insertOne(record(new mongoose.Types.ObjectId(), i)));
   const oneChain = new mongoose.Types.ObjectId();
-  const writer = new ChainWriter(events);
+  const writer = new ChainWriter(events, key);
   const single = await rate((i) => writer.append(record(oneChain, i)));
-  const manyWriter = new ChainWriter(events);
+  const manyWriter = new ChainWriter(events, key);
   const accounts = Array.from({ length: 100 }, () => new mongoose.Types.ObjectId());
   const spread = await rate((i) => manyWriter.append(record(accounts[i % 100], i)));
   const contended = new mongoose.Types.ObjectId();
-  const instances = [new ChainWriter(events), new ChainWriter(events), new ChainWriter(events)];
+  const instances = [new ChainWriter(events, key), new ChainWriter(events, key), new ChainWriter(events, key)];
   const three = await rate((i) => instances[i % 3].append(record(contended, i)));
   let t = performance.now();
-  const report = await verifyChain(events, String(oneChain));
+  const report = await verifyChain(events, key, String(oneChain));
   const verifyRate = report.records / ((performance.now() - t) / 1000);
   if (report.broken || report.records !== N) throw new Error(`chain did not verify: ${JSON.stringify(report)}`);
-  const contendedReport = await verifyChain(events, String(contended));
+  const contendedReport = await verifyChain(events, key, String(contended));
   if (contendedReport.broken || contendedReport.records !== N) throw new Error(`contended chain did not verify: ${JSON.stringify(contendedReport)}`);
 
   console.log(`audit chain, ${N} records per row, ${C} concurrent callers`);

@@ -6,7 +6,7 @@ import addFormatsModule from 'ajv-formats';
 import { randomUUID } from 'node:crypto';
 import { fastifyTrustProxy, type Config } from './config.js';
 import { vaultOf, type Vault } from './lib/vault.js';
-import { sessionKeyOf } from './lib/session-key.js';
+import { systemKeyOf } from './lib/system-keys.js';
 import mongoosePlugin from './plugins/external/mongoose.js';
 import errorHandler from './plugins/app/error-handler.js';
 import auditPlugin from './plugins/app/audit.js';
@@ -136,7 +136,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(fastifyJwt, {
     // Its own key, not the master key: rotating the master key logs nobody out; shared by every
     // instance through the database unless set (docs/security.md "Key rotation").
-    secret: config.sessionKey ?? await sessionKeyOf(app.db, vault),
+    secret: config.sessionKey ?? await systemKeyOf(app.db, vault, 'session'),
     sign: { algorithm: 'HS256', expiresIn: config.sessionTtlSeconds },
     verify: { algorithms: ['HS256'] },
   });

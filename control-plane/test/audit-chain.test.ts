@@ -3,7 +3,9 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Types } from 'mongoose';
 import type { App } from '../src/app.js';
-import { ChainWriter, chainsToVerify, GENESIS_HASH, HEADS_COLLECTION, LEGACY_PREFIX, recordHash, verifyChain } from '../src/lib/audit-chain.js';
+import { createHash, randomBytes } from 'node:crypto';
+import { canonical, ChainWriter, chainsToVerify, GENESIS_HASH, HEADS_COLLECTION, LEGACY_PREFIX, recordHash, verifyChain } from '../src/lib/audit-chain.js';
+import { systemKeyOf } from '../src/lib/system-keys.js';
 import { createIndexes } from '../src/models/index.js';
 import { ConflictError } from '../src/errors.js';
 import { buildTestApp, createAccount } from './helper.js';
@@ -15,9 +17,11 @@ import { buildTestApp, createAccount } from './helper.js';
  */
 const BIN = resolve(dirname(fileURLToPath(import.meta.url)), '../dist/bin/xfer-server.js');
 let app: App;
+let key: Buffer;
 
 beforeAll(async () => {
   app = await buildTestApp();
+  key = await systemKeyOf(app.db, app.vault, 'audit');
 });
 afterAll(() => app.close());
 
@@ -33,7 +37,7 @@ async function chainOf(n: number): Promise<string> {
   return accountId;
 }
 
-const verify = (chain: string) => verifyChain(events(), chain);
+const verify = (chain: string) => verifyChain(events(), key, chain);
 const at = async (chain: string, seq: number) => (await events().findOne({ chain, seq }))!;
 
 /** `xfer-server audit verify` against the test database. */
@@ -56,7 +60,7 @@ test('concurrent writers never fork a chain: numbers 1..n, each linked to the on
   await app.audit.record({ accountId: null, actor: { type: 'system', id: null }, action: 'test.system', outcome: 'denied' });
   expect((await verify('system')).broken).toBeNull();
   // Several instances (each its own writer with its own cached heads) appending to one chain at once.
-  const instances = [new ChainWriter(events()), new ChainWriter(events()), new ChainWriter(events())];
+  const instances = [new ChainWriter(events(), key), new ChainWriter(events(), key), new ChainWriter(events(), key)];
   const fields = (i: number) => ({ timestamp: new Date(), account_id: new Types.ObjectId(chain), actor: { type: 'agent', id: null }, action: 'test.multi', resource: null, ip: null, outcome: 'success', details: { i } });
   await Promise.all(instances.flatMap((w, k) => Array.from({ length: 15 }, (_, i) => w.append(fields(k * 100 + i)))));
   await app.audit.record({ accountId: chain, actor: { type: 'user', id: 'u1' }, action: 'test.after', outcome: 'success' });
@@ -65,9 +69,9 @@ test('concurrent writers never fork a chain: numbers 1..n, each linked to the on
   const hints = app.dbConnection.collection(HEADS_COLLECTION);
   const third = await at(chain, 3);
   await hints.updateOne({ _id: chain as never }, { $set: { seq: 3, hash: third.hash } });
-  await new ChainWriter(events()).append(fields(1000));
+  await new ChainWriter(events(), key).append(fields(1000));
   await hints.deleteOne({ _id: chain as never });
-  await new ChainWriter(events()).append(fields(1001));
+  await new ChainWriter(events(), key).append(fields(1001));
   expect(await verify(chain)).toMatchObject({ records: 88, broken: null });
   expect(await hints.findOne({ _id: chain as never })).toMatchObject({ seq: 88 });
   const ok = cli(['--account', chain, '--json']);
@@ -84,9 +88,16 @@ test('an edited field is found at that record; the CLI exits non-zero naming it'
   expect(res.code).toBe(4);
   expect(res.stderr).toContain(`broken at record 5 (${String(victim._id)})`);
   expect(res.stdout).toContain(`${chain}: BROKEN at record 5`);
-  // Recomputing the edited record's own hash does not help: the next one still names the old hash.
+  // Without the audit key (sealed by the master key), a recomputed hash does not verify: a plain
+  // SHA-256, or an HMAC under any other key, is still "altered".
   const edited = await events().findOne({ _id: victim._id });
-  await events().updateOne({ _id: victim._id }, { $set: { hash: recordHash(edited!) } });
+  const { hash: _h, ...rest } = edited!;
+  await events().updateOne({ _id: victim._id }, { $set: { hash: createHash('sha256').update(canonical(rest)).digest('hex') } });
+  expect((await verify(chain)).broken).toMatchObject({ seq: 5, problem: expect.stringMatching(/altered/) });
+  await events().updateOne({ _id: victim._id }, { $set: { hash: recordHash(edited!, randomBytes(32)) } });
+  expect((await verify(chain)).broken).toMatchObject({ seq: 5, problem: expect.stringMatching(/altered/) });
+  // Even with the key, the next record still names the old hash.
+  await events().updateOne({ _id: victim._id }, { $set: { hash: recordHash(edited!, key) } });
   expect((await verify(chain)).broken).toMatchObject({ seq: 6, problem: expect.stringMatching(/prev_hash differs/) });
 }, 60_000);
 
@@ -119,7 +130,8 @@ test('reordered records and a record inserted in the middle are found', async ()
     _id: new Types.ObjectId(), timestamp: new Date(), account_id: new Types.ObjectId(other), actor: { type: 'user', id: 'u1' },
     action: 'test.write', resource: null, ip: null, outcome: 'success', chain: other, seq: 4, prev_hash: before.hash,
   };
-  forged.hash = recordHash(forged);
+  // Forged with the key itself (an insider holding the master key): the record after it breaks.
+  forged.hash = recordHash(forged, key);
   await events().insertOne(forged);
   expect((await verify(other)).broken).toMatchObject({ seq: 5, problem: expect.stringMatching(/prev_hash differs/) });
 }, 60_000);

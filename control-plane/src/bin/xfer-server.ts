@@ -13,7 +13,7 @@ import { createIndexes, registerModels, type Models } from '../models/index.js';
 import { keyFiles, vaultOf } from '../lib/vault.js';
 import { dropRetiredKeyFile, generateMasterKeyFile, resealAll } from '../lib/key-rotation.js';
 import { chainsToVerify, SYSTEM_CHAIN, verifyChain } from '../lib/audit-chain.js';
-import { replaceSessionKey } from '../lib/session-key.js';
+import { replaceSessionKey, systemKeyOf } from '../lib/system-keys.js';
 import { startEmbeddedMongo } from '../db/index.js';
 import { AppError } from '../errors.js';
 
@@ -98,7 +98,7 @@ async function start(config: Config, local: boolean): Promise<void> {
   if (local && (await app.db.accounts.estimatedDocumentCount()) === 0) {
     const email = 'admin@localhost.localdomain';
     const password = randomBytes(12).toString('base64url');
-    const result = await bootstrapAccount(app.db, { email, password, plan: 'enterprise', accountName: 'Local admin' });
+    const result = await bootstrapAccount(app.db, app.vault, { email, password, plan: 'enterprise', accountName: 'Local admin' });
     admin = { email, password, api_key: result.api_key };
   }
   const agentTokenFile = local ? await ensureLocalAgentToken(app, config.dataDir) : null;
@@ -190,8 +190,9 @@ async function audit(config: Config, args: string[]): Promise<number> {
   if (account !== undefined && account !== SYSTEM_CHAIN && !/^[0-9a-f]{24}$/.test(account)) throw new UsageError('--account must be an account id (24 hex characters) or "system"');
   const reports = await withModels(config, async (models) => {
     const collection = models.auditEvents.collection;
+    const key = await systemKeyOf(models, vaultOf(config), 'audit');
     const out = [];
-    for (const chain of await chainsToVerify(collection, account)) out.push(await verifyChain(collection, chain));
+    for (const chain of await chainsToVerify(collection, account)) out.push(await verifyChain(collection, key, chain));
     return out;
   });
   const broken = reports.find((r) => r.broken);
@@ -215,7 +216,7 @@ async function bootstrap(config: Config, args: string[]): Promise<void> {
   });
   if (!values.email || !values.password || !values.plan) throw new UsageError('bootstrap needs --email, --password and --plan');
   if (!(PLANS as readonly string[]).includes(values.plan)) throw new UsageError(`--plan must be one of ${PLANS.join(', ')}`);
-  const result = await withModels(config, (models) => bootstrapAccount(models, {
+  const result = await withModels(config, (models) => bootstrapAccount(models, vaultOf(config), {
     email: values.email!, password: values.password!, plan: values.plan as Plan, accountName: values['account-name'],
   }));
   if (values.json) process.stdout.write(JSON.stringify(result) + '\n');

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import { Types, type Collection } from 'mongoose';
 import { KeyedMutex } from './keyed-mutex.js';
 
@@ -7,8 +7,10 @@ import { KeyedMutex } from './keyed-mutex.js';
  * account (`chain` = the account id; records without an account form the `system` chain). Each
  * record carries its number in the chain (`seq`, claimed through the unique index {chain, seq},
  * so two writers can never both take one number, on FerretDB too), the hash of the record before
- * it (`prev_hash`) and its own `hash`: SHA-256 over the canonical serialization of everything
- * else it holds. Editing, deleting, inserting or reordering records breaks the chain where it
+ * it (`prev_hash`) and its own `hash`: HMAC-SHA-256 under the installation's audit key (kept in
+ * the database sealed by the master key: lib/system-keys.ts) over the canonical serialization
+ * of everything else it holds, so whoever can write the database but lacks the master key cannot
+ * make a changed record, or a rewritten chain, verify. Editing, deleting, inserting or reordering records breaks the chain where it
  * was done, which `verifyChain` finds.
  */
 export const SYSTEM_CHAIN = 'system';
@@ -44,10 +46,10 @@ export function withoutUndefined<T>(value: T): T {
   return value;
 }
 
-/** The hash of a stored record: over every field but `hash` itself. */
-export function recordHash(record: Record<string, unknown>): string {
+/** The hash of a stored record: HMAC-SHA-256 under `key` over every field but `hash` itself. */
+export function recordHash(record: Record<string, unknown>, key: Buffer): string {
   const { hash: _hash, ...rest } = record;
-  return createHash('sha256').update(canonical(rest)).digest('hex');
+  return createHmac('sha256', key).update(canonical(rest)).digest('hex');
 }
 
 const isDuplicateKey = (err: unknown) => (err as { code?: number }).code === 11000 || /E11000/.test(String((err as Error).message));
@@ -77,7 +79,7 @@ async function readHead(collection: Collection, chain: string): Promise<Head> {
  * a wrong link; hints are written after the record, best effort.
  */
 export async function appendToChain(
-  collection: Collection, fields: Record<string, unknown>, heads: Map<string, Head> = new Map(), attempts = 200,
+  collection: Collection, key: Buffer, fields: Record<string, unknown>, heads: Map<string, Head> = new Map(), attempts = 200,
 ): Promise<Record<string, unknown>> {
   const chain = chainOf(fields.account_id);
   const hints = collection.conn.collection(HEADS_COLLECTION);
@@ -89,7 +91,7 @@ export async function appendToChain(
   let head = heads.get(chain) ?? (await hinted()) ?? { seq: 0, hash: GENESIS_HASH };
   for (let attempt = 0; attempt < attempts; attempt++) {
     const record: Record<string, unknown> = withoutUndefined({ _id: new Types.ObjectId(), ...fields, chain, seq: head.seq + 1, prev_hash: head.hash });
-    record.hash = recordHash(record);
+    record.hash = recordHash(record, key);
     try {
       await collection.insertOne(record as never);
     } catch (err) {
@@ -121,7 +123,7 @@ export class ChainWriter {
   private readonly mutex = new KeyedMutex();
   private readonly heads = new Map<string, Head>();
 
-  constructor(private readonly collection: Collection, private readonly maxHeads = 10_000) {}
+  constructor(private readonly collection: Collection, private readonly key: Buffer, private readonly maxHeads = 10_000) {}
 
   append(fields: Record<string, unknown>): Promise<Record<string, unknown>> {
     const chain = chainOf(fields.account_id);
@@ -133,7 +135,7 @@ export class ChainWriter {
         this.heads.set(chain, head);
       }
       try {
-        return await appendToChain(this.collection, fields, this.heads);
+        return await appendToChain(this.collection, this.key, fields, this.heads);
       } finally {
         while (this.heads.size > this.maxHeads) this.heads.delete(this.heads.keys().next().value as string);
       }
@@ -157,7 +159,7 @@ export interface ChainReport {
 }
 
 /** Walks one chain in order and stops at the first record that breaks it. */
-export async function verifyChain(collection: Collection, chain: string): Promise<ChainReport> {
+export async function verifyChain(collection: Collection, key: Buffer, chain: string): Promise<ChainReport> {
   let expected = 1;
   let prev = GENESIS_HASH;
   let records = 0;
@@ -174,7 +176,7 @@ export async function verifyChain(collection: Collection, chain: string): Promis
         });
       }
       if (doc.prev_hash !== prev) return report({ chain, seq, id, problem: `record ${seq} (${id}) does not follow record ${seq - 1}: prev_hash differs (removed, inserted or reordered records)` });
-      if (recordHash(doc) !== doc.hash) return report({ chain, seq, id, problem: `record ${seq} (${id}) was altered: its content does not match its hash` });
+      if (recordHash(doc, key) !== doc.hash) return report({ chain, seq, id, problem: `record ${seq} (${id}) was altered: its content does not match its hash` });
       records++;
       expected++;
       prev = doc.hash as string;

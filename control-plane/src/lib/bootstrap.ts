@@ -4,6 +4,8 @@ import type { Models } from '../models/index.js';
 import { ConflictError } from '../errors.js';
 import { hashPassword } from './crypto.js';
 import { appendToChain } from './audit-chain.js';
+import { systemKeyOf } from './system-keys.js';
+import type { Vault } from './vault.js';
 import { issueApiKey } from '../routes/api-keys/api-keys.service.js';
 
 export interface BootstrapInput {
@@ -24,7 +26,7 @@ export interface BootstrapResult {
  * before any console exists. The key is the account's root credential on every plan; creating
  * further keys through the API needs the Team plan.
  */
-export async function bootstrapAccount(db: Models, input: BootstrapInput): Promise<BootstrapResult> {
+export async function bootstrapAccount(db: Models, vault: Vault, input: BootstrapInput): Promise<BootstrapResult> {
   const email = input.email.trim().toLowerCase();
   if (!/^[^\s@]+@[^\s@]+$/.test(email)) throw new Error(`--email "${input.email}" is not an email address`);
   if (input.password.length < 12) throw new Error('--password must be at least 12 characters');
@@ -36,7 +38,8 @@ export async function bootstrapAccount(db: Models, input: BootstrapInput): Promi
   const entry = {
     account_id: account._id, actor: { type: 'system', id: null }, action: 'account.bootstrap', resource: { type: 'account', id: String(account._id) }, ip: null,
   };
-  const announced = await appendToChain(db.auditEvents.collection, {
+  const auditKey = await systemKeyOf(db, vault, 'audit');
+  const announced = await appendToChain(db.auditEvents.collection, auditKey, {
     timestamp: new Date(), ...entry, outcome: 'success', details: { plan: input.plan, owner: String(userId) },
   });
   try {
@@ -53,7 +56,7 @@ export async function bootstrapAccount(db: Models, input: BootstrapInput): Promi
     await db.users.deleteMany({ account_id: account._id });
     await db.apiKeys.deleteMany({ account_id: account._id });
     await db.accounts.deleteOne({ _id: account._id });
-    await appendToChain(db.auditEvents.collection, {
+    await appendToChain(db.auditEvents.collection, auditKey, {
       timestamp: new Date(), ...entry, outcome: 'failure', details: { announced: String(announced._id), reason: (err as Error).message },
     }).catch(() => {});
     if ((err as { code?: number }).code === 11000) throw new ConflictError(`A user with email ${email} already exists`);

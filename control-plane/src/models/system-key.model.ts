@@ -2,8 +2,7 @@ import { Schema, type Connection, type InferSchemaType } from 'mongoose';
 import { sealedSchema } from './sealed.schema.js';
 
 /**
- * Keys of the installation that every instance must share, sealed by the vault: `_id: 'session'`
- * signs console sessions (lib/session-key.ts). `account_id` is always `system`: sealed values
+ * Keys of the installation that every instance must share, sealed by the vault (lib/system-keys.ts). `account_id` is always `system`: sealed values
  * are bound to an account and a record (lib/sealed-fields.ts).
  */
 const schema = new Schema(

@@ -3,6 +3,7 @@ import type { FastifyRequest } from 'fastify';
 import { Types } from 'mongoose';
 import type { Actor } from '@xfer/shared';
 import { ChainWriter } from '../../lib/audit-chain.js';
+import { systemKeyOf } from '../../lib/system-keys.js';
 import { AppError } from '../../errors.js';
 
 export interface AuditEntry {
@@ -48,7 +49,7 @@ declare module 'fastify' {
 export default fp(
   async (app) => {
     // Straight to the collection: what is hashed is exactly what is stored (no mongoose casting).
-    const chain = new ChainWriter(app.db.auditEvents.collection);
+    const chain = new ChainWriter(app.db.auditEvents.collection, await systemKeyOf(app.db, app.vault, 'audit'));
     const write = (entry: AuditEntry) =>
       chain.append({
         timestamp: new Date(),
