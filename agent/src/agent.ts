@@ -10,6 +10,7 @@ import { ZERO_COUNTERS } from './jobs/payloads.js';
 import type { ProgressReporterOptions } from './jobs/progress-reporter.js';
 import { registryConnectors, reportingCredentials, type ConnectorSource } from './lib/connector-source.js';
 import { testConnection } from './session/connection-test.js';
+import { spillDir } from './session/report-queue.js';
 import { AgentSession, type SessionMessage, type SessionOptions, type Welcome } from './session/session.js';
 
 export interface AgentOptions {
@@ -27,6 +28,9 @@ export interface AgentOptions {
   access?: AgentAccess;
   /** Bound on `connector.test()` for `connection.test` (default 20 s). */
   connectionTestTimeoutMs?: number;
+  /** The state directory (config.ts `stateDir`): job reports past `outboxMemoryBytes` are spilled under it. */
+  stateDir?: string | null;
+  outboxMemoryBytes?: number;
   /** Session knobs (backoff, stable time, handshake timeout); tests shorten them. */
   session?: Pick<SessionOptions, 'reconnectBaseMs' | 'reconnectMaxMs' | 'stableAfterMs' | 'handshakeTimeoutMs' | 'random'>;
   progress?: ProgressReporterOptions;
@@ -62,6 +66,8 @@ export class Agent {
       url: o.url,
       token: o.token,
       log: o.log,
+      spillDir: o.stateDir ? spillDir(o.stateDir, o.log) : null,
+      outboxMemoryBytes: o.outboxMemoryBytes,
       hello: () => ({
         version: o.version, hostname: o.hostname, connector_types: this.connectors.types(),
         running_jobs: this.runner.runningJobIds(), max_jobs: o.maxJobs,

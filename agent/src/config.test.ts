@@ -1,4 +1,4 @@
-import { connectUrl, DEFAULT_DRAIN_TIMEOUT_MS, DEFAULT_MAX_JOBS, parseAgentConfig, UsageError } from './config.js';
+import { connectUrl, DEFAULT_DRAIN_TIMEOUT_MS, DEFAULT_MAX_JOBS, DEFAULT_OUTBOX_MEMORY_BYTES, parseAgentConfig, UsageError } from './config.js';
 
 const TOKEN = 'agt_abcdefghijklmnopqrstuvwxyz012345';
 const files: Record<string, string> = {};
@@ -13,6 +13,7 @@ describe('agent config', () => {
     expect(parse(['--url', 'http://127.0.0.1:8080/api/v1', '--token', TOKEN])).toEqual({
       url: 'http://127.0.0.1:8080/api/v1', connectUrl: 'ws://127.0.0.1:8080/api/v1/agents/connect', token: TOKEN,
       maxJobs: DEFAULT_MAX_JOBS, logLevel: 'info', drainTimeoutMs: DEFAULT_DRAIN_TIMEOUT_MS, configFile: null,
+      stateDir: null, outboxMemoryBytes: DEFAULT_OUTBOX_MEMORY_BYTES,
       // Closed by default: no local directory; no host list (the guard's default rules apply).
       allowRoots: [], allowHosts: [], denyHosts: [],
     });
@@ -27,6 +28,16 @@ describe('agent config', () => {
       maxJobs: 7, logLevel: 'error', drainTimeoutMs: 5000, configFile: '/etc/xfer/agent.json',
     });
     expect(parse(['--config', '/etc/xfer/agent.json', '--max-jobs', '9']).maxJobs).toBe(9);
+  });
+
+  test('state directory: XDG default, or as given (absolute); outbox memory bound', () => {
+    const base = ['--url', 'http://h', '--token', TOKEN];
+    expect(parse(base, { HOME: '/home/a' }).stateDir).toBe('/home/a/.local/state/xfer-agent');
+    expect(parse(base, { HOME: '/home/a', XDG_STATE_HOME: '/var/state' }).stateDir).toBe('/var/state/xfer-agent');
+    expect(parse([...base, '--state-dir', '/srv/xfer'], { HOME: '/home/a' }).stateDir).toBe('/srv/xfer');
+    expect(parse(base, { XFER_AGENT_OUTBOX_MEMORY_BYTES: '65536' }).outboxMemoryBytes).toBe(65536);
+    expect(() => parse([...base, '--state-dir', 'rel/dir'])).toThrow(/state directory must be an absolute path/);
+    expect(() => parse([...base, '--outbox-memory-bytes', '10'])).toThrow(/--outbox-memory-bytes must be an integer from 1024/);
   });
 
   test('every problem is a usage error naming the setting', () => {

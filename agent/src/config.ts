@@ -12,6 +12,12 @@ export interface AgentConfig {
   maxJobs: number;
   logLevel: LogLevel;
   drainTimeoutMs: number;
+  /**
+   * The agent's state directory: job reports waiting for the control plane past
+   * `outboxMemoryBytes` are spilled under `outbox/<pid>/` (null: no home directory, kept in memory).
+   */
+  stateDir: string | null;
+  outboxMemoryBytes: number;
   /** Local directories connections may use (nfs `mount_path`, …); none by default. */
   allowRoots: string[];
   /** Hosts the agent may dial (IPs, CIDRs, names, `*.domain`); empty: any host not denied. */
@@ -43,6 +49,8 @@ const SETTINGS = {
   maxJobs: { flag: 'max-jobs', env: 'XFER_AGENT_MAX_JOBS', key: 'max_jobs' },
   logLevel: { flag: 'log-level', env: 'XFER_LOG_LEVEL', key: 'log_level' },
   drainTimeoutMs: { flag: 'drain-timeout-ms', env: 'XFER_AGENT_DRAIN_TIMEOUT_MS', key: 'drain_timeout_ms' },
+  stateDir: { flag: 'state-dir', env: 'XFER_AGENT_STATE_DIR', key: 'state_dir' },
+  outboxMemoryBytes: { flag: 'outbox-memory-bytes', env: 'XFER_AGENT_OUTBOX_MEMORY_BYTES', key: 'outbox_memory_bytes' },
   allowRoots: { flag: 'allow-roots', env: 'XFER_AGENT_ALLOW_ROOTS', key: 'allow_roots' },
   allowHosts: { flag: 'allow-hosts', env: 'XFER_AGENT_ALLOW_HOSTS', key: 'allow_hosts' },
   denyHosts: { flag: 'deny-hosts', env: 'XFER_AGENT_DENY_HOSTS', key: 'deny_hosts' },
@@ -52,6 +60,14 @@ const FILE_KEYS = new Set(Object.values(SETTINGS).map((s) => s.key));
 
 export const DEFAULT_MAX_JOBS = 4;
 export const DEFAULT_DRAIN_TIMEOUT_MS = 30_000;
+export const DEFAULT_OUTBOX_MEMORY_BYTES = 8 * 1024 * 1024;
+
+/** `$XDG_STATE_HOME/xfer-agent`, else `$HOME/.local/state/xfer-agent` (the XDG default), else none. */
+export function defaultStateDir(env: Env): string | null {
+  if (env.XDG_STATE_HOME?.startsWith('/')) return `${env.XDG_STATE_HOME.replace(/\/+$/, '')}/xfer-agent`;
+  if (env.HOME?.startsWith('/')) return `${env.HOME.replace(/\/+$/, '')}/.local/state/xfer-agent`;
+  return null;
+}
 
 export interface ParseInput {
   /** Arguments after `start`. */
@@ -78,6 +94,7 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
       options: {
         url: { type: 'string' }, token: { type: 'string' }, config: { type: 'string' },
         'max-jobs': { type: 'string' }, 'log-level': { type: 'string' }, 'drain-timeout-ms': { type: 'string' },
+        'state-dir': { type: 'string' }, 'outbox-memory-bytes': { type: 'string' },
         'allow-roots': { type: 'string' }, 'allow-hosts': { type: 'string' }, 'deny-hosts': { type: 'string' },
       },
     });
@@ -143,11 +160,19 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
     maxJobs: int(SETTINGS.maxJobs, DEFAULT_MAX_JOBS, 1, 1000),
     logLevel: logLevel as LogLevel,
     drainTimeoutMs: int(SETTINGS.drainTimeoutMs, DEFAULT_DRAIN_TIMEOUT_MS, 0, 24 * 3600 * 1000),
+    stateDir: stateDir(str(SETTINGS.stateDir), input.env),
+    outboxMemoryBytes: int(SETTINGS.outboxMemoryBytes, DEFAULT_OUTBOX_MEMORY_BYTES, 1024, 1024 * 1024 * 1024),
     allowRoots,
     allowHosts: hosts(SETTINGS.allowHosts),
     denyHosts: hosts(SETTINGS.denyHosts),
     configFile,
   };
+}
+
+function stateDir(given: string | null, env: Env): string | null {
+  if (given === null) return defaultStateDir(env);
+  if (!given.startsWith('/')) throw new UsageError(`the state directory must be an absolute path, not ${JSON.stringify(given)}`);
+  return given;
 }
 
 function readConfigFile(path: string, readFile: (path: string) => string): Record<string, unknown> {

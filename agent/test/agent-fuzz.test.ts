@@ -51,6 +51,8 @@ function samples() {
     'job.cancel': jobIds.map((job_id) => ({ job_id })),
     'connection.test': [{ request_id: 'ct', connection: nowhere }, { request_id: 'constructor', connection: { ...nowhere, type: 's3' } }],
     ping: [{ request_id: 'p' }, { request_id: '__proto__' }],
+    // Acknowledgements of reports the agent never sent (or already forgot) change nothing.
+    ack: [{ seqs: [1] }, { seqs: [1, 2, 999_999] }],
   } satisfies Record<keyof typeof ServerToAgent, unknown[]>;
   return all;
 }

@@ -23,6 +23,7 @@ import agentHubPlugin from './plugins/app/agent-hub.js';
 import agentRequestsPlugin from './plugins/app/agent-requests.js';
 import dispatcherPlugin from './plugins/app/dispatcher.js';
 import routes from './routes/index.js';
+import openapiPlugin, { openapiRoutes } from './plugins/app/openapi.js';
 
 // ajv-formats is CommonJS with a default export.
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
@@ -142,6 +143,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
   await app.register(auditPlugin);
   await app.register(rateLimitPlugin, { perMinute: config.rateLimitPerMinute });
+  await app.register(openapiPlugin);
   await app.register(authPlugin);
   await app.register(websocketPlugin);
   await app.register(multipartPlugin);
@@ -154,5 +156,6 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(agentRequestsPlugin);
   await app.register(dispatcherPlugin);
   await app.register(routes, { prefix: '/api/v1' });
+  await app.register(openapiRoutes, { prefix: '/api/v1' });
   return app;
 }

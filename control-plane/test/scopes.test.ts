@@ -20,7 +20,12 @@ afterAll(() => app.close());
 
 // The agents' WebSocket authenticates the agent token itself (routes/agents/connect.ts).
 // A share link's token is its own credential (routes/shares).
-const PUBLIC_ROUTES = ['GET /api/v1/health', 'POST /api/v1/auth/login', 'GET /api/v1/agents/connect', 'GET /api/v1/files/shared/:token'];
+const PUBLIC_ROUTES = [
+  'GET /api/v1/health', 'POST /api/v1/auth/login', 'GET /api/v1/agents/connect', 'GET /api/v1/files/shared/:token',
+  // The OpenAPI document and @fastify/swagger-ui's pages (plugins/app/openapi.ts).
+  'GET /api/v1/openapi.json', 'GET /api/v1/docs', 'GET /api/v1/docs/static/index.html', 'GET /api/v1/docs/static/swagger-initializer.js',
+  'GET /api/v1/docs/json', 'GET /api/v1/docs/yaml', 'GET /api/v1/docs/static/*',
+];
 
 const fill = (url: string, id: string) => url.replace(/:[A-Za-z_]+/g, id);
 

@@ -98,6 +98,10 @@ export interface Stack {
   /** Starts the agent binary with a given token (e.g. a revoked or wrong one). */
   spawnAgent(token: string, extraEnv?: Record<string, string>, args?: string[]): Proc;
   waitForAgent(id: string, status: 'online' | 'offline', timeoutMs?: number): Promise<void>;
+  /** kill -9 of the control plane (an outage: no shutdown, no goodbye to the agents). */
+  killServer(): Promise<void>;
+  /** Starts the control plane again, on the same port and database; `server` is then the new process. */
+  restartServer(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -118,7 +122,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   if (boot.status !== 0) throw new Error(`bootstrap failed (${boot.status}): ${boot.stderr}`);
   const { api_key: apiKey } = JSON.parse(boot.stdout) as { api_key: string };
 
-  const server = spawnNode(BINARIES.server, ['start'], serverEnv);
+  let server = spawnNode(BINARIES.server, ['start'], serverEnv);
   await waitForOutput(server, (out) => /listening on http:\/\/\S+\/api\/v1/.test(out));
   const url = /listening on (http:\/\/\S+\/api\/v1)/.exec(server.output())![1]!;
   const api = new Api(url, apiKey);
@@ -141,7 +145,17 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   };
 
   return {
-    url, api, server, serverEnv, agents, spawnAgent, waitForAgent,
+    url, api, serverEnv, agents, spawnAgent, waitForAgent,
+    get server() {
+      return server;
+    },
+    async killServer() {
+      await stopProc(server, 'SIGKILL');
+    },
+    async restartServer() {
+      server = spawnNode(BINARIES.server, ['start'], { ...serverEnv, XFER_PORT: new URL(url).port });
+      await waitForOutput(server, (out) => /listening on http:\/\/\S+\/api\/v1/.test(out));
+    },
     async startAgent(name = `agent-${randomBytes(3).toString('hex')}`, extraEnv = {}, args = []) {
       const created = await api.data<{ id: string; token: string }>('POST', '/agents', { name });
       const proc = spawnAgent(created.token, extraEnv, args);

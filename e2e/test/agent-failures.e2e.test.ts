@@ -4,6 +4,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
 import { startStack, stopProc, type Stack } from '../src/stack.js';
+import { sftpAndS3, waitFor } from './support/stack-helpers.js';
 import { digestBucket, digestDir, openUploads, s3Client, treeDiff, writeRandomFile, writeTree, type Digests } from './support/trees.js';
 
 /**
@@ -25,15 +26,7 @@ beforeAll(async () => {
   s3 = s3Client(env);
   await s3.send(new CreateBucketCommand({ Bucket: bucket }));
   stack = await startStack({ env, serverEnv: { XFER_JOB_LEASE_MS: String(LEASE_MS), XFER_AGENT_HEARTBEAT_MS: '500', XFER_DISPATCH_POLL_MS: '100' } });
-  ids.sftp = (await stack.api.data('POST', '/connections', {
-    name: 'fail sftp', type: 'sftp', host: env.XFER_TEST_SFTP_HOST, port: Number(env.XFER_TEST_SFTP_PORT), path: sftpRoot,
-    credentials: { username: env.XFER_TEST_SFTP_USER, password: env.XFER_TEST_SFTP_PASSWORD },
-  })).id;
-  ids.s3 = (await stack.api.data('POST', '/connections', {
-    name: 'fail s3', type: 's3', host: env.XFER_TEST_S3_HOST, port: Number(env.XFER_TEST_S3_PORT), path: `/${bucket}`,
-    options: { secure: false, force_path_style: true },
-    credentials: { access_key_id: env.XFER_TEST_S3_ACCESS_KEY, secret_access_key: env.XFER_TEST_S3_SECRET_KEY },
-  })).id;
+  Object.assign(ids, await sftpAndS3(stack, 'fail', sftpRoot, bucket));
 }, 120_000);
 
 afterAll(async () => {
@@ -42,16 +35,6 @@ afterAll(async () => {
 }, 60_000);
 
 const chownToSftpUser = () => spawnSync('chown', ['-R', `${env.XFER_TEST_SFTP_USER}:`, sftpRoot]);
-
-async function waitFor<T>(what: string, get: () => Promise<T>, ok: (value: T) => boolean, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await get();
-    if (ok(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: last ${JSON.stringify(value)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 const job = (id: string) => stack.api.data('GET', `/transfers/${id}`);
 

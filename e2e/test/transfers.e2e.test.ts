@@ -4,6 +4,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
 import { startStack, type Stack } from '../src/stack.js';
+import { sftpAndS3 } from './support/stack-helpers.js';
 import { digestBucket, digestDir, s3Client, treeDiff, writeTree, type Digests } from './support/trees.js';
 
 /**
@@ -34,15 +35,7 @@ beforeAll(async () => {
   await s3.send(new CreateBucketCommand({ Bucket: bucket }));
   stack = await startStack({ env });
   await stack.startAgent('e2e-agent');
-  ids.sftp = (await stack.api.data('POST', '/connections', {
-    name: 'e2e sftp', type: 'sftp', host: env.XFER_TEST_SFTP_HOST, port: Number(env.XFER_TEST_SFTP_PORT), path: sftpRoot,
-    credentials: { username: env.XFER_TEST_SFTP_USER, password: env.XFER_TEST_SFTP_PASSWORD },
-  })).id;
-  ids.s3 = (await stack.api.data('POST', '/connections', {
-    name: 'e2e s3', type: 's3', host: env.XFER_TEST_S3_HOST, port: Number(env.XFER_TEST_S3_PORT), path: `/${bucket}`,
-    options: { secure: false, force_path_style: true },
-    credentials: { access_key_id: env.XFER_TEST_S3_ACCESS_KEY, secret_access_key: env.XFER_TEST_S3_SECRET_KEY },
-  })).id;
+  Object.assign(ids, await sftpAndS3(stack, 'e2e', sftpRoot, bucket));
 }, 180_000);
 
 afterAll(async () => {

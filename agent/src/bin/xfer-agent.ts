@@ -68,6 +68,7 @@ async function main(argv: string[]): Promise<number> {
   const agent = new Agent({
     url: config.connectUrl, token: config.token, version: AGENT_VERSION, hostname: hostname(),
     maxJobs: config.maxJobs, drainTimeoutMs: config.drainTimeoutMs, log,
+    stateDir: config.stateDir, outboxMemoryBytes: config.outboxMemoryBytes,
     access: new AgentAccess({ allowRoots: config.allowRoots, allowHosts: config.allowHosts, denyHosts: config.denyHosts }),
   });
   let signals = 0;

@@ -75,6 +75,22 @@ export interface Connector {
 
   /** Releases sessions and sockets. The connector is not used afterwards. */
   close(): Promise<void>;
+
+  /**
+   * Object stores with multipart uploads: the uploads still open below `path` (started and
+   * neither completed nor aborted: what a killed agent leaves behind), with the object path each
+   * would become. Used by the engine's clean-up of leftovers (copy/leftovers.ts).
+   */
+  openUploads?(path: string, options?: { signal?: AbortSignal }): AsyncIterable<OpenUpload>;
+  /** Aborts one open upload (its parts are freed). Idempotent: an upload already gone succeeds. */
+  abortUpload?(upload: OpenUpload, options?: { signal?: AbortSignal }): Promise<void>;
+}
+
+/** An open multipart upload: the object path it would create, the store's upload id, when it started (store clock). */
+export interface OpenUpload {
+  path: string;
+  id: string;
+  startedAt?: Date;
 }
 
 export interface ConnectorCapabilities {

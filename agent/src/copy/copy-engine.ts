@@ -1,6 +1,8 @@
 import PQueue from 'p-queue';
 import type { Logger } from 'pino';
 import { reasonOf } from './errors.js';
+import { sweepTemporaries } from './leftovers.js';
+import { relativePath } from '../connectors/paths.js';
 import { readSide } from './read-side.js';
 import { CopyStats, truncate } from './stats.js';
 import { DEFAULT_TUNING, type CopyOutcome, type CopyRequest } from './types.js';
@@ -25,8 +27,10 @@ export async function copyTree(request: CopyRequest, log?: Logger): Promise<Copy
   const stats = new CopyStats(request.observer);
   const writer = new WriteSide({
     destination: request.destination, destinationPath: request.destinationPath, options, resume: request.resume,
-    signal, stats, tuning, log,
+    run: request.run, signal, stats, tuning, log,
   });
+  // Beside the copy: temporary files of earlier runs (leftovers.ts). It never fails the run.
+  const swept = sweepTemporaries(request.destination, relativePath(request.destinationPath), request.run, signal, log);
   const queue = new PQueue({ concurrency: options.concurrency });
   let jobError: string | null = null;
   // The destination is prepared while the source connects and lists its first page; nothing is
@@ -53,6 +57,7 @@ export async function copyTree(request: CopyRequest, log?: Logger): Promise<Copy
     }
   }
   await queue.onIdle();
+  await swept;
   const counters = { ...stats.counters };
   if (signal.aborted) return { status: 'cancelled', counters };
   if (jobError !== null) {

@@ -46,6 +46,8 @@ export interface CopyRequest {
   options: JobOptions;
   /** A retry run: files already at the destination with the source's size are skipped. */
   resume: boolean;
+  /** The job and attempt this run is: named in its temporary names, and its earlier attempts' leftovers are removed (copy/leftovers.ts). */
+  run?: { jobId: string; attempt: number };
   signal: AbortSignal;
   observer?: CopyObserver;
   tuning?: Partial<CopyTuning>;

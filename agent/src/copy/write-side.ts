@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import { baseName, joinRel, parentOf, relativePath } from '../connectors/paths.js';
 import type { Checksum, Connector, WriteResult } from '../connectors/types.js';
 import { CopyJobError, reasonOf, SourceChangedError, VerifyError } from './errors.js';
+import { EarlierUploads, runTag, type RunRef } from './leftovers.js';
 import { HashingStream } from './hashing.js';
 import { planFile } from './plan.js';
 import { withRetries } from './retry.js';
@@ -16,6 +17,7 @@ export interface WriteSideOptions {
   destinationPath: string;
   options: JobOptions;
   resume: boolean;
+  run?: RunRef;
   signal: AbortSignal;
   stats: CopyStats;
   tuning: CopyTuning;
@@ -44,6 +46,8 @@ export class WriteSide {
    * every byte costs as much CPU as reading them over SSH.)
    */
   private wantMd5: boolean;
+  /** Open multipart uploads below the destination from before this run (object stores). */
+  private earlier: EarlierUploads | null = null;
 
   constructor(private readonly o: WriteSideOptions) {
     this.root = relativePath(o.destinationPath);
@@ -53,6 +57,7 @@ export class WriteSide {
 
   /** Creates the destination directory. A file in its place fails the job. */
   async prepare(): Promise<void> {
+    this.earlier = await EarlierUploads.find(this.o.destination, this.root, this.o.signal, this.o.log);
     if (this.root === '') return;
     const existing = await this.o.destination.stat(this.root, { signal: this.o.signal });
     if (existing?.kind === 'file') throw new CopyJobError(`destination path ${this.o.destinationPath} is a file, not a directory`);
@@ -82,6 +87,7 @@ export class WriteSide {
     const destPath = joinRel(this.root, item.path);
     const { destination, options, resume, signal } = this.o;
     let attempts = 0;
+    await this.earlier?.reached(destPath);
     try {
       return await this.retrying(item.path, async () => {
         attempts++;
@@ -106,7 +112,7 @@ export class WriteSide {
     const { destination, stats } = this.o;
     const size = item.entry.size;
     const useTemp = destination.capabilities.rename;
-    const target = useTemp ? tempPathFor(destPath) : destPath;
+    const target = useTemp ? tempPathFor(destPath, this.o.run) : destPath;
     // One controller per attempt: a failure on either side stops the other at once.
     const attempt = new AbortController();
     const signal = AbortSignal.any([this.o.signal, attempt.signal]);
@@ -199,10 +205,13 @@ export class WriteSide {
   }
 }
 
-/** `.<name>.xfer-<random>.part` beside the final name: hidden, unique, and renamed within one directory. */
-export function tempPathFor(destPath: string): string {
+/**
+ * `.<name>.xfer-<run tag>-<random>.part` beside the final name: hidden, unique, renamed within one
+ * directory, and saying which job and attempt wrote it (leftovers.ts finds those of earlier runs).
+ */
+export function tempPathFor(destPath: string, run?: RunRef): string {
   const name = baseName(destPath);
-  const random = randomBytes(6).toString('hex');
+  const random = `${run ? `${runTag(run)}-` : ''}${randomBytes(6).toString('hex')}`;
   const temp = Buffer.byteLength(name) <= MAX_NAME_IN_TEMP ? `.${name}.xfer-${random}.part` : `.xfer-${random}.part`;
   return joinRel(parentOf(destPath), temp);
 }

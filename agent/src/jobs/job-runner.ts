@@ -133,7 +133,7 @@ export class JobRunner {
       reporter.start();
       outcome = await copyTree({
         source, sourcePath: assign.source_path, destination, destinationPath: assign.destination_path,
-        options: assign.options, resume: assign.resume, signal: job.controller.signal, observer: reporter, tuning: this.o.tuning,
+        options: assign.options, resume: assign.resume, run: { jobId: job.id, attempt: assign.attempt }, signal: job.controller.signal, observer: reporter, tuning: this.o.tuning,
       }, log);
     } catch (err) {
       // copyTree never rejects: this is a connector that could not even be built (unsupported type, bad settings).

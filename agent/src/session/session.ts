@@ -6,11 +6,13 @@ import {
 import type { Logger } from 'pino';
 import { Backoff } from '../lib/backoff.js';
 import { isDurable, Outbox } from './outbox.js';
+import { DEFAULT_OUTBOX_MEMORY_BYTES } from '../config.js';
+import { isJobReport, ReportQueue } from './report-queue.js';
 
 export type Hello = PayloadOf<typeof AgentToServer, 'hello'>;
 export type Welcome = PayloadOf<typeof ServerToAgent, 'welcome'>;
-/** Every server message but `welcome`, which the session handles itself. */
-export type SessionMessage = Exclude<ServerMessage, { type: 'welcome' }>;
+/** Every server message but `welcome` and `ack`, which the session handles itself. */
+export type SessionMessage = Exclude<ServerMessage, { type: 'welcome' | 'ack' }>;
 
 export interface SessionOptions {
   /** `ws(s)://…/api/v1/agents/connect`. */
@@ -31,6 +33,13 @@ export interface SessionOptions {
   /** Time allowed from dialing to `welcome`. Default 15 s. */
   handshakeTimeoutMs?: number;
   random?: () => number;
+  /**
+   * Where job reports past `outboxMemoryBytes` wait for the control plane (this process's own
+   * directory, see `spillDir`); null or absent: they stay in memory.
+   */
+  spillDir?: string | null;
+  /** Memory bound of the job reports held until acknowledged (default 8 MiB). */
+  outboxMemoryBytes?: number;
 }
 
 /** How `run` ended: stopped by `stop()`, or refused for good by the control plane. */
@@ -61,9 +70,14 @@ const MAX_HEARTBEAT_MS = 3_600_000;
  * exponential backoff and full jitter until stopped or refused for good (a terminal close code,
  * or HTTP 401/403 on the upgrade).
  *
- * `send` never fails: while disconnected, terminal job messages and the latest progress per job
- * wait in an outbox and go out right after the next `welcome`; other messages (replies to
- * requests of a dead session) are dropped.
+ * `send` never fails. Job reports are numbered and held (ReportQueue) until the control plane
+ * acknowledges them, and every one not acknowledged goes out again after each `welcome`; with a
+ * control plane that does not acknowledge (`welcome.acks` unset), a report is forgotten once
+ * written to the socket. Rotated credentials wait in an outbox while disconnected; other messages
+ * (replies to requests of a dead session) are dropped.
+ *
+ * The reconnect backoff is capped to a quarter of the job lease the last welcome announced: the
+ * control plane fails a job whose agent stays away a whole lease (counted from when it is back).
  */
 export class AgentSession {
   private ws: WebSocket | null = null;
@@ -71,9 +85,15 @@ export class AgentSession {
   private stopping = false;
   private wake: (() => void) | null = null;
   private readonly outbox = new Outbox();
+  private readonly reports: ReportQueue;
+  /** Whether the control plane of the current session acknowledges reports. */
+  private serverAcks = false;
+  private backoffCapMs = Number.POSITIVE_INFINITY;
   private readonly idle = new Set<() => void>();
 
-  constructor(private readonly o: SessionOptions) {}
+  constructor(private readonly o: SessionOptions) {
+    this.reports = new ReportQueue({ dir: o.spillDir ?? null, memoryBytes: o.outboxMemoryBytes ?? DEFAULT_OUTBOX_MEMORY_BYTES, log: o.log });
+  }
 
   /** Connects and keeps connecting until `stop()` or a terminal refusal. */
   async run(): Promise<SessionEnd> {
@@ -87,7 +107,7 @@ export class AgentSession {
         return { kind: 'terminal', code: closed.code, reason };
       }
       if (closed.welcomedAt !== undefined && Date.now() - closed.welcomedAt >= (this.o.stableAfterMs ?? 30_000)) backoff.reset();
-      const delayMs = backoff.next();
+      const delayMs = Math.min(backoff.next(), this.backoffCapMs);
       this.o.log.warn({ code: closed.code, http_status: closed.httpStatus, reason: closed.reason, retry_in_ms: delayMs }, 'disconnected from the control plane; reconnecting');
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, delayMs);
@@ -100,6 +120,11 @@ export class AgentSession {
 
   /** Sends now when the session is open; otherwise keeps what must not be lost (see class doc). */
   send(message: AgentMessage): void {
+    if (isJobReport(message)) {
+      this.reports.add(message);
+      this.pump();
+      return;
+    }
     const ws = this.ws;
     const open = ws !== null && this.welcomed && ws.readyState === WebSocket.OPEN;
     if (open && REPLIES.has(message.type) && ws.bufferedAmount > MAX_UNREAD_BYTES) {
@@ -146,6 +171,7 @@ export class AgentSession {
   async stop(): Promise<void> {
     this.stopping = true;
     this.wake?.();
+    this.reports.discard();
     const ws = this.ws;
     if (!ws || ws.readyState === WebSocket.CLOSED) return;
     await new Promise<void>((resolve) => {
@@ -185,7 +211,7 @@ export class AgentSession {
       });
       ws.on('open', () => {
         log.debug('connected; sending hello');
-        ws.send(JSON.stringify(frame(AgentToServer, 'hello', this.o.hello())));
+        ws.send(JSON.stringify(frame(AgentToServer, 'hello', this.helloPayload())));
       });
       ws.on('ping', () => { lastHeard = Date.now(); });
       ws.on('pong', () => { lastHeard = Date.now(); });
@@ -232,12 +258,22 @@ export class AgentSession {
             }
           }, heartbeatMs);
           log.info({ agent_id: message.payload.agent_id, heartbeat_ms: heartbeatMs, abort_jobs: message.payload.abort_jobs.length }, 'connected to the control plane');
+          this.serverAcks = message.payload.acks === true;
+          this.backoffCapMs = Math.floor(message.payload.lease_ms / 4);
           this.o.onWelcome(message.payload);
           for (const queued of this.outbox.take()) this.send(queued);
+          this.reports.unsendAll();
+          this.pump();
           return;
         }
         if (message.type === 'welcome') {
           this.protocolFailure(ws, 'welcome received twice');
+          return;
+        }
+        if (message.type === 'ack') {
+          this.reports.ack(message.payload.seqs);
+          this.pump();
+          this.checkIdle();
           return;
         }
         this.o.onMessage(message);
@@ -267,8 +303,30 @@ export class AgentSession {
     // CLOSING: the close already under way ends the session.
   }
 
+  /** The caller's hello, with this session's part: acknowledgements wanted, jobs whose reports are held. */
+  private helloPayload(): Hello {
+    const held = this.reports.heldJobs().slice(0, 10_000);
+    return { ...this.o.hello(), acks: true, ...(held.length > 0 ? { held_jobs: held } : {}) };
+  }
+
+  /** Writes the held reports not yet written to the open session, in order. */
+  private pump(): void {
+    const ws = this.ws;
+    if (!ws || !this.welcomed || ws.readyState !== WebSocket.OPEN) return;
+    for (const held of this.reports.takeUnsent()) {
+      ws.send(JSON.stringify(held.message), (err) => {
+        // A failed write is sent again after the next welcome; without acks, a written one is done.
+        if (!err && !this.serverAcks) {
+          this.reports.ack([held.seq]);
+          this.pump();
+        }
+        this.checkIdle();
+      });
+    }
+  }
+
   private isIdle(): boolean {
-    return this.outbox.size === 0 && (this.ws?.bufferedAmount ?? 0) === 0;
+    return this.outbox.size === 0 && this.reports.size === 0 && (this.ws?.bufferedAmount ?? 0) === 0;
   }
 
   private checkIdle(): void {

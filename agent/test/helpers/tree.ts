@@ -15,6 +15,20 @@ export function rmTemp(dir: string): void {
   rmSync(dir, { recursive: true, force: true });
 }
 
+/** A source and a destination directory, fresh for each test of the calling file (jest hooks). */
+export function sourceAndDestination(): { readonly src: string; readonly dst: string } {
+  const dirs = { src: '', dst: '' };
+  beforeEach(() => {
+    dirs.src = tempDir('xfer-src-');
+    dirs.dst = tempDir('xfer-dst-');
+  });
+  afterEach(() => {
+    rmTemp(dirs.src);
+    rmTemp(dirs.dst);
+  });
+  return dirs;
+}
+
 /** Writes `files` (relative path → content; a path ending in `/` is an empty directory) under `root`. */
 export function writeTree(root: string, files: Record<string, string | Buffer>): void {
   for (const [path, content] of Object.entries(files)) {
@@ -45,7 +59,7 @@ export function snapshot(root: string): Record<string, string> {
 
 /** Paths under `root` that look like the engine's temporary files. */
 export function partFiles(root: string): string[] {
-  return Object.keys(snapshot(root)).filter((p) => /\.xfer-[0-9a-f]+\.part$/.test(p));
+  return Object.keys(snapshot(root)).filter((p) => /\.xfer-(j[0-9a-f]{10}a\d+-)?[0-9a-f]+\.part$/.test(p));
 }
 
 export function sha256(data: Buffer | string): string {

@@ -2,6 +2,8 @@
 // `npm run services -- <command>`: the composition root of the test services, so the one place
 // here that reads process.env.
 import { relative } from 'node:path';
+import { defaultCacheDir } from '@xfer/control-plane';
+import { ensureSchemathesis } from '../tools/schemathesis.js';
 import { ensureServices, findRepoRoot, installServices, SERVICES, serviceStatus, stopServices } from './index.js';
 
 const USAGE = `Usage: npm run services -- <command>
@@ -9,7 +11,8 @@ const USAGE = `Usage: npm run services -- <command>
   up [name...]       Start services (all when none named) and keep them until "down"
   down [name...]     Stop services (all recorded ones when none named)
   status             List recorded services and whether they answer
-  install [name...]  Install or build what services need (CI runs this ahead of the tests)
+  install [name...]  Install or build what services need (CI runs this ahead of the tests);
+                     without names, also the test tools (schemathesis)
 
 Services: ${SERVICES.map((s) => `${s.name} (${s.summary})`).join(', ')}
 Settings of running services are written as KEY=value lines to .xfer/services.env.`;
@@ -42,6 +45,10 @@ async function main([command, ...names]: string[]): Promise<number> {
     }
     case 'install':
       await installServices(names.length > 0 ? names : all, opts);
+      // Test tools that are not servers, with the whole install only: schemathesis (the API fuzz test).
+      if (names.length === 0) {
+        await ensureSchemathesis({ cacheDir: defaultCacheDir(opts.env), env: opts.env, log: (msg) => process.stderr.write(`services: ${msg}\n`) });
+      }
       return 0;
     case undefined:
     case 'help':

@@ -1,8 +1,8 @@
-import { spawn } from 'node:child_process';
 import { access, chmod, constants, mkdir, mkdtemp, readdir, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Env } from '../services/types.js';
+import { runCommand as run } from './run-command.js';
 
 /**
  * rclone, the baseline of the transfer benchmarks (bench/). A current release is published on
@@ -47,16 +47,4 @@ export async function ensureRclone(opts: { cacheDir: string; env: Env; log: (msg
     await rm(work, { recursive: true, force: true });
   }
   return target;
-}
-
-function run(cmd: string, args: string[], cwd: string, env: Env): Promise<string> {
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(cmd, args, { cwd, env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolvePromise(out) : reject(new Error(`${cmd} ${args.join(' ')} exited ${code}: ${err.trim()}`))));
-  });
 }

@@ -79,6 +79,13 @@ const Counters = {
 
 const JobRef = { job_id: Type.String({ minLength: 1, maxLength: 64 }) };
 
+/**
+ * Sequence number of a report the agent keeps until the control plane acknowledges it (`ack`),
+ * and sends again after every reconnect until then. Optional, so agents and control planes of
+ * before acknowledgements still talk (docs/architecture.md "Agents and jobs").
+ */
+const Seq = { seq: Type.Optional(Type.Integer({ minimum: 1 })) };
+
 /** Every message type and its payload schema, per direction. */
 export const AgentToServer = {
   /** First frame of a session. `running_jobs`: jobs still running from before a reconnect. */
@@ -88,22 +95,30 @@ export const AgentToServer = {
     connector_types: Type.Array(ConnectionTypeName, { maxItems: 32 }),
     running_jobs: Type.Array(Type.String({ maxLength: 64 }), { maxItems: 10_000 }),
     max_jobs: Type.Integer({ minimum: 1, maximum: 1000 }),
+    /** The agent numbers its job reports (`seq`) and wants them acknowledged (`ack`). */
+    acks: Type.Optional(Type.Boolean()),
+    /**
+     * Jobs not running any more whose reports the agent still holds (they follow the welcome):
+     * the control plane waits for those reports instead of settling the jobs as lost.
+     */
+    held_jobs: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 10_000 })),
   }),
   /** The job was received and started. */
   'job.accepted': Type.Object({ ...JobRef }),
   /** Sent at least every 5 finished files and every few seconds while bytes move. */
   'job.progress': Type.Object({
     ...JobRef,
+    ...Seq,
     ...Counters,
     listing_done: Type.Boolean(),
     /** Files finished since the previous progress message. */
     files: Type.Array(FileResult, { maxItems: 1000 }),
   }),
-  'job.completed': Type.Object({ ...JobRef, ...Counters }),
+  'job.completed': Type.Object({ ...JobRef, ...Seq, ...Counters }),
   /** `error` names the failing files (first few) or the job-level cause. */
-  'job.failed': Type.Object({ ...JobRef, ...Counters, error: Type.String({ maxLength: 4000 }) }),
+  'job.failed': Type.Object({ ...JobRef, ...Seq, ...Counters, error: Type.String({ maxLength: 4000 }) }),
   /** Acknowledges `job.cancel` once every stream is aborted and partial files are removed. */
-  'job.cancelled': Type.Object({ ...JobRef, ...Counters }),
+  'job.cancelled': Type.Object({ ...JobRef, ...Seq, ...Counters }),
   /** Reply to `connection.test`. */
   'connection.test.result': Type.Object({
     request_id: Type.String({ maxLength: 64 }),
@@ -136,6 +151,8 @@ export const ServerToAgent = {
     lease_ms: Type.Integer({ minimum: 100 }),
     /** Of `hello.running_jobs`, the ones the control plane no longer wants (cancelled, failed, deleted): abort them. */
     abort_jobs: Type.Array(Type.String({ maxLength: 64 })),
+    /** The control plane acknowledges numbered reports (`ack`); set only when `hello.acks` was. */
+    acks: Type.Optional(Type.Boolean()),
   }),
   'job.assign': Type.Object({
     ...JobRef,
@@ -156,6 +173,11 @@ export const ServerToAgent = {
   'job.cancel': Type.Object({ ...JobRef }),
   'connection.test': Type.Object({ request_id: Type.String({ maxLength: 64 }), connection: ConnectionSettings }),
   ping: Type.Object({ request_id: Type.String({ maxLength: 64 }) }),
+  /**
+   * These numbered reports are applied and persisted (or were for a run the control plane no
+   * longer wants): the agent forgets them. Sent only to agents whose hello set `acks`.
+   */
+  ack: Type.Object({ seqs: Type.Array(Type.Integer({ minimum: 1 }), { minItems: 1, maxItems: 1000 }) }),
 } as const;
 
 export type AgentToServerType = keyof typeof AgentToServer;

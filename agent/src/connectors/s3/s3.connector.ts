@@ -1,10 +1,12 @@
 import { createHash } from 'node:crypto';
 import { PassThrough, Readable } from 'node:stream';
 import {
+  AbortMultipartUploadCommand,
   DeleteObjectCommand,
   DeleteObjectsCommand,
   GetObjectCommand,
   HeadObjectCommand,
+  ListMultipartUploadsCommand,
   ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
@@ -13,7 +15,7 @@ import {
 import type { ConnectionSettings } from '@xfer/shared';
 import { relativePath } from '../paths.js';
 import { closedAccess, type AgentAccess } from '../access.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type OpenUpload, type WriteResult } from '../types.js';
 import { guardUpload } from '../upload-guard.js';
 import { DEFAULT_S3_TUNING, s3Target, type S3Target, type S3Tuning } from './s3.config.js';
 import { s3Error } from './s3.errors.js';
@@ -199,6 +201,35 @@ export class S3Connector implements Connector {
   async close(): Promise<void> {
     this.client.destroy();
     this.direct.close();
+  }
+
+  /** ListMultipartUploads below `path`, page by page (the keys a multipart upload targets are its final keys). */
+  async *openUploads(path: string, options: { signal?: AbortSignal } = {}): AsyncIterable<OpenUpload> {
+    const rel = relativePath(path);
+    const prefix = this.dirPrefix(rel);
+    let keyMarker: string | undefined;
+    let uploadIdMarker: string | undefined;
+    for (;;) {
+      const page = await this.call('list uploads', rel, () => this.client.send(new ListMultipartUploadsCommand({
+        Bucket: this.target.bucket, Prefix: prefix, KeyMarker: keyMarker, UploadIdMarker: uploadIdMarker, MaxUploads: 1000,
+      }), { abortSignal: options.signal }));
+      for (const upload of page.Uploads ?? []) {
+        const uploadPath = upload.Key ? this.relOf(upload.Key) : null;
+        if (uploadPath !== null && upload.UploadId) yield { path: uploadPath, id: upload.UploadId, startedAt: upload.Initiated };
+      }
+      if (!page.IsTruncated || (!page.NextKeyMarker && !page.NextUploadIdMarker)) return;
+      keyMarker = page.NextKeyMarker;
+      uploadIdMarker = page.NextUploadIdMarker;
+    }
+  }
+
+  async abortUpload(upload: OpenUpload, options: { signal?: AbortSignal } = {}): Promise<void> {
+    const rel = relativePath(upload.path);
+    await this.call('abort upload', rel, () => this.client.send(new AbortMultipartUploadCommand({
+      Bucket: this.target.bucket, Key: this.key(rel), UploadId: upload.id,
+    }), { abortSignal: options.signal })).catch((err: unknown) => {
+      if (!(err instanceof ConnectorError && err.code === 'NOT_FOUND')) throw err;
+    });
   }
 
   private key(rel: string): string {

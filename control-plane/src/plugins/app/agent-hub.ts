@@ -181,7 +181,7 @@ export class AgentHub {
     const previous = this.current.get(agentId);
     if (previous && previous !== session) previous.close(CloseCodes.replaced, 'another session of this agent connected');
     this.current.set(agentId, session);
-    const abortJobs = await this.runs.adopt(session, hello.running_jobs);
+    const abortJobs = await this.runs.adopt(session, hello.running_jobs, hello.held_jobs ?? []);
     await this.o.audit.record({
       accountId: session.agent.accountId, actor: { type: 'agent', id: agentId }, action: 'agent.connect',
       resource: { type: 'agent', id: agentId }, ip, outcome: 'success',
@@ -198,7 +198,10 @@ export class AgentHub {
         session.close(1011, 'internal error');
       }
     });
-    return { agent_id: agentId, heartbeat_ms: this.o.heartbeatMs, lease_ms: this.o.leaseMs, abort_jobs: abortJobs };
+    return {
+      agent_id: agentId, heartbeat_ms: this.o.heartbeatMs, lease_ms: this.o.leaseMs, abort_jobs: abortJobs,
+      ...(hello.acks ? { acks: true } : {}),
+    };
   }
 
   private async onMessage(session: AgentSession, message: Exclude<AgentMessage, { type: 'hello' }>): Promise<void> {

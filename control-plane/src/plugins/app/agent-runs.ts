@@ -11,6 +11,8 @@ type Progress = Extract<AgentMessage, { type: 'job.progress' }>['payload'];
 interface PendingProgress {
   attempt: number;
   next: Progress | null;
+  /** Sequence numbers of the reports merged into `next`, acknowledged once it is written. */
+  seqs: number[];
   writer: Promise<void>;
   /** Ends the wait for more reports, and those to come: the run's end arrived, nothing more will join. */
   flush: () => void;
@@ -66,6 +68,30 @@ export class AgentRuns {
 
   /** Per session, per job: progress reports waiting for the database (see `queueProgress`). */
   private readonly pending = new WeakMap<AgentSession, Map<string, PendingProgress>>();
+  /** Per session: sequence numbers of reports applied in this turn of the event loop, to acknowledge together. */
+  private readonly acks = new WeakMap<AgentSession, number[]>();
+
+  /**
+   * Acknowledges numbered reports once they are persisted (or change nothing: a run no longer
+   * wanted, a duplicate): the agent keeps each report until then and sends it again after a
+   * reconnect, so a report lost with a socket or a crashed instance is never lost for good.
+   * Acks of one turn go out together, at most 1000 per frame (the protocol's cap).
+   */
+  private ack(session: AgentSession, seqs: ReadonlyArray<number | undefined>): void {
+    if (!session.hello?.acks) return;
+    const numbered = seqs.filter((seq): seq is number => seq !== undefined);
+    if (numbered.length === 0) return;
+    let queued = this.acks.get(session);
+    if (!queued) {
+      const batch: number[] = (queued = []);
+      this.acks.set(session, batch);
+      setImmediate(() => {
+        this.acks.delete(session);
+        for (let i = 0; i < batch.length; i += 1000) session.send('ack', { seqs: batch.slice(i, i + 1000) });
+      });
+    }
+    queued.push(...numbered);
+  }
 
   /**
    * Progress is written by one writer per job, merging every report that arrived while the
@@ -81,6 +107,7 @@ export class AgentRuns {
     const entry = byJob.get(id);
     if (entry && entry.attempt === attempt) {
       entry.next = entry.next ? { ...progress, files: [...entry.next.files, ...progress.files] } : progress;
+      if (progress.seq !== undefined) entry.seqs.push(progress.seq);
       if (entry.next.files.length >= MAX_PENDING_FILES) {
         // Back-pressure: write now and take nothing more from this agent until it is written.
         entry.flush();
@@ -88,7 +115,9 @@ export class AgentRuns {
       }
       return;
     }
-    const fresh: PendingProgress = { attempt, next: progress, writer: Promise.resolve(), flush: () => undefined, ending: false };
+    const fresh: PendingProgress = {
+      attempt, next: progress, seqs: progress.seq === undefined ? [] : [progress.seq], writer: Promise.resolve(), flush: () => undefined, ending: false,
+    };
     fresh.writer = (async () => {
       while (fresh.next) {
         // Let the reports arriving meanwhile join this write.
@@ -102,10 +131,14 @@ export class AgentRuns {
           });
         }
         const batch = fresh.next;
+        const seqs = fresh.seqs;
         fresh.next = null;
+        fresh.seqs = [];
         try {
           if (!(await this.o.jobs.progress(id, session.agent, attempt, batch))) this.stop(session, id);
+          this.ack(session, seqs);
         } catch (err) {
+          // Not acknowledged: the agent sends these reports (their file results) again after its next reconnect.
           // A failed progress write is not fatal: the next report carries the counters again.
           this.o.log.warn({ err, jobId: id }, 'could not record job progress');
         }
@@ -138,11 +171,13 @@ export class AgentRuns {
    * At hello: the jobs the agent still runs and the database still wants on it (current attempt,
    * already sent) keep going; the agent aborts the rest (returned, for `welcome.abort_jobs`). Jobs
    * sent to the agent that it does not list may have ended while it was away (their reports follow
-   * the welcome): they are settled after the resync ping (`settle`).
+   * the welcome): they are settled after the resync ping (`settle`), unless the agent says it holds
+   * reports of them (`heldJobs`: an agent that acknowledges reports keeps them until they are
+   * persisted, so they come, however many, and however long the resync ping waits for them).
    */
-  async adopt(session: AgentSession, runningJobs: string[]): Promise<string[]> {
+  async adopt(session: AgentSession, runningJobs: string[], heldJobs: string[] = []): Promise<string[]> {
     const agentId = session.agent.id;
-    const running = new Set(runningJobs);
+    const running = new Set([...runningJobs, ...heldJobs]);
     const abort = new Set(runningJobs);
     for (const job of await this.o.jobs.runningOn(agentId)) {
       const id = String(job._id);
@@ -192,15 +227,18 @@ export class AgentRuns {
     const agentId = session.agent.id;
     const id = report.payload.job_id;
     const ongoing = report.type === 'job.accepted' || report.type === 'job.progress';
+    const seq = 'seq' in report.payload ? report.payload.seq : undefined;
     if (session.stopping.has(id)) {
       // Late reports of a run told to stop change nothing; its end clears the way for a new run.
       if (!ongoing) session.stopping.delete(id);
+      this.ack(session, [seq]);
       return;
     }
     const attempt = session.jobs.get(id);
     if (attempt === undefined) {
-      // A run this session was never given: make sure it stops.
+      // A run this session was never given (or a report sent again after it was applied): make sure it stops.
       if (ongoing) this.stop(session, id);
+      this.ack(session, [seq]);
       return;
     }
     const jobs = this.o.jobs;
@@ -215,16 +253,19 @@ export class AgentRuns {
       case 'job.completed':
         session.jobs.delete(id);
         await withRetries(() => jobs.completed(id, agentId, attempt, report.payload));
+        this.ack(session, [seq]);
         return;
       case 'job.failed':
         session.jobs.delete(id);
         await withRetries(() => jobs.failed(id, agentId, attempt, report.payload));
+        this.ack(session, [seq]);
         return;
       case 'job.cancelled':
         // Normally the answer to our job.cancel (the job is cancelled already and nothing changes);
         // an agent that stops a run by itself leaves a job nobody runs: it fails.
         session.jobs.delete(id);
         await withRetries(() => jobs.fail(id, attempt, `Agent ${session.agent.name} stopped the job before it finished`, { agent_id: new Types.ObjectId(agentId) }));
+        this.ack(session, [seq]);
         return;
     }
     if (!applied) this.stop(session, id);

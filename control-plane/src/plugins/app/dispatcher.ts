@@ -36,6 +36,13 @@ export default fp(
     const sweepEveryMs = Math.max(config.dispatchPollMs, Math.min(1_000, Math.floor(config.jobLeaseMs / 4)));
     let lastRenew = 0;
     let lastSweep = 0;
+    /**
+     * Lease clocks start again when an instance starts: while no instance was alive, no agent could
+     * have reached one, so that time is no agent's silence. Leases are swept only once this instance
+     * has been up a whole lease (its agents reconnect well within it: they cap their backoff to a
+     * quarter of `welcome.lease_ms`); with other instances alive, they keep sweeping meanwhile.
+     */
+    let sweepFrom = Number.POSITIVE_INFINITY;
 
     async function settings(job: Job, which: 'source' | 'destination'): Promise<ConnectionSettings | null> {
       const id = String(which === 'source' ? job.source_connection_id : job.destination_connection_id);
@@ -100,7 +107,7 @@ export default fp(
       }
       if (now - lastSweep >= sweepEveryMs) {
         lastSweep = now;
-        await step('sweep', () => jobs.expireLeases());
+        if (now >= sweepFrom) await step('sweep', () => jobs.expireLeases());
         await step('sweep-requests', () => agentRequests.sweep());
       }
     }
@@ -109,7 +116,10 @@ export default fp(
     app.decorate<Dispatcher>('dispatcher', { wake: () => loop.wake(), stopping: stopping.signal });
     hub.onReady = () => loop.wake();
 
-    app.addHook('onReady', async () => loop.start());
+    app.addHook('onReady', async () => {
+      sweepFrom = Date.now() + config.jobLeaseMs;
+      loop.start();
+    });
     // Jobs keep their leases: their agents reconnect to another instance and carry on.
     app.addHook('preClose', async () => {
       stopping.abort();

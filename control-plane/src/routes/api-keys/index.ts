@@ -1,6 +1,9 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { CreateApiKeyRequest, IdParams, isScope, Messages, PageQuery, type Scope } from '@xfer/shared';
+import { Type } from '@sinclair/typebox';
+import {
+  ApiKey, CreateApiKeyRequest, CreatedApiKey, Deleted, Envelope, IdParams, isScope, Messages, Page, PageQuery, type Scope,
+} from '@xfer/shared';
 import { BadRequestError, ForbiddenError, NotFoundError } from '../../errors.js';
 import { paginate, toObjectId } from '../../lib/pagination.js';
 import { principalOf } from '../../plugins/app/auth.js';
@@ -28,7 +31,7 @@ const apiKeys: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
 
   app.get('/api-keys', {
-    schema: { querystring: PageQuery },
+    schema: { querystring: PageQuery, response: { 200: Page(ApiKey) } },
     config: { access: { scope: 'api-keys:read', teamPlan: true } },
   }, async (request) => {
     const { accountId } = principalOf(request);
@@ -36,7 +39,7 @@ const apiKeys: FastifyPluginAsync = async (fastify) => {
   });
 
   app.post('/api-keys', {
-    schema: { body: CreateApiKeyRequest },
+    schema: { body: CreateApiKeyRequest, response: { 201: Type.Object({ data: CreatedApiKey, warning: Type.String() }) } },
     config: { access: { scope: 'api-keys:write', teamPlan: true } },
   }, async (request, reply) => {
     const principal = principalOf(request);
@@ -67,7 +70,7 @@ const apiKeys: FastifyPluginAsync = async (fastify) => {
   });
 
   app.delete('/api-keys/:id', {
-    schema: { params: IdParams },
+    schema: { params: IdParams, response: { 200: Envelope(Deleted) } },
     config: { access: { scope: 'api-keys:write', teamPlan: true } },
   }, async (request) => {
     const principal = principalOf(request);
@@ -91,7 +94,7 @@ const apiKeys: FastifyPluginAsync = async (fastify) => {
       const revoked = await app.db.apiKeys.updateOne({ _id: target._id, account_id: accountId, revoked_at: null }, { $set: { revoked_at: new Date() } });
       if (revoked.modifiedCount !== 1) throw new NotFoundError(`API key ${request.params.id} not found`);
     });
-    return { data: { id: String(target._id), deleted: true } };
+    return { data: { id: String(target._id), deleted: true as const } };
   });
 };
 

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { LoginMessages, LoginRequest, Messages } from '@xfer/shared';
+import { Envelope, LoginMessages, LoginRequest, Messages, Session } from '@xfer/shared';
 import { UnauthorizedError } from '../../errors.js';
 import { verifyPassword } from '../../lib/crypto.js';
 import type { SessionClaims } from '../../plugins/app/auth.js';
@@ -18,7 +18,7 @@ const auth: FastifyPluginAsync = async (fastify) => {
   const mfa = new MfaService(app.db, app.vault);
   const lockout = new LoginLockout(app.db, app.config.loginLockout);
 
-  app.post('/auth/login', { schema: { body: LoginRequest }, config: { access: { public: true } } }, async (request, reply) => {
+  app.post('/auth/login', { schema: { body: LoginRequest, response: { 200: Envelope(Session) } }, config: { access: { public: true } } }, async (request, reply) => {
     const email = request.body.email.trim().toLowerCase();
     const keys = LoginLockout.keys(email, request.ip);
     const user = await app.db.users.findOne({ email }).lean();

@@ -97,7 +97,8 @@ const files: FastifyPluginAsync = async (fastify) => {
     onSend: async (request, reply) => {
       if (!request.raw.complete) void reply.header('connection', 'close');
     },
-    schema: { response: { 201: Envelope(FileRecord) } },
+    // The parts are read as streams (upload.ts), so there is no body to validate; `consumes` tells the document.
+    schema: { consumes: ['multipart/form-data'], response: { 201: Envelope(FileRecord) } },
     config: { access: { scope: 'files:write' } },
   }, async (request, reply) => {
     const principal = principalOf(request);

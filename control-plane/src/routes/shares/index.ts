@@ -27,8 +27,8 @@ const shares: FastifyPluginAsync = async (fastify) => {
 
   app.post('/files/:id/share', {
     schema: { params: IdParams, body: CreateShareLinkRequest, response: { 201: Envelope(CreatedShareLink) } },
-    config: { access: { scope: 'files:write' } },
     // Every field is optional, so a POST without a body asks for the defaults (a JSON null is still 400).
+    config: { access: { scope: 'files:write' }, optionalBody: true },
     preValidation: async (request) => {
       if (request.body === undefined) request.body = {};
     },

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Types } from 'mongoose';
-import { CreateUserRequest, IdParams, PageQuery, UpdateUserRequest, type Role } from '@xfer/shared';
+import { CreateUserRequest, Deleted, Envelope, IdParams, Page, PageQuery, UpdateUserRequest, User, type Role } from '@xfer/shared';
 import { ConflictError, NotFoundError } from '../../errors.js';
 import { hashPassword } from '../../lib/crypto.js';
 import { paginate, toObjectId } from '../../lib/pagination.js';
@@ -48,7 +48,7 @@ const users: FastifyPluginAsync = async (fastify) => {
   }
 
   app.get('/users', {
-    schema: { querystring: PageQuery },
+    schema: { querystring: PageQuery, response: { 200: Page(User) } },
     config: { access: { scope: 'users:read' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
@@ -56,7 +56,7 @@ const users: FastifyPluginAsync = async (fastify) => {
   });
 
   app.post('/users', {
-    schema: { body: CreateUserRequest },
+    schema: { body: CreateUserRequest, response: { 201: Envelope(User) } },
     config: { access: { scope: 'users:write' } },
   }, async (request, reply) => {
     const principal = principalOf(request);
@@ -91,7 +91,7 @@ const users: FastifyPluginAsync = async (fastify) => {
   });
 
   app.get('/users/:id', {
-    schema: { params: IdParams },
+    schema: { params: IdParams, response: { 200: Envelope(User) } },
     config: { access: { scope: 'users:read' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
@@ -99,7 +99,7 @@ const users: FastifyPluginAsync = async (fastify) => {
   });
 
   app.put('/users/:id', {
-    schema: { params: IdParams, body: UpdateUserRequest },
+    schema: { params: IdParams, body: UpdateUserRequest, response: { 200: Envelope(User) } },
     config: { access: { scope: 'users:write' } },
   }, async (request) => {
     const principal = principalOf(request);
@@ -150,7 +150,7 @@ const users: FastifyPluginAsync = async (fastify) => {
   });
 
   app.delete('/users/:id', {
-    schema: { params: IdParams },
+    schema: { params: IdParams, response: { 200: Envelope(Deleted) } },
     config: { access: { scope: 'users:write' } },
   }, async (request) => {
     const principal = principalOf(request);
@@ -176,7 +176,7 @@ const users: FastifyPluginAsync = async (fastify) => {
       }
     });
     await app.db.settings.deleteMany({ account_id: accountId, user_id: target._id });
-    return { data: { id: targetId, deleted: true } };
+    return { data: { id: targetId, deleted: true as const } };
   });
 };
 

@@ -1,0 +1,85 @@
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
+import { startStack, stopProc, type Stack } from '../src/stack.js';
+import { sftpAndS3, waitFor } from './support/stack-helpers.js';
+import { digestBucket, digestDir, openUploads, s3Client, treeDiff, writeRandomFile, type Digests } from './support/trees.js';
+
+/**
+ * Nothing partial is left behind after a crash: kill -9 of the agent while it writes a big file
+ * (its temporary `.part` file on sftp, its open multipart upload on s3, seen on the raw servers
+ * before the kill), then a retry on a new agent process: the job completes and the raw servers
+ * hold no `.part` file and no open multipart upload.
+ */
+const env = process.env;
+const run = randomBytes(4).toString('hex');
+const bucket = `e2e-crash-${run}`;
+const sftpRoot = join(env.XFER_TEST_SFTP_ROOT!, `e2e-crash-${run}`);
+let stack: Stack;
+let s3: S3Client;
+const ids = { sftp: '', s3: '' };
+let expected: Digests;
+
+beforeAll(async () => {
+  s3 = s3Client(env);
+  await s3.send(new CreateBucketCommand({ Bucket: bucket }));
+  expected = new Map([['big/huge.bin', await writeRandomFile(join(sftpRoot, 'src', 'big', 'huge.bin'), 300 * 1024 * 1024)]]);
+  spawnSync('chown', ['-R', `${env.XFER_TEST_SFTP_USER}:`, sftpRoot]);
+  stack = await startStack({ env, serverEnv: { XFER_JOB_LEASE_MS: '4000', XFER_AGENT_HEARTBEAT_MS: '500', XFER_DISPATCH_POLL_MS: '100' } });
+  Object.assign(ids, await sftpAndS3(stack, 'crash', sftpRoot, bucket));
+}, 180_000);
+
+afterAll(async () => {
+  await stack?.stop();
+  rmSync(sftpRoot, { recursive: true, force: true });
+}, 60_000);
+
+/** Every `.part` file below `dir` on the raw sftp server's disk. */
+function partFiles(dir: string): string[] {
+  try {
+    return readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((p) => p.endsWith('.part'));
+  } catch {
+    return [];
+  }
+}
+
+/** Starts the job on a fresh agent, kills the agent once `leftover()` shows its partial write, retries on a new agent process. */
+async function killAndRetry(name: string, destination: string, leftover: () => Promise<boolean>): Promise<void> {
+  const agent = await stack.startAgent(`crash-${name}`);
+  const created = await stack.api.data('POST', '/transfers', {
+    name, sourceConnectionId: ids.sftp, sourcePath: '/src', destinationConnectionId: destination, destinationPath: `/${name}`, options: { concurrency: 1 },
+  });
+  const id = created.id as string;
+  expect((await stack.api.call('POST', `/transfers/${id}/execute?wait=false`)).status).toBe(202);
+  const job = () => stack.api.data('GET', `/transfers/${id}`);
+  await waitFor('a partial write at the destination', leftover, (seen) => seen, 120_000);
+  agent.proc.child.kill('SIGKILL');
+  await agent.proc.exited;
+  // The partial write outlived its agent: this is what the retry must clean.
+  expect(await leftover()).toBe(true);
+  const failed = await waitFor('the lease to expire', job, (j) => j.status !== 'in-progress', 60_000);
+  expect(failed.status).toBe('failed');
+
+  expect((await stack.api.call('POST', `/transfers/${id}/retry`)).status).toBe(200);
+  const again = stack.spawnAgent(agent.token);
+  await stack.waitForAgent(agent.id, 'online');
+  const done = await stack.api.call('POST', `/transfers/${id}/execute`);
+  expect(done.body).toMatchObject({ success: true });
+  expect(await job()).toMatchObject({ status: 'completed', attempt: 2, files_transferred: 1 });
+  await stopProc(again);
+}
+
+test('sftp destination: the .part file of the killed agent is gone after the retry', async () => {
+  const dest = join(sftpRoot, 'to-sftp');
+  await killAndRetry('to-sftp', ids.sftp, async () => partFiles(dest).length > 0);
+  expect(partFiles(dest)).toEqual([]);
+  expect(treeDiff(expected, (await digestDir(dest)).files)).toEqual([]);
+}, 600_000);
+
+test('s3 destination: the multipart upload the killed agent left open is aborted by the retry', async () => {
+  await killAndRetry('to-s3', ids.s3, async () => (await openUploads(s3, bucket)) > 0);
+  expect(await openUploads(s3, bucket)).toBe(0);
+  expect(treeDiff(expected, (await digestBucket(s3, bucket, 'to-s3')).files)).toEqual([]);
+}, 600_000);
