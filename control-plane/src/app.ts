@@ -4,9 +4,9 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import { fastifyTrustProxy, type Config } from './config.js';
-import { loadOrCreateKeyFile, Vault } from './lib/vault.js';
+import { vaultOf, type Vault } from './lib/vault.js';
+import { systemKeyOf } from './lib/system-keys.js';
 import mongoosePlugin from './plugins/external/mongoose.js';
 import errorHandler from './plugins/app/error-handler.js';
 import auditPlugin from './plugins/app/audit.js';
@@ -123,7 +123,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const ajv = validators();
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? ajv.body : ajv.other).compile(schema));
 
-  const vault = new Vault(config.masterKeys ?? [loadOrCreateKeyFile(join(config.dataDir, 'master.key'))]);
+  const vault = vaultOf(config);
   app.decorate('config', config);
   app.decorate('vault', vault);
 
@@ -148,12 +148,14 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
 
   await app.register(errorHandler);
+  await app.register(mongoosePlugin, { uri: config.mongodbUri, databaseName: config.databaseName, timeoutMs: config.dbTimeoutMs });
   await app.register(fastifyJwt, {
-    secret: vault.deriveKey('session-jwt'),
+    // Its own key, not the master key: rotating the master key logs nobody out; shared by every
+    // instance through the database unless set (docs/security.md "Key rotation").
+    secret: config.sessionKey ?? await systemKeyOf(app.db, vault, 'session'),
     sign: { algorithm: 'HS256', expiresIn: config.sessionTtlSeconds },
     verify: { algorithms: ['HS256'] },
   });
-  await app.register(mongoosePlugin, { uri: config.mongodbUri, databaseName: config.databaseName, timeoutMs: config.dbTimeoutMs });
   await app.register(auditPlugin);
   await app.register(rateLimitPlugin, { perMinute: config.rateLimitPerMinute, syncMs: config.rateLimitSyncMs });
   await app.register(openapiPlugin);

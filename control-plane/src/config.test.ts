@@ -40,6 +40,17 @@ describe('malware scanner settings', () => {
   });
 });
 
+describe('keys', () => {
+  test('the session key is its own setting, separate from the master key; unset means the key kept in the database', () => {
+    const key = Buffer.alloc(32, 7);
+    const config = parseConfig({ XFER_MASTER_KEY: Buffer.alloc(32, 1).toString('base64'), XFER_SESSION_KEY: key.toString('hex') });
+    expect(config.sessionKey).toEqual(key);
+    expect(config.masterKeys).toEqual([Buffer.alloc(32, 1)]);
+    expect(parseConfig({}).sessionKey).toBeNull();
+    expect(() => parseConfig({ XFER_SESSION_KEY: 'short' })).toThrow(new ConfigError('XFER_SESSION_KEY must be 32 bytes, as 64 hex characters or base64'));
+  });
+});
+
 describe('XFER_TRUST_PROXY', () => {
   test('unset, empty, false and 0 trust no proxy', () => {
     for (const raw of [undefined, '', 'false', '0']) expect(parseConfig({ XFER_TRUST_PROXY: raw }).trustProxy).toBe(false);

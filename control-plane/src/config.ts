@@ -15,6 +15,8 @@ export interface Config {
   cacheDir: string;
   /** Active master key (32 bytes) first, then retired keys still accepted for decryption; null: key file in dataDir. */
   masterKeys: Buffer[] | null;
+  /** Key signing console sessions (HS256), separate from the master key; null: a key kept in the database (lib/session-key.ts). */
+  sessionKey: Buffer | null;
   rateLimitPerMinute: number;
   /** How often an instance reconciles its account rate-limit counts with the other instances. */
   rateLimitSyncMs: number;
@@ -264,6 +266,7 @@ export function parseConfig(env: Env): Config {
     dataDir,
     cacheDir: resolve(env.XFER_CACHE_DIR || resolve(env.HOME || homedir(), '.cache/xfer')),
     masterKeys: active ? [...active, ...retired] : null,
+    sessionKey: env.XFER_SESSION_KEY ? parseMasterKey(env.XFER_SESSION_KEY, 'XFER_SESSION_KEY') : null,
     rateLimitPerMinute: int(env, 'XFER_RATE_LIMIT_PER_MINUTE', 600, 1, 1_000_000),
     rateLimitSyncMs: int(env, 'XFER_RATE_LIMIT_SYNC_MS', 1000, 100, 60_000),
     bodyLimitBytes: int(env, 'XFER_BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),

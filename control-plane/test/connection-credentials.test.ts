@@ -3,7 +3,8 @@ import type { App } from '../src/app.js';
 import type { Sealed } from '../src/lib/vault.js';
 import { auth, buildTestApp, createAccount, type TestAccount } from './helper.js';
 import { makeAgent, makeConnection, uniqueName } from './fixtures.js';
-import { ProtocolClient } from './protocol-client.js';
+import { eventually, ProtocolClient } from './protocol-client.js';
+import { boundTo } from '../src/lib/sealed-fields.js';
 
 /**
  * `connection.credentials`: an agent reports a refresh token the service rotated, and the
@@ -38,7 +39,7 @@ async function onedrive(apiKey: string, refreshToken: string, extra: Record<stri
 /** The connection's credentials, decrypted from the database. */
 async function storedCredentials(id: string): Promise<Record<string, unknown>> {
   const doc = await app.db.connections.findById(id).lean();
-  return app.vault.open<Record<string, unknown>>(doc!.credentials as Sealed);
+  return app.vault.open<Record<string, unknown>>(doc!.credentials as Sealed, boundTo('connection.credentials', doc!));
 }
 
 /** Waits for the audit record of the n-th report about connection `id` (reports are handled in order). */
@@ -60,6 +61,8 @@ test('a rotated refresh token is stored sealed, merged with the other fields; re
   client.send('connection.credentials', { connection_id: conn.id, credentials: { refresh_token: rotated }, previous_sha256: { refresh_token: sha256(first) } });
   const event = await reported(conn.id, 1);
   expect(event).toMatchObject({ outcome: 'success', actor: { type: 'agent', id: agent.id }, details: { fields: ['refresh_token'], result: 'stored' } });
+  // Recorded write-ahead: the record can be seen a moment before the stored value.
+  await eventually(async () => (await storedCredentials(conn.id)).refresh_token === rotated, 'the rotated token stored');
   expect(await storedCredentials(conn.id)).toEqual({ client_id: 'app-id', client_secret: 'the-client-secret', tenant_id: 'tenant', refresh_token: rotated });
   const raw = await app.db.connections.findById(conn.id).lean();
   expect(JSON.stringify(raw)).not.toContain(rotated);
@@ -124,8 +127,27 @@ test("refused: another account's connection, another agent's, other fields, othe
   const rotated = token('rt2');
   client.send('connection.credentials', { connection_id: ours.id, credentials: { refresh_token: rotated }, previous_sha256: previous });
   expect((await reported(ours.id, 3)).details).toMatchObject({ result: 'stored' });
-  expect((await storedCredentials(ours.id)).refresh_token).toBe(rotated);
+  await eventually(async () => (await storedCredentials(ours.id)).refresh_token === rotated, 'the rotated token stored');
   const audit = await app.db.auditEvents.find({ action: 'connection.credentials.rotate' }).lean();
   expect(JSON.stringify(audit)).not.toContain(forged);
   client.close();
+});
+
+test("re-pointing a connection at the caller's own agent without credentials is refused: its tests keep going to the agent they were given for", async () => {
+  const trusted = await makeAgent(app, owner.apiKey);
+  const rogue = await makeAgent(app, owner.apiKey);
+  const conn = await makeConnection(app, owner.apiKey, 'sftp', { agent_id: trusted.id });
+  const { client: good } = await ProtocolClient.connect(app, trusted.token, { connector_types: ['sftp'] });
+  const { client: bad } = await ProtocolClient.connect(app, rogue.token, { connector_types: ['sftp'] });
+  const moved = await app.inject({ method: 'PUT', url: `/api/v1/connections/${conn.id}`, headers: auth(owner.apiKey), payload: { agent_id: rogue.id } });
+  expect(moved.statusCode).toBe(400);
+  expect(moved.json().error).toMatch(/^agent_id cannot change without credentials/);
+  const test = app.inject({ method: 'POST', url: `/api/v1/connections/${conn.id}/test`, headers: auth(owner.apiKey) });
+  const request = await good.next('connection.test');
+  expect(request.payload.connection.credentials).toMatchObject({ username: expect.any(String) });
+  good.send('connection.test.result', { request_id: request.payload.request_id, success: true, message: 'ok', latency_ms: 1 });
+  expect((await test).statusCode).toBe(200);
+  expect(bad.all('connection.test')).toEqual([]);
+  good.close();
+  bad.close();
 });

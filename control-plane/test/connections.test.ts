@@ -4,6 +4,7 @@ import type { Sealed } from '../src/lib/vault.js';
 import { loadConnectionSettings } from '../src/routes/connections/connections.service.js';
 import { CONNECTION_TYPE_SPECS, CONNECTION_TYPES, type ConnectionType } from '@xfer/shared';
 import { auth, buildTestApp, createAccount, createKey, expectError, type TestAccount } from './helper.js';
+import { boundTo } from '../src/lib/sealed-fields.js';
 
 let app: App;
 let owner: TestAccount;
@@ -231,7 +232,7 @@ describe('credentials are write-only and encrypted at rest', () => {
     expect(JSON.stringify(raw)).not.toContain('client_id');
     const sealed = raw!.credentials as Sealed;
     expect(sealed.kid).toBe(app.vault.activeKid);
-    expect(app.vault.open(sealed)).toEqual({ client_id: 'c2', client_secret: SECRET, tenant_id: 't2', refresh_token: `rt2-${SECRET}` });
+    expect(app.vault.open(sealed, boundTo('connection.credentials', raw!))).toEqual({ client_id: 'c2', client_secret: SECRET, tenant_id: 't2', refresh_token: `rt2-${SECRET}` });
 
     const audit = await app.dbConnection.collection('audit_events').find({ 'resource.id': id }).toArray();
     expect(audit.map((r) => r.action).sort()).toEqual(['connection.create', 'connection.update']);
@@ -364,6 +365,77 @@ describe('PUT /connections/:id', () => {
     expectError(await put(mine.id, { name: 'hijacked' }, stranger.apiKey), 404, `Connection ${mine.id} not found`);
     expect((await get(mine.id)).json().data.name).toBe(mine.name);
     expectError(await put('zzz', { name: 'x' }), 404, 'Connection zzz not found');
+  });
+});
+
+describe('stored credentials stay bound to where they were given (PUT without credentials)', () => {
+  const rebind = (field: string) => new RegExp(`^${field.replace('.', '\\.')} cannot change without credentials`);
+  const PIN = 'SHA256:nThbg6kXUpJWGl7E1IGOCspRomTxdCARLviKw6E5SY8';
+
+  test('host, port and agent_id: 400 naming the field, nothing changed; with credentials it is allowed', async () => {
+    const agent = await app.inject({ method: 'POST', url: '/api/v1/agents', headers: auth(owner.apiKey), payload: { name: uniqueName('agent') } });
+    expect(agent.statusCode).toBe(201);
+    const agentId = agent.json().data.id as string;
+    const conn = await create('sftp');
+    expectError(await put(conn.id, { host: 'attacker.example.net' }), 400, rebind('host'));
+    expectError(await put(conn.id, { port: 2222 }), 400, rebind('port'));
+    expectError(await put(conn.id, { agent_id: agentId }), 400, rebind('agent_id'));
+    expectError(await put(conn.id, { name: uniqueName(), host: 'attacker.example.net' }), 400, rebind('host'));
+    expect((await get(conn.id)).json().data).toEqual(conn);
+    const settings = await loadConnectionSettings(app.db, app.vault, owner.accountId, conn.id);
+    expect(settings.host).toBe(VALID.sftp.host);
+    // Restating the current values is no change; other fields may change freely.
+    expect((await put(conn.id, { host: 'SFTP.example.test', port: 22, agent_id: null, path: '/elsewhere' })).statusCode).toBe(200);
+    const moved = await put(conn.id, { host: 'new.example.test', agent_id: agentId, credentials: { username: 'u2', password: 'p2' } });
+    expect(moved.statusCode).toBe(200);
+    expect(moved.json().data).toMatchObject({ host: 'new.example.test', agent_id: agentId });
+    // Pinned to an agent: unpinning (any agent of the account may then carry them) needs them too.
+    expectError(await put(conn.id, { agent_id: null }), 400, rebind('agent_id'));
+  });
+
+  test('a connection without stored credentials (nfs) may move freely', async () => {
+    const conn = await create('nfs');
+    expect((await put(conn.id, { host: 'other-nfs.example.test', port: 2050 })).statusCode).toBe(200);
+  });
+
+  const securityCases: Array<[ConnectionType, Record<string, unknown>, Record<string, unknown>, string]> = [
+    ['sftp', { options: { host_key_sha256: PIN } }, { options: {} }, 'options.host_key_sha256'],
+    ['sftp', {}, { options: { host_key_sha256: PIN } }, 'options.host_key_sha256'],
+    ['ftp', {}, { options: { secure: 'none' } }, 'options.secure'],
+    ['ftp', {}, { options: { tls_cert_sha256: 'ab'.repeat(32) } }, 'options.tls_cert_sha256'],
+    ['webdav', {}, { options: { secure: false } }, 'options.secure'],
+    ['s3', {}, { options: { secure: false } }, 'options.secure'],
+    ['s3', {}, { options: { force_path_style: true } }, 'options.force_path_style'],
+    ['s3', {}, { host: 'minio.attacker.example' }, 'host'],
+    ['r2', {}, { options: { secure: false } }, 'options.secure'],
+    ['gcs', {}, { host: 'gcs.attacker.example' }, 'host'],
+    ['blob', {}, { options: { endpoint_suffix: 'attacker.example' } }, 'options.endpoint_suffix'],
+    ['fileshare', {}, { options: { endpoint_suffix: 'attacker.example' } }, 'options.endpoint_suffix'],
+    ['onedrive', {}, { options: { login_host: 'login.attacker.example' } }, 'options.login_host'],
+    ['onedrive', {}, { host: 'graph.attacker.example' }, 'host'],
+    ['smb', {}, { port: 1445 }, 'port'],
+    ['gcs', {}, { options: { secure: false } }, 'options.secure'],
+    ['nfs', { credentials: { uid: 1000, gid: 1000 } }, { options: { mount_port: '635' } }, 'options.mount_port'],
+  ];
+  test.each(securityCases)('%s %j then %j is 400 naming %s', async (type, initial, change, field) => {
+    const conn = await create(type, initial);
+    expectError(await put(conn.id, change), 400, rebind(field));
+    expect((await get(conn.id)).json().data).toEqual(conn);
+  });
+
+  test('options that do not decide where credentials go change freely; an explicit default is no change', async () => {
+    const drive = await create('onedrive');
+    expect((await put(drive.id, { options: { drive_id: 'b!drive' } })).statusCode).toBe(200);
+    expect((await put(drive.id, { options: { drive_id: 'b!drive', login_host: 'login.microsoftonline.com' } })).statusCode).toBe(200);
+    const ftp = await create('ftp');
+    expect((await put(ftp.id, { options: { secure: 'explicit' } })).statusCode).toBe(200);
+  });
+
+  test('every option marked bindsCredentials is one of the cases above', () => {
+    const marked = Object.entries(CONNECTION_TYPE_SPECS).flatMap(([type, spec]) =>
+      Object.entries(spec.options).filter(([, o]) => o.bindsCredentials).map(([key]) => `${type} options.${key}`));
+    const covered = new Set(securityCases.map(([type, , , field]) => `${type} ${field}`));
+    expect(marked.filter((m) => !covered.has(m))).toEqual([]);
   });
 });
 

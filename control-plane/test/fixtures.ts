@@ -1,3 +1,5 @@
+import { createCipheriv, randomBytes } from 'node:crypto';
+import { Vault, type Sealed } from '../src/lib/vault.js';
 import { Types } from 'mongoose';
 import type { App } from '../src/app.js';
 import { auth } from './helper.js';
@@ -57,3 +59,11 @@ export const counters = (files_total: number, files_transferred: number, bytes_t
 });
 
 export const sha = (n: number) => n.toString(16).padStart(64, '0');
+
+/** A value sealed the way it was before sealed values were bound (format 1: no additional data, no `v`). */
+export function sealFormat1(key: Buffer, value: unknown): Sealed {
+  const iv = randomBytes(12);
+  const cipher = createCipheriv('aes-256-gcm', key, iv);
+  const data = Buffer.concat([cipher.update(JSON.stringify(value), 'utf8'), cipher.final()]);
+  return { kid: new Vault([key]).activeKid, iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64'), data: data.toString('base64') };
+}

@@ -13,6 +13,13 @@ import type { Plan } from '@xfer/shared';
  * jest's global setup through `npm run services`), in a database of its own that is dropped on close
  * (unless `overrides.databaseName` shares another app's database).
  */
+/**
+ * One master key for every app of a test file, as every instance of a deployment shares one:
+ * a second instance on the same database must open what the first sealed (the session and audit
+ * keys among them). Tests of key rotation pass their own `masterKeys`.
+ */
+const MASTER_KEY = randomBytes(32).toString('base64');
+
 export async function buildTestApp(overrides: Partial<Config> = {}, options: { dropDatabase?: boolean } = {}): Promise<App> {
   const uri = process.env.MONGODB_URI;
   if (!uri) throw new Error('MONGODB_URI is not set: run tests through `npm test` (it starts the database)');
@@ -21,7 +28,7 @@ export async function buildTestApp(overrides: Partial<Config> = {}, options: { d
     MONGODB_URI: uri,
     XFER_DB_NAME: `xfer_test_${randomBytes(6).toString('hex')}`,
     XFER_DATA_DIR: dataDir,
-    XFER_MASTER_KEY: randomBytes(32).toString('base64'),
+    XFER_MASTER_KEY: MASTER_KEY,
     XFER_LOG_LEVEL: 'silent',
   });
   const app = await buildApp({ ...config, ...overrides }, { logger: false });
@@ -49,7 +56,7 @@ let seq = 0;
 export async function createAccount(app: App, plan: Plan = 'team'): Promise<TestAccount> {
   const email = `owner${++seq}-${randomBytes(4).toString('hex')}@example.test`;
   const password = `pw-${randomBytes(12).toString('hex')}`;
-  const result = await bootstrapAccount(app.db, { email, password, plan });
+  const result = await bootstrapAccount(app.db, app.vault, { email, password, plan });
   return { accountId: result.account_id, userId: result.user_id, apiKey: result.api_key, email, password };
 }
 

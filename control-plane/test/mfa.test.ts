@@ -5,6 +5,7 @@ import { base32Decode, hotp, timeStep } from '../src/lib/totp.js';
 import type { Sealed } from '../src/lib/vault.js';
 import { LoginMessages, Messages, MfaMessages } from '@xfer/shared';
 import { auth, buildTestApp, createAccount, expectError, login, type TestAccount } from './helper.js';
+import { boundTo } from '../src/lib/sealed-fields.js';
 
 let app: App;
 
@@ -225,7 +226,7 @@ describe('access and secrecy', () => {
     const stored = await rawUser(acct);
     expectNoSecret(JSON.stringify(stored));
     expect(stored!.mfa_pending_secret).toBeNull();
-    expect(app.vault.open<string>(stored!.mfa_secret as Sealed)).toBe(secret);
+    expect(app.vault.open<string>(stored!.mfa_secret as Sealed, boundTo('user.mfa', stored!))).toBe(secret);
 
     const signedIn = await loginWith(acct, { otp: codeAt(secret, step) });
     expectSession(signedIn);

@@ -450,7 +450,8 @@ describe('logs', () => {
     const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
       env: {
         ...process.env, MONGODB_URI: process.env.MONGODB_URI, XFER_DB_NAME: app.config.databaseName, XFER_DATA_DIR: dataDir,
-        XFER_MASTER_KEY: randomBytes(32).toString('base64'), XFER_LOG_LEVEL: 'trace', XFER_SCANNER: 'none',
+        // The test app's master key: an instance on the same database opens what the first sealed.
+        XFER_MASTER_KEY: app.config.masterKeys![0]!.toString('base64'), XFER_LOG_LEVEL: 'trace', XFER_SCANNER: 'none',
         // The budget is shared with the test app's instance (same database), which the race spent from 127.0.0.1.
         XFER_SHARE_RATE_LIMIT_PER_MINUTE: '100000',
         XFER_FILE_STORE: 'local', XFER_FILE_STORE_DIR: store.kind === 'local' ? store.dir : '',

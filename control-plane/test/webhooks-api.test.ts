@@ -5,6 +5,7 @@ import { Types } from 'mongoose';
 import { buildApp, type App } from '../src/app.js';
 import { Messages, WEBHOOK_EVENT_TYPES } from '@xfer/shared';
 import { auth, buildTestApp, createAccount, createKey, expectError, type TestAccount } from './helper.js';
+import { boundTo } from '../src/lib/sealed-fields.js';
 
 let app: App;
 let owner: TestAccount;
@@ -49,10 +50,10 @@ describe('POST /webhooks', () => {
     expect(Buffer.from(secret.slice(6), 'base64url')).toHaveLength(32);
 
     const stored = await raw(body.data.id);
-    expect(Object.keys(stored!.secret).sort()).toEqual(['data', 'iv', 'kid', 'tag']);
+    expect(Object.keys(stored!.secret).sort()).toEqual(['data', 'iv', 'kid', 'tag', 'v']);
     expect(JSON.stringify(stored)).not.toContain(secret);
     expect(JSON.stringify(stored)).not.toContain(secret.slice(6));
-    expect(app.vault.open(stored!.secret as never)).toBe(secret);
+    expect(app.vault.open(stored!.secret as never, boundTo('webhook.secret', stored!))).toBe(secret);
 
     // Never again: not on read, not in the list, not in the audit trail.
     expect((await get(owner.apiKey, `/${body.data.id}`)).body).not.toContain(secret);
@@ -72,7 +73,7 @@ describe('POST /webhooks', () => {
     expect(Object.keys(res.json().data)).not.toContain('secret');
     const stored = await raw(res.json().data.id);
     expect(JSON.stringify(stored)).not.toContain(secret);
-    expect(app.vault.open(stored!.secret as never)).toBe(secret);
+    expect(app.vault.open(stored!.secret as never, boundTo('webhook.secret', stored!))).toBe(secret);
     const audit = await auditOf(res.json().data.id);
     expect(audit[0]!.details).toMatchObject({ secret_source: 'given' });
     expect(JSON.stringify(audit)).not.toContain(secret);
@@ -224,7 +225,7 @@ describe('PUT /webhooks/:id', () => {
     expect(res.statusCode).toBe(200);
     expect(res.body).not.toContain(secret);
     const after = await raw(hook.id);
-    expect(app.vault.open(after!.secret as never)).toBe(secret);
+    expect(app.vault.open(after!.secret as never, boundTo('webhook.secret', after!))).toBe(secret);
     expect(after!.secret).not.toEqual(before!.secret);
     expect((await auditOf(hook.id))[1]!.details).toMatchObject({ changed: ['secret'] });
     expect(JSON.stringify(await auditOf(hook.id))).not.toContain(secret);

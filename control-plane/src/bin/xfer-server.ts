@@ -9,7 +9,11 @@ import { parseConfig, ConfigError, type Config } from '../config.js';
 import { buildApp, type App } from '../app.js';
 import { agentByToken, createAgent } from '../routes/agents/agents.service.js';
 import { bootstrapAccount } from '../lib/bootstrap.js';
-import { createIndexes, registerModels } from '../models/index.js';
+import { createIndexes, registerModels, type Models } from '../models/index.js';
+import { keyFiles, vaultOf } from '../lib/vault.js';
+import { dropRetiredKeyFile, generateMasterKeyFile, resealAll } from '../lib/key-rotation.js';
+import { chainsToVerify, SYSTEM_CHAIN, verifyChain } from '../lib/audit-chain.js';
+import { replaceSessionKey, systemKeyOf } from '../lib/system-keys.js';
 import { startEmbeddedMongo } from '../db/index.js';
 import { AppError } from '../errors.js';
 
@@ -20,6 +24,10 @@ Usage:
   xfer-server start [--local]          Serve the REST API (see docs/configuration.md)
   xfer-server bootstrap --email E --password P --plan free|team|enterprise [--account-name N] [--json]
                                        Create an account, its owner and an all-scopes API key
+  xfer-server rotate-keys [--new-key] [--drop-retired] [--session]
+                                       Re-seal every secret under the active master key
+  xfer-server audit verify [--account ID] [--json]
+                                       Check the audit chain(s); non-zero naming the first broken record
   xfer-server <command> --help         Help for one command
 
 Without MONGODB_URI, the embedded database (mongod on PATH, else FerretDB) runs under XFER_DATA_DIR/db.`,
@@ -36,6 +44,29 @@ environment only; see docs/configuration.md.
 Creates an account with an owner user (the given email and password, 12+ characters) and an API
 key holding every scope, and prints {"account_id","user_id","api_key"}. The key is shown once.
 Exit codes: 0 created, 2 bad arguments, 5 the email exists already, 1 anything else.`,
+  'rotate-keys': `xfer-server rotate-keys [--new-key] [--drop-retired] [--session]
+
+Seals every secret (connection credentials, webhook secrets, MFA secrets) again under the active
+master key, bound to its account and record; values sealed under a retired key or before binding
+are the ones rewritten. Safe while other instances run; idempotent: run it again after a crash,
+or until it reports nothing left. Prints counts as JSON. See docs/security.md "Key rotation".
+
+With XFER_MASTER_KEY: set the new key there and the old one in XFER_RETIRED_MASTER_KEYS first.
+Without it (key files in XFER_DATA_DIR):
+  --new-key        first make a new master.key, the current one moved to retired-master.keys
+  --drop-retired   after a pass that leaves nothing under a retired key, delete retired-master.keys
+                   (only once every instance runs with the new key)
+  --session        also replace the session-signing key kept in the database (not XFER_SESSION_KEY):
+                   every console session ends once the instances restart
+Exit codes: 0 everything under the active key, 3 values left (changed meanwhile: run again;
+unreadable: see unreadable_values), 2 bad arguments, 1 anything else.`,
+  audit: `xfer-server audit verify [--account ID] [--json]
+
+Walks the audit chain of one account (--account; "system" for records without an account), or of
+every account, and checks each record's number, link to the one before and hash. Prints each
+chain's head (number and hash: keep them elsewhere to detect a later truncation).
+Exit codes: 0 every chain intact, 4 a chain is broken (the first broken record is named), 2 bad
+arguments, 1 anything else.`,
 };
 
 const log = (msg: string) => process.stderr.write(`xfer-server: ${msg}\n`);
@@ -67,7 +98,7 @@ async function start(config: Config, local: boolean): Promise<void> {
   if (local && (await app.db.accounts.estimatedDocumentCount()) === 0) {
     const email = 'admin@localhost.localdomain';
     const password = randomBytes(12).toString('base64url');
-    const result = await bootstrapAccount(app.db, { email, password, plan: 'enterprise', accountName: 'Local admin' });
+    const result = await bootstrapAccount(app.db, app.vault, { email, password, plan: 'enterprise', accountName: 'Local admin' });
     admin = { email, password, api_key: result.api_key };
   }
   const agentTokenFile = local ? await ensureLocalAgentToken(app, config.dataDir) : null;
@@ -106,6 +137,75 @@ async function ensureLocalAgentToken(app: App, dataDir: string): Promise<string>
   return file;
 }
 
+/** Runs `fn` with the models of the configured (or embedded) database, indexes in place. */
+async function withModels<T>(config: Config, fn: (models: Models) => Promise<T>): Promise<T> {
+  const db = await database(config);
+  const conn = mongoose.createConnection(db.uri, { dbName: config.databaseName, autoIndex: false, serverSelectionTimeoutMS: 10_000 });
+  try {
+    await conn.asPromise();
+    const models = registerModels(conn);
+    await createIndexes(models);
+    return await fn(models);
+  } finally {
+    await conn.close();
+    await db.stop();
+  }
+}
+
+async function rotateKeys(config: Config, args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args, options: { 'new-key': { type: 'boolean', default: false }, 'drop-retired': { type: 'boolean', default: false }, session: { type: 'boolean', default: false } },
+  });
+  if (values.session && config.sessionKey) throw new UsageError('--session replaces the key kept in the database: XFER_SESSION_KEY is set, replace it there instead');
+  const fileMode = config.masterKeys === null;
+  if (!fileMode && (values['new-key'] || values['drop-retired'])) {
+    throw new UsageError('--new-key and --drop-retired manage the key files of XFER_DATA_DIR: with XFER_MASTER_KEY, set the keys in the environment (docs/security.md "Key rotation")');
+  }
+  if (values['new-key']) {
+    const ids = generateMasterKeyFile(config.dataDir);
+    log(`new master key ${ids.active} in ${keyFiles(config.dataDir).active}; ${ids.retired} retired to ${keyFiles(config.dataDir).retired}`);
+  }
+  const vault = vaultOf(config);
+  const report = await withModels(config, async (models) => {
+    if (values.session) {
+      await replaceSessionKey(models, vault);
+      log('session key replaced: restart every instance; every console session ends');
+    }
+    return resealAll(models, vault);
+  });
+  const left = report.changed_meanwhile + report.unreadable;
+  let dropped = false;
+  if (values['drop-retired']) {
+    if (left > 0) log('retired keys kept: values are left to re-seal (see the counts)');
+    else dropped = dropRetiredKeyFile(config.dataDir);
+  }
+  process.stdout.write(JSON.stringify({ ...report, ...(values['drop-retired'] ? { retired_keys_dropped: dropped } : {}) }) + '\n');
+  return left > 0 ? 3 : 0;
+}
+
+async function audit(config: Config, args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { account: { type: 'string' }, json: { type: 'boolean', default: false } } });
+  if (positionals.length !== 1 || positionals[0] !== 'verify') throw new UsageError('usage: xfer-server audit verify [--account ID] [--json]');
+  const account = values.account;
+  if (account !== undefined && account !== SYSTEM_CHAIN && !/^[0-9a-f]{24}$/.test(account)) throw new UsageError('--account must be an account id (24 hex characters) or "system"');
+  const reports = await withModels(config, async (models) => {
+    const collection = models.auditEvents.collection;
+    const key = await systemKeyOf(models, vaultOf(config), 'audit');
+    const out = [];
+    for (const chain of await chainsToVerify(collection, account)) out.push(await verifyChain(collection, key, chain));
+    return out;
+  });
+  const broken = reports.find((r) => r.broken);
+  if (values.json) process.stdout.write(JSON.stringify({ ok: !broken, chains: reports }) + '\n');
+  else {
+    for (const r of reports) {
+      process.stdout.write(`${r.chain}: ${r.broken ? `BROKEN at record ${r.broken.seq}: ${r.broken.problem}` : `ok, ${r.records} records`}${r.head ? `, head ${r.head.seq} ${r.head.hash}` : ''}\n`);
+    }
+  }
+  if (broken) log(`audit chain ${broken.chain} is broken at record ${broken.broken!.seq}${broken.broken!.id ? ` (${broken.broken!.id})` : ''}: ${broken.broken!.problem}`);
+  return broken ? 4 : 0;
+}
+
 async function bootstrap(config: Config, args: string[]): Promise<void> {
   const { values } = parseArgs({
     args,
@@ -116,21 +216,11 @@ async function bootstrap(config: Config, args: string[]): Promise<void> {
   });
   if (!values.email || !values.password || !values.plan) throw new UsageError('bootstrap needs --email, --password and --plan');
   if (!(PLANS as readonly string[]).includes(values.plan)) throw new UsageError(`--plan must be one of ${PLANS.join(', ')}`);
-  const db = await database(config);
-  const conn = mongoose.createConnection(db.uri, { dbName: config.databaseName, autoIndex: false, serverSelectionTimeoutMS: 10_000 });
-  try {
-    await conn.asPromise();
-    const models = registerModels(conn);
-    await createIndexes(models);
-    const result = await bootstrapAccount(models, {
-      email: values.email, password: values.password, plan: values.plan as Plan, accountName: values['account-name'],
-    });
-    if (values.json) process.stdout.write(JSON.stringify(result) + '\n');
-    else process.stdout.write(`account_id: ${result.account_id}\nuser_id:    ${result.user_id}\napi_key:    ${result.api_key}\n(the API key is shown only now)\n`);
-  } finally {
-    await conn.close();
-    await db.stop();
-  }
+  const result = await withModels(config, (models) => bootstrapAccount(models, vaultOf(config), {
+    email: values.email!, password: values.password!, plan: values.plan as Plan, accountName: values['account-name'],
+  }));
+  if (values.json) process.stdout.write(JSON.stringify(result) + '\n');
+  else process.stdout.write(`account_id: ${result.account_id}\nuser_id:    ${result.user_id}\napi_key:    ${result.api_key}\n(the API key is shown only now)\n`);
 }
 
 class UsageError extends Error {}
@@ -150,6 +240,10 @@ async function main(argv: string[]): Promise<void> {
   if (command === 'start') {
     const { values } = parseArgs({ args: rest, options: { local: { type: 'boolean', default: false } } });
     await start(config, values.local ?? false);
+  } else if (command === 'rotate-keys') {
+    process.exitCode = await rotateKeys(config, rest);
+  } else if (command === 'audit') {
+    process.exitCode = await audit(config, rest);
   } else {
     await bootstrap(config, rest);
   }

@@ -1,7 +1,11 @@
+import { Types } from 'mongoose';
 import { SCOPES, type Plan } from '@xfer/shared';
 import type { Models } from '../models/index.js';
 import { ConflictError } from '../errors.js';
 import { hashPassword } from './crypto.js';
+import { appendToChain } from './audit-chain.js';
+import { systemKeyOf } from './system-keys.js';
+import type { Vault } from './vault.js';
 import { issueApiKey } from '../routes/api-keys/api-keys.service.js';
 
 export interface BootstrapInput {
@@ -22,22 +26,29 @@ export interface BootstrapResult {
  * before any console exists. The key is the account's root credential on every plan; creating
  * further keys through the API needs the Team plan.
  */
-export async function bootstrapAccount(db: Models, input: BootstrapInput): Promise<BootstrapResult> {
+export async function bootstrapAccount(db: Models, vault: Vault, input: BootstrapInput): Promise<BootstrapResult> {
   const email = input.email.trim().toLowerCase();
   if (!/^[^\s@]+@[^\s@]+$/.test(email)) throw new Error(`--email "${input.email}" is not an email address`);
   if (input.password.length < 12) throw new Error('--password must be at least 12 characters');
   if (await db.users.exists({ email })) throw new ConflictError(`A user with email ${email} already exists`);
-  const account = await db.accounts.create({ name: input.accountName ?? email, plan: input.plan });
+  const passwordHash = await hashPassword(input.password);
+  // Recorded write-ahead (docs/security.md "The audit chain"): ids first, the record, then the account.
+  const account = { _id: new Types.ObjectId() };
+  const userId = new Types.ObjectId();
+  const entry = {
+    account_id: account._id, actor: { type: 'system', id: null }, action: 'account.bootstrap', resource: { type: 'account', id: String(account._id) }, ip: null,
+  };
+  const auditKey = await systemKeyOf(db, vault, 'audit');
+  const announced = await appendToChain(db.auditEvents.collection, auditKey, {
+    timestamp: new Date(), ...entry, outcome: 'success', details: { plan: input.plan, owner: String(userId) },
+  });
   try {
+    await db.accounts.create({ _id: account._id, name: input.accountName ?? email, plan: input.plan });
     const user = await db.users.create({
-      account_id: account._id, email, name: email.split('@')[0]!, role: 'owner', password_hash: await hashPassword(input.password),
+      _id: userId, account_id: account._id, email, name: email.split('@')[0]!, role: 'owner', password_hash: passwordHash,
     });
     const { key } = await issueApiKey(db, {
       accountId: account._id, name: 'bootstrap', scopes: [...SCOPES], expiresAt: null, createdBy: { type: 'system', id: null },
-    });
-    await db.auditEvents.create({
-      account_id: account._id, actor: { type: 'system', id: null }, action: 'account.bootstrap',
-      resource: { type: 'account', id: String(account._id) }, outcome: 'success', details: { plan: input.plan, owner: String(user._id) },
     });
     return { account_id: String(account._id), user_id: String(user._id), api_key: key };
   } catch (err) {
@@ -45,6 +56,9 @@ export async function bootstrapAccount(db: Models, input: BootstrapInput): Promi
     await db.users.deleteMany({ account_id: account._id });
     await db.apiKeys.deleteMany({ account_id: account._id });
     await db.accounts.deleteOne({ _id: account._id });
+    await appendToChain(db.auditEvents.collection, auditKey, {
+      timestamp: new Date(), ...entry, outcome: 'failure', details: { announced: String(announced._id), reason: (err as Error).message },
+    }).catch(() => {});
     if ((err as { code?: number }).code === 11000) throw new ConflictError(`A user with email ${email} already exists`);
     throw err;
   }

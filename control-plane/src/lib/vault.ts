@@ -1,70 +1,152 @@
-import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 
-/** What is stored for an encrypted value: AES-256-GCM under the master key named by `kid`. */
+/**
+ * What is stored for an encrypted value: AES-256-GCM under the master key named by `kid`.
+ * `v` is the format: 2 (bound: the additional data names the account, the owning record and the
+ * field, so a ciphertext copied elsewhere does not open); absent (format 1, before binding: opens
+ * without additional data until `xfer-server rotate-keys` seals it again as format 2).
+ */
 export interface Sealed {
+  v?: number;
   kid: string;
   iv: string;
   tag: string;
   data: string;
 }
 
+/** Where a sealed value belongs: the owning account, the owning record, and what it is there. */
+export interface SealBinding {
+  /** Kind of value, e.g. `connection.credentials`; the same for fields one value moves between. */
+  purpose: string;
+  accountId: string | { toString(): string };
+  recordId: string | { toString(): string };
+}
+
+export const SEALED_FORMAT = 2;
+
 /** Key id: a public fingerprint of a master key, so ciphertexts name the key that sealed them. */
-function keyId(key: Buffer): string {
+export function keyId(key: Buffer): string {
   return createHash('sha256').update('xfer-master-key-id').update(key).digest('hex').slice(0, 16);
 }
 
+function additionalData(b: SealBinding): Buffer {
+  return Buffer.from(JSON.stringify(['xfer-sealed', SEALED_FORMAT, b.purpose, String(b.accountId), String(b.recordId)]), 'utf8');
+}
+
 /**
- * Encrypts secrets (connection credentials) at rest. The first key seals; every key opens what
- * it sealed, which is how rotation works: new key active, old keys kept as retired until
- * `xfer-server rotate-keys` has resealed everything.
+ * Encrypts secrets (connection credentials, webhook secrets, MFA secrets) at rest. The first key
+ * seals; every key opens what it sealed, which is how rotation works: new key active, old keys
+ * kept as retired until `xfer-server rotate-keys` has resealed everything.
  */
 export class Vault {
   private readonly keys: Map<string, Buffer>;
   readonly activeKid: string;
 
-  constructor(private readonly masterKeys: Buffer[]) {
+  /**
+   * `reload`, when given, is asked for the keys again when a value names a key this vault does
+   * not know (another instance rotated the key files of a shared data dir meanwhile).
+   */
+  constructor(masterKeys: Buffer[], private readonly reload?: () => Buffer[]) {
     if (masterKeys.length === 0) throw new Error('Vault needs at least one master key');
     this.keys = new Map(masterKeys.map((k) => [keyId(k), k]));
     this.activeKid = keyId(masterKeys[0]!);
   }
 
-  seal(value: unknown): Sealed {
-    const iv = randomBytes(12);
-    const cipher = createCipheriv('aes-256-gcm', this.keys.get(this.activeKid)!, iv);
-    const data = Buffer.concat([cipher.update(JSON.stringify(value), 'utf8'), cipher.final()]);
-    return { kid: this.activeKid, iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64'), data: data.toString('base64') };
+  private lastReload = 0;
+
+  private keyFor(kid: string): Buffer | undefined {
+    // At most once a second: a value under a key nobody has must not make every open read files.
+    if (!this.keys.has(kid) && this.reload && Date.now() - this.lastReload >= 1000) {
+      this.lastReload = Date.now();
+      for (const k of this.reload()) if (!this.keys.has(keyId(k))) this.keys.set(keyId(k), k);
+    }
+    return this.keys.get(kid);
   }
 
-  open<T = unknown>(sealed: Sealed): T {
-    const key = this.keys.get(sealed.kid);
+  seal(value: unknown, binding: SealBinding): Sealed {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.keys.get(this.activeKid)!, iv);
+    cipher.setAAD(additionalData(binding));
+    const data = Buffer.concat([cipher.update(JSON.stringify(value), 'utf8'), cipher.final()]);
+    return { v: SEALED_FORMAT, kid: this.activeKid, iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64'), data: data.toString('base64') };
+  }
+
+  /** Throws when the key is unknown, or the value was altered or does not belong to `binding`. */
+  open<T = unknown>(sealed: Sealed, binding: SealBinding): T {
+    const key = this.keyFor(sealed.kid);
     if (!key) throw new Error(`Master key ${sealed.kid} is not configured: add it to XFER_RETIRED_MASTER_KEYS`);
+    if (sealed.v !== undefined && sealed.v !== null && sealed.v !== SEALED_FORMAT) throw new Error(`Sealed value format ${sealed.v} is not known`);
     const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(sealed.iv, 'base64'));
+    if (sealed.v === SEALED_FORMAT) decipher.setAAD(additionalData(binding));
     decipher.setAuthTag(Buffer.from(sealed.tag, 'base64'));
-    const text = Buffer.concat([decipher.update(Buffer.from(sealed.data, 'base64')), decipher.final()]).toString('utf8');
+    let text: string;
+    try {
+      text = Buffer.concat([decipher.update(Buffer.from(sealed.data, 'base64')), decipher.final()]).toString('utf8');
+    } catch {
+      // Same words for a forged tag and a row moved to another record: neither says more.
+      throw new Error(`A sealed ${binding.purpose} value does not open for this record (altered, or copied from another record or account)`);
+    }
     return JSON.parse(text) as T;
   }
 
-  /** A key for another purpose (session signing), derived so that one secret is all an operator keeps. */
-  deriveKey(purpose: string): Buffer {
-    return Buffer.from(hkdfSync('sha256', this.masterKeys[0]!, Buffer.alloc(0), `xfer:${purpose}`, 32));
+  /** Whether `sealed` should be sealed again: under a retired key, or in the unbound format 1. */
+  isStale(sealed: Sealed): boolean {
+    return sealed.kid !== this.activeKid || sealed.v !== SEALED_FORMAT;
+  }
+
+  /** Whether the key that sealed `sealed` is configured. */
+  canOpen(sealed: Sealed): boolean {
+    return this.keyFor(sealed.kid) !== undefined;
   }
 }
 
 /**
- * The master key file used when XFER_MASTER_KEY is not set: created once with 32 random
- * bytes, mode 0600, beside the data it protects.
+ * The master key file used when XFER_MASTER_KEY is not set: created once with 32 random bytes,
+ * mode 0600, beside the data it protects. Two
+ * instances starting at once on one data dir agree: the second one's exclusive create fails and
+ * it reads the first one's key.
  */
 export function loadOrCreateKeyFile(path: string): Buffer {
-  if (existsSync(path)) {
+  const read = () => {
     const key = Buffer.from(readFileSync(path, 'utf8').trim(), 'base64');
-    if (key.length !== 32) throw new Error(`${path} does not hold a 32-byte base64 master key`);
+    if (key.length !== 32) throw new Error(`${path} does not hold a 32-byte base64 key`);
     return key;
-  }
+  };
+  if (existsSync(path)) return read();
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const key = randomBytes(32);
-  writeFileSync(path, key.toString('base64') + '\n', { mode: 0o600, flag: 'wx' });
+  try {
+    writeFileSync(path, key.toString('base64') + '\n', { mode: 0o600, flag: 'wx' });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return read();
+    throw err;
+  }
   chmodSync(path, 0o600);
   return key;
+}
+
+/** Key files of a data dir without XFER_MASTER_KEY: the active key, and the retired ones one per line. */
+export const keyFiles = (dataDir: string) => ({ active: join(dataDir, 'master.key'), retired: join(dataDir, 'retired-master.keys') });
+
+/** The retired keys kept in `path` (base64, one per line; absent file: none). */
+export function readRetiredKeyFile(path: string): Buffer[] {
+  if (!existsSync(path)) return [];
+  return readFileSync(path, 'utf8').split('\n').map((l) => l.trim()).filter((l) => l !== '').map((l, i) => {
+    const key = Buffer.from(l, 'base64');
+    if (key.length !== 32) throw new Error(`${path} line ${i + 1} does not hold a 32-byte base64 key`);
+    return key;
+  });
+}
+
+/**
+ * The vault of a configuration: XFER_MASTER_KEY (+ XFER_RETIRED_MASTER_KEYS), else the key files
+ * of the data dir, master.key created on first start.
+ */
+export function vaultOf(config: { masterKeys: Buffer[] | null; dataDir: string }): Vault {
+  if (config.masterKeys) return new Vault(config.masterKeys);
+  const files = keyFiles(config.dataDir);
+  const load = () => [loadOrCreateKeyFile(files.active), ...readRetiredKeyFile(files.retired)];
+  return new Vault(load(), load);
 }

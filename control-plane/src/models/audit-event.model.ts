@@ -1,8 +1,9 @@
 import { Schema, type Connection, type InferSchemaType } from 'mongoose';
 
 /**
- * The audit trail. Append-only: the application only ever inserts and reads; the hooks below
- * make any attempt to change or delete a record through mongoose fail loudly.
+ * The audit trail. Append-only: the application only ever inserts (lib/audit-chain.ts
+ * `appendToChain`) and reads; the hooks below make any attempt to change or delete a record
+ * through mongoose fail loudly, and the hash chain makes one done behind its back visible.
  */
 const schema = new Schema(
   {
@@ -14,9 +15,16 @@ const schema = new Schema(
     ip: { type: String, default: null },
     outcome: { type: String, enum: ['success', 'failure', 'denied'], required: true },
     details: { type: Schema.Types.Mixed, default: undefined },
+    /** The account id, or `system` (lib/audit-chain.ts). */
+    chain: { type: String },
+    seq: { type: Number },
+    prev_hash: { type: String },
+    hash: { type: String },
   },
   { collection: 'audit_events', autoIndex: false, versionKey: false },
 );
+// Claims a record's place in its chain: two writers cannot both take one number.
+schema.index({ chain: 1, seq: 1 }, { unique: true });
 schema.index({ account_id: 1, _id: -1 });
 schema.index({ account_id: 1, action: 1, _id: -1 });
 schema.index({ account_id: 1, 'actor.id': 1, _id: -1 });

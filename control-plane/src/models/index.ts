@@ -18,6 +18,8 @@ import { webhookAttemptModel, webhookDeliveryModel } from './webhook-delivery.mo
 import { shareLinkModel } from './share-link.model.js';
 import { shareDownloadModel } from './share-download.model.js';
 import { loginAttemptModel } from './login-attempt.model.js';
+import { setAsideLegacyRecords } from '../lib/audit-chain.js';
+import { systemKeyModel } from './system-key.model.js';
 
 /** Every model, bound to one connection (one app instance, one database). */
 export function registerModels(conn: Connection) {
@@ -41,6 +43,7 @@ export function registerModels(conn: Connection) {
     webhookAttempts: webhookAttemptModel(conn),
     shareLinks: shareLinkModel(conn),
     shareDownloads: shareDownloadModel(conn),
+    systemKeys: systemKeyModel(conn),
     loginAttempts: loginAttemptModel(conn),
   };
 }
@@ -49,5 +52,7 @@ export type Models = ReturnType<typeof registerModels>;
 
 /** Indexes are explicit and created at start (autoIndex is off everywhere). */
 export async function createIndexes(models: Models): Promise<void> {
+  // Before the unique {chain, seq} index: records from before the chain would collide in it.
+  await setAsideLegacyRecords(models.auditEvents.collection);
   for (const model of Object.values(models)) await model.createIndexes();
 }

@@ -6,6 +6,8 @@ import { Schema } from 'mongoose';
  */
 export const sealedSchema = new Schema(
   {
+    /** Format: 2 bound to its record (additional data), absent for format 1 (lib/vault.ts). */
+    v: { type: Number },
     kid: { type: String, required: true },
     iv: { type: String, required: true },
     tag: { type: String, required: true },

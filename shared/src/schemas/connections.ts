@@ -24,6 +24,11 @@ export interface OptionSpec {
   /** What the connector uses when the option is absent. */
   default?: boolean | string;
   description: string;
+  /**
+   * The option decides where the credentials go or how safely they travel (endpoint, TLS, a
+   * pinned key): changing it needs the credentials again (docs/security.md "Credential binding").
+   */
+  bindsCredentials?: true;
 }
 
 /** What each connection type accepts and needs; the control plane validates with it, the CLI prompts with it. */
@@ -55,11 +60,11 @@ const azureKeys = { connection_string: str, account_name: str, account_key: str 
 const azureRequired = [['connection_string'], ['account_name', 'account_key']] as const;
 const azureConflicts = [['connection_string', 'account_name'], ['connection_string', 'account_key']] as const;
 const endpointSuffix: OptionSpec = {
-  type: 'string', pattern: /^[a-z0-9]([a-z0-9.-]{0,250}[a-z0-9])?$/, default: 'core.windows.net',
+  type: 'string', pattern: /^[a-z0-9]([a-z0-9.-]{0,250}[a-z0-9])?$/, default: 'core.windows.net', bindsCredentials: true,
   description: 'DNS suffix of the Azure cloud, for account_name + account_key (sovereign clouds)',
 };
 const userPassword = { username: str, password: str };
-const s3Secure: OptionSpec = { type: 'boolean', default: true, description: 'HTTPS (true) or plain HTTP (false), for on-premises S3-compatible servers' };
+const s3Secure: OptionSpec = { type: 'boolean', default: true, bindsCredentials: true, description: 'HTTPS (true) or plain HTTP (false), for on-premises S3-compatible servers' };
 
 /**
  * The per-type table (api.md credential table; decisions.md "Connections"). nfs takes no
@@ -70,7 +75,7 @@ export const CONNECTION_TYPE_SPECS: Readonly<Record<ConnectionType, ConnectionTy
     credentialFields: s3Keys, credentialsRequired: [['access_key_id', 'secret_access_key']],
     hostRequired: false, defaultHost: none, defaultEndpoint: 'AWS S3 regional endpoint for the region', defaultPort: 443,
     options: {
-      force_path_style: { type: 'boolean', default: false, description: 'Address buckets as host/bucket instead of bucket.host (MinIO and most S3-compatible stores)' },
+      force_path_style: { type: 'boolean', default: false, bindsCredentials: true, description: 'Address buckets as host/bucket instead of bucket.host (MinIO and most S3-compatible stores)' },
       secure: s3Secure,
     },
   },
@@ -102,7 +107,7 @@ export const CONNECTION_TYPE_SPECS: Readonly<Record<ConnectionType, ConnectionTy
     hostRequired: true, defaultHost: none, defaultEndpoint: 'none: host is required', defaultPort: 22,
     options: {
       host_key_sha256: {
-        type: 'string', pattern: /^(SHA256:)?[A-Za-z0-9+/]{43}=?$/,
+        type: 'string', pattern: /^(SHA256:)?[A-Za-z0-9+/]{43}=?$/, bindsCredentials: true,
         description: 'Pinned host key fingerprint as printed by ssh-keygen -l (SHA256:...); the connection fails on any other key',
       },
     },
@@ -111,9 +116,9 @@ export const CONNECTION_TYPE_SPECS: Readonly<Record<ConnectionType, ConnectionTy
     credentialFields: userPassword, credentialsRequired: [['username', 'password']],
     hostRequired: true, defaultHost: none, defaultEndpoint: 'none: host is required', defaultPort: 21,
     options: {
-      secure: { type: 'string', enum: ['none', 'explicit', 'implicit'], default: 'explicit', description: 'TLS: none (plain FTP), explicit (AUTH TLS) or implicit (FTPS)' },
+      secure: { type: 'string', enum: ['none', 'explicit', 'implicit'], default: 'explicit', bindsCredentials: true, description: 'TLS: none (plain FTP), explicit (AUTH TLS) or implicit (FTPS)' },
       tls_cert_sha256: {
-        type: 'string', pattern: /^([0-9A-Fa-f]{2}:){31}[0-9A-Fa-f]{2}$|^[0-9A-Fa-f]{64}$/,
+        type: 'string', pattern: /^([0-9A-Fa-f]{2}:){31}[0-9A-Fa-f]{2}$|^[0-9A-Fa-f]{64}$/, bindsCredentials: true,
         description: "Pinned SHA-256 fingerprint of the server's TLS certificate (openssl x509 -fingerprint -sha256), for self-signed servers; the connection fails on any other certificate",
       },
     },
@@ -126,14 +131,14 @@ export const CONNECTION_TYPE_SPECS: Readonly<Record<ConnectionType, ConnectionTy
     credentialFields: { uid: int, gid: int }, credentialsRequired: [],
     hostRequired: true, defaultHost: none, defaultEndpoint: 'none: host is required', defaultPort: 2049,
     options: {
-      mount_port: { type: 'string', pattern: /^[1-9][0-9]{0,4}$/, description: 'TCP port of the MOUNT service (NFSv3 userspace mode); asked of rpcbind on port 111 when absent' },
+      mount_port: { type: 'string', pattern: /^[1-9][0-9]{0,4}$/, bindsCredentials: true, description: 'TCP port of the MOUNT service (NFSv3 userspace mode); asked of rpcbind on port 111 when absent' },
       mount_path: { type: 'string', pattern: /^\/[^\u0000-\u001f\u007f]*$/, description: 'Absolute directory on the agent host where the export is mounted: the agent then works on that mount (path is below it) instead of speaking NFS itself' },
     },
   },
   webdav: {
     credentialFields: userPassword, credentialsRequired: [['username', 'password']],
     hostRequired: true, defaultHost: none, defaultEndpoint: 'none: host is required', defaultPort: 443,
-    options: { secure: { type: 'boolean', default: true, description: 'HTTPS (true) or plain HTTP (false)' } },
+    options: { secure: { type: 'boolean', default: true, bindsCredentials: true, description: 'HTTPS (true) or plain HTTP (false)' } },
   },
   onedrive: {
     credentialFields: { client_id: str, client_secret: str, tenant_id: str, refresh_token: str },
@@ -142,7 +147,7 @@ export const CONNECTION_TYPE_SPECS: Readonly<Record<ConnectionType, ConnectionTy
     options: {
       drive_id: { type: 'string', pattern: /^[A-Za-z0-9!._-]{1,200}$/, description: 'Drive to use instead of the signed-in user\'s default drive' },
       login_host: {
-        type: 'string', pattern: /^[A-Za-z0-9]([A-Za-z0-9.-]{0,250}[A-Za-z0-9])?(:[0-9]{1,5})?$/, default: 'login.microsoftonline.com',
+        type: 'string', pattern: /^[A-Za-z0-9]([A-Za-z0-9.-]{0,250}[A-Za-z0-9])?(:[0-9]{1,5})?$/, default: 'login.microsoftonline.com', bindsCredentials: true,
         description: 'Host[:port] of the Microsoft identity platform (sovereign clouds: login.microsoftonline.us, login.chinacloudapi.cn); always HTTPS',
       },
     },
@@ -340,4 +345,34 @@ export function optionsWithDefaults(type: ConnectionType, options: Readonly<Reco
     if (spec.default !== undefined) filled[key] = spec.default;
   }
   return { ...filled, ...options };
+}
+
+/** What stored credentials stay bound to: where they are sent and how (docs/security.md "Credential binding"). */
+export interface CredentialPlace {
+  type: ConnectionType;
+  host: string | null;
+  port: number | null;
+  options: Readonly<Record<string, unknown>>;
+  agent_id: string | null;
+  /** Pool of agents, where a connection names one instead of an agent. */
+  agent_pool?: string | null;
+}
+
+/**
+ * The first field (`host`, `port`, `options.<name>`, `agent_id`, `agent_pool`) whose change
+ * between `before` and `after` moves stored credentials elsewhere or weakens how they travel,
+ * or null. Absent values count as their defaults, so restating the current value is no change.
+ */
+export function credentialBindingChange(before: CredentialPlace, after: CredentialPlace): string | null {
+  const spec = CONNECTION_TYPE_SPECS[after.type];
+  if ((before.host ?? '').toLowerCase() !== (after.host ?? '').toLowerCase()) return 'host';
+  if ((before.port ?? CONNECTION_TYPE_SPECS[before.type].defaultPort) !== (after.port ?? spec.defaultPort)) return 'port';
+  const was = optionsWithDefaults(before.type, before.options);
+  const now = optionsWithDefaults(after.type, after.options);
+  for (const [key, option] of Object.entries(spec.options)) {
+    if (option.bindsCredentials && was[key] !== now[key]) return `options.${key}`;
+  }
+  if ((before.agent_id ?? null) !== (after.agent_id ?? null)) return 'agent_id';
+  if ((before.agent_pool ?? null) !== (after.agent_pool ?? null)) return 'agent_pool';
+  return null;
 }

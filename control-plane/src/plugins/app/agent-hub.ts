@@ -12,7 +12,7 @@ import { AgentSession, type AgentIdentity, type Hello, type Welcome } from './ag
 import { KeyedMutex } from '../../lib/keyed-mutex.js';
 import { AgentRuns } from './agent-runs.js';
 import type { Vault } from '../../lib/vault.js';
-import { AppError } from '../../errors.js';
+import { AppError, ConflictError } from '../../errors.js';
 import { storeRotatedCredentials } from '../../routes/connections/connections.service.js';
 
 /** How often the instance holding a session writes `session.last_seen_at`. */
@@ -228,19 +228,34 @@ export class AgentHub {
     const fields = Object.keys(payload.credentials).sort();
     let outcome: string;
     let reason: string | undefined;
+    const by = { accountId, actor: { type: 'agent' as const, id: agentId }, ip: null };
+    const record = { action: 'connection.credentials.rotate', resource: { type: 'connection', id: payload.connection_id } };
+    // A store is recorded write-ahead (plugins/app/audit.ts `change`); answers that change nothing are recorded after.
+    let announced = false;
     try {
-      outcome = await storeRotatedCredentials(this.o.db, this.o.vault, accountId, agentId, payload.connection_id, payload.credentials, payload.previous_sha256);
+      outcome = await this.o.audit.change(by, async (announce) => {
+        const result = await storeRotatedCredentials(
+          this.o.db, this.o.vault, accountId, agentId, payload.connection_id, payload.credentials, payload.previous_sha256,
+          async () => {
+            if (announced) return; // a retry after a concurrent edit: the record stands
+            announced = true;
+            await announce({ ...record, outcome: 'success', details: { fields, result: 'stored' } });
+          },
+        );
+        if (announced && result !== 'stored') throw new ConflictError(`the rotated credentials were not stored (${result})`);
+        return result;
+      });
     } catch (err) {
       if (!(err instanceof AppError) || err.statusCode >= 500) throw err;
       outcome = 'refused';
       reason = (err as Error).message;
       this.o.log.warn({ agentId, connectionId: payload.connection_id, fields, reason }, 'rotated credentials refused');
     }
-    await this.o.audit.record({
-      accountId, actor: { type: 'agent', id: agentId }, action: 'connection.credentials.rotate',
-      resource: { type: 'connection', id: payload.connection_id }, ip: null,
-      outcome: outcome === 'refused' ? 'failure' : 'success', details: { fields, result: outcome, ...(reason ? { reason } : {}) },
-    });
+    if (!announced) {
+      await this.o.audit.record({
+        ...by, ...record, outcome: outcome === 'refused' ? 'failure' : 'success', details: { fields, result: outcome, ...(reason ? { reason } : {}) },
+      });
+    }
   }
 
   private async onClosed(session: AgentSession, code: number, ip: string): Promise<void> {

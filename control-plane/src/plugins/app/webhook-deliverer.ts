@@ -153,7 +153,7 @@ export default fp(
     }
 
     /** Opens the secret and sends; a secret that cannot be opened is a failed attempt, not a crash. */
-    async function send(webhook: Pick<WebhookDoc, 'url' | 'secret'>, delivery: Delivery): Promise<SendResult> {
+    async function send(webhook: Pick<WebhookDoc, 'url' | 'secret' | 'account_id'> & { _id: unknown }, delivery: Delivery): Promise<SendResult> {
       let secret: string;
       try {
         secret = openWebhookSecret(app.vault, webhook);

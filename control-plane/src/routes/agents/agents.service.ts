@@ -57,14 +57,22 @@ export async function findAgent(db: Models, accountId: AccountId, id: string): P
 const duplicateName = (name: string) => new ConflictError(`An agent named '${name}' already exists`);
 
 /** Creates an agent and returns its token, the only time it exists outside the agent's hands. */
+/**
+ * `beforeWrite` is called with what the audit record names, after the checks and right before
+ * the write (plugins/app/audit.ts `change`).
+ */
 export async function createAgent(
   db: Models, accountId: AccountId, input: CreateAgentRequest, createdBy: Actor,
+  beforeWrite: (id: string, details: { name: string; labels: string[]; token_prefix: string }) => Promise<void> = async () => {},
 ): Promise<{ doc: StoredAgent; token: string }> {
   const name = input.name.trim();
   if (await db.agents.exists({ account_id: accountId, name })) throw duplicateName(name);
   const token = newToken();
+  const _id = new Types.ObjectId();
+  await beforeWrite(String(_id), { name, labels: input.labels ?? [], token_prefix: `${token.slice(0, 12)}...` });
   try {
     const doc = await db.agents.create({
+      _id,
       account_id: accountId,
       name,
       labels: input.labels ?? [],

@@ -36,12 +36,10 @@ const agents: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'agents:write' } },
   }, async (request, reply) => {
     const principal = principalOf(request);
-    const { doc, token } = await createAgent(app.db, principal.accountId, request.body, principal.actor);
+    const { doc, token } = await app.audit.change(request, (announce) => createAgent(app.db, principal.accountId, request.body, principal.actor, (id, details) => announce({
+      action: 'agent.create', outcome: 'success', resource: { type: 'agent', id }, details,
+    })));
     const agent = presentAgent(doc, [], pollMs);
-    await app.audit.recordRequest(request, {
-      action: 'agent.create', outcome: 'success',
-      resource: { type: 'agent', id: agent.id }, details: { name: agent.name, labels: agent.labels, token_prefix: doc.token_prefix },
-    });
     return reply.code(201).send({ data: { ...agent, token }, warning: AGENT_TOKEN_WARNING });
   });
 
@@ -65,16 +63,16 @@ const agents: FastifyPluginAsync = async (fastify) => {
   }, async (request) => {
     const { accountId } = principalOf(request);
     const doc = await findAgent(app.db, accountId, request.params.id);
-    const removed = await app.agentHub.writeAgent(String(doc._id), () => app.db.agents.findOneAndDelete({ _id: doc._id, account_id: doc.account_id }).lean());
-    if (!removed) throw agentNotFound(request.params.id);
     const id = String(doc._id);
+    // Recorded before the token stops working; the jobs it fails are named in each job's error.
+    await app.audit.change(request, async (announce) => {
+      await announce({ action: 'agent.revoke', outcome: 'success', resource: { type: 'agent', id }, details: { name: doc.name, token_prefix: doc.token_prefix } });
+      const removed = await app.agentHub.writeAgent(id, () => app.db.agents.findOneAndDelete({ _id: doc._id, account_id: doc.account_id }).lean());
+      if (!removed) throw agentNotFound(request.params.id);
+    });
     app.agentHub.closeAgent(id, CloseCodes.revoked, 'agent revoked');
     app.dispatcher.wake();
-    const failed = await app.jobs.failAllOfAgent(doc._id, `Agent ${doc.name} was revoked while the job was running`);
-    await app.audit.recordRequest(request, {
-      action: 'agent.revoke', outcome: 'success',
-      resource: { type: 'agent', id }, details: { name: doc.name, token_prefix: doc.token_prefix, failed_jobs: failed },
-    });
+    await app.jobs.failAllOfAgent(doc._id, `Agent ${doc.name} was revoked while the job was running`);
     return { data: { id, deleted: true as const } };
   });
 

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Types } from 'mongoose';
+import { Types } from 'mongoose';
 import type { ApiKey, Actor, Scope } from '@xfer/shared';
 import type { Models } from '../../models/index.js';
 import type { ApiKeyDoc } from '../../models/api-key.model.js';
@@ -18,10 +18,20 @@ function newKey(): string {
   return `svc_${randomBytes(32).toString('base64url')}`;
 }
 
-/** Creates a key and returns it in full, the only time it exists outside the caller's hands. */
-export async function issueApiKey(db: Models, input: IssueApiKey): Promise<{ record: ApiKey; key: string }> {
+/**
+ * Creates a key and returns it in full, the only time it exists outside the caller's hands.
+ * `beforeWrite` is called with what the audit record names right before the write
+ * (plugins/app/audit.ts `change`).
+ */
+export async function issueApiKey(
+  db: Models, input: IssueApiKey,
+  beforeWrite: (id: string, details: { name: string; scopes: Scope[]; key_prefix: string }) => Promise<void> = async () => {},
+): Promise<{ record: ApiKey; key: string }> {
   const key = newKey();
+  const _id = new Types.ObjectId();
+  await beforeWrite(String(_id), { name: input.name, scopes: input.scopes, key_prefix: `${key.slice(0, 12)}...` });
   const doc = await db.apiKeys.create({
+    _id,
     account_id: input.accountId,
     name: input.name,
     key_hash: sha256Hex(key),

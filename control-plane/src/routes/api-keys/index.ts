@@ -63,13 +63,9 @@ const apiKeys: FastifyPluginAsync = async (fastify) => {
       });
       throw err;
     }
-    const { record, key } = await issueApiKey(app.db, {
+    const { record, key } = await app.audit.change(request, (announce) => issueApiKey(app.db, {
       accountId: principal.accountId, name: name.trim(), scopes: scopes as Scope[], expiresAt, createdBy: principal.actor,
-    });
-    await app.audit.recordRequest(request, {
-      action: 'api_key.create', outcome: 'success',
-      resource: { type: 'api_key', id: record.id }, details: { name: record.name, scopes: record.scopes, key_prefix: record.key_prefix },
-    });
+    }, (id, details) => announce({ action: 'api_key.create', outcome: 'success', resource: { type: 'api_key', id }, details })));
     return reply.code(201).send({ data: { ...record, key }, warning: Messages.apiKeyWarning });
   });
 
@@ -80,7 +76,7 @@ const apiKeys: FastifyPluginAsync = async (fastify) => {
     const principal = principalOf(request);
     const { accountId } = principal;
     const id = toObjectId(request.params.id);
-    const target = id && await app.db.apiKeys.findOne({ _id: id, account_id: accountId, revoked_at: null }, { scopes: 1, name: 1 }).lean();
+    const target = id && await app.db.apiKeys.findOne({ _id: id, account_id: accountId, revoked_at: null }, { scopes: 1, name: 1, key_prefix: 1 }).lean();
     if (!target) throw new NotFoundError(`API key ${request.params.id} not found`);
     try {
       requireKeyWithin(principal, target.scopes);
@@ -92,17 +88,13 @@ const apiKeys: FastifyPluginAsync = async (fastify) => {
       throw err;
     }
     // A key's scopes never change, so the check above still holds for the update below.
-    const revoked = await app.db.apiKeys.findOneAndUpdate(
-      { _id: target._id, account_id: accountId, revoked_at: null },
-      { $set: { revoked_at: new Date() } },
-      { new: true },
-    ).lean();
-    if (!revoked) throw new NotFoundError(`API key ${request.params.id} not found`);
-    await app.audit.recordRequest(request, {
-      action: 'api_key.revoke', outcome: 'success',
-      resource: { type: 'api_key', id: String(revoked._id) }, details: { name: revoked.name, key_prefix: revoked.key_prefix },
+    // Recorded write-ahead (plugins/app/audit.ts `change`).
+    await app.audit.change(request, async (announce) => {
+      await announce({ action: 'api_key.revoke', outcome: 'success', resource: { type: 'api_key', id: String(target._id) }, details: { name: target.name, key_prefix: target.key_prefix } });
+      const revoked = await app.db.apiKeys.updateOne({ _id: target._id, account_id: accountId, revoked_at: null }, { $set: { revoked_at: new Date() } });
+      if (revoked.modifiedCount !== 1) throw new NotFoundError(`API key ${request.params.id} not found`);
     });
-    return { data: { id: String(revoked._id), deleted: true as const } };
+    return { data: { id: String(target._id), deleted: true as const } };
   });
 };
 

@@ -1,13 +1,14 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { Types } from 'mongoose';
 import {
-  CONNECTION_TYPE_SPECS, connectionProblem, normalizeBasePath, optionsWithDefaults,
+  CONNECTION_TYPE_SPECS, connectionProblem, credentialBindingChange, normalizeBasePath, optionsWithDefaults,
   type Connection, type ConnectionFields, type ConnectionSettings, type ConnectionType,
   type CreateConnectionRequest, type UpdateConnectionRequest,
 } from '@xfer/shared';
 import type { Models } from '../../models/index.js';
 import type { ConnectionDoc } from '../../models/connection.model.js';
 import type { Sealed, Vault } from '../../lib/vault.js';
+import { boundTo } from '../../lib/sealed-fields.js';
 import { toObjectId } from '../../lib/pagination.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../../errors.js';
 
@@ -50,13 +51,38 @@ function check(fields: ConnectionFields): void {
   if (problem) throw new BadRequestError(problem);
 }
 
-/** nfs may have nothing to store: an empty object is no credentials. */
-function sealCredentials(vault: Vault, credentials: Record<string, unknown> | null | undefined): Sealed | null {
-  return credentials && Object.keys(credentials).length > 0 ? vault.seal(credentials) : null;
+type Owned = { _id: Types.ObjectId; account_id: unknown };
+
+/** nfs may have nothing to store: an empty object is no credentials. Bound to the connection `doc`. */
+function sealCredentials(vault: Vault, doc: Owned, credentials: Record<string, unknown> | null | undefined): Sealed | null {
+  return credentials && Object.keys(credentials).length > 0 ? vault.seal(credentials, boundTo('connection.credentials', doc)) : null;
 }
 
 function openCredentials(vault: Vault, doc: StoredConnection): Credentials {
-  return doc.credentials ? vault.open<Credentials>(doc.credentials as Sealed) : {};
+  return doc.credentials ? vault.open<Credentials>(doc.credentials as Sealed, boundTo('connection.credentials', doc)) : {};
+}
+
+/**
+ * Stored credentials stay where they were given: a change of host, port, an option that decides
+ * where or how safely they travel, or the agent that carries them, needs them again. Otherwise
+ * whoever may edit the connection could send them to a host or agent of their choosing.
+ */
+function assertCredentialsStayBound(doc: StoredConnection, input: UpdateConnectionRequest): void {
+  if (doc.credentials == null || input.credentials !== undefined) return;
+  const before = {
+    type: doc.type as ConnectionType, host: doc.host ?? null, port: doc.port ?? null,
+    options: (doc.options as Record<string, unknown> | undefined) ?? {}, agent_id: doc.agent_id ? String(doc.agent_id) : null,
+  };
+  const field = credentialBindingChange(before, {
+    type: input.type ?? before.type,
+    host: input.host !== undefined ? input.host : before.host,
+    port: input.port !== undefined ? input.port : before.port,
+    options: input.options ?? before.options,
+    agent_id: input.agent_id !== undefined ? input.agent_id : before.agent_id,
+  });
+  if (field) {
+    throw new BadRequestError(`${field} cannot change without credentials: stored credentials stay bound to the host, port, security options and agent they were given for; send credentials again with the change`);
+  }
 }
 
 /** `agent_id` must name an agent of the account (unknown and other accounts' agents alike). */
@@ -78,7 +104,13 @@ async function assertNameFree(db: Models, accountId: AccountId, name: string): P
   if (await db.connections.exists({ account_id: accountId, name })) throw duplicateName(name);
 }
 
-export async function createConnection(db: Models, vault: Vault, accountId: AccountId, input: CreateConnectionRequest): Promise<Connection> {
+/** What the audit record of a change names; called after the checks, right before the write (plugins/app/audit.ts `change`). */
+export type BeforeWrite = (subject: { id: string; name: string; type: string; changed?: string[] }) => Promise<void>;
+const noAnnouncement: BeforeWrite = async () => {};
+
+export async function createConnection(
+  db: Models, vault: Vault, accountId: AccountId, input: CreateConnectionRequest, beforeWrite: BeforeWrite = noAnnouncement,
+): Promise<Connection> {
   const name = input.name.trim();
   const fields: ConnectionFields = {
     type: input.type,
@@ -91,16 +123,19 @@ export async function createConnection(db: Models, vault: Vault, accountId: Acco
   check(fields);
   await assertAgentOfAccount(db, accountId, input.agent_id);
   await assertNameFree(db, accountId, name);
+  // The id is chosen here so that the credentials are sealed bound to it.
+  const owner = { _id: new Types.ObjectId(), account_id: accountId };
+  await beforeWrite({ id: String(owner._id), name, type: fields.type });
   try {
     const doc = await db.connections.create({
-      account_id: accountId,
+      ...owner,
       name,
       type: fields.type,
       host: fields.host,
       port: fields.port,
       path: normalizeBasePath(fields.path),
       options: fields.options,
-      credentials: sealCredentials(vault, input.credentials),
+      credentials: sealCredentials(vault, owner, input.credentials),
       agent_id: input.agent_id ? new Types.ObjectId(input.agent_id) : null,
     });
     return presentConnection(doc.toObject() as StoredConnection);
@@ -117,7 +152,7 @@ export async function createConnection(db: Models, vault: Vault, accountId: Acco
  * fields given, for the audit record.
  */
 export async function updateConnection(
-  db: Models, vault: Vault, accountId: AccountId, id: string, input: UpdateConnectionRequest,
+  db: Models, vault: Vault, accountId: AccountId, id: string, input: UpdateConnectionRequest, beforeWrite: BeforeWrite = noAnnouncement,
 ): Promise<{ connection: Connection; changed: string[] }> {
   const doc = await findOwned(db, accountId, id);
   const type = input.type ?? (doc.type as ConnectionType);
@@ -132,6 +167,7 @@ export async function updateConnection(
     credentials: input.credentials ?? openCredentials(vault, doc),
     options: input.options ?? (doc.options as Record<string, unknown> | undefined) ?? {},
   });
+  assertCredentialsStayBound(doc, input);
 
   await assertAgentOfAccount(db, accountId, input.agent_id);
   const set: Record<string, unknown> = { updated_at: new Date() };
@@ -145,9 +181,11 @@ export async function updateConnection(
   if (input.port !== undefined) set.port = input.port;
   if (input.path !== undefined) set.path = normalizeBasePath(input.path);
   if (input.options !== undefined) set.options = input.options;
-  if (input.credentials !== undefined) set.credentials = sealCredentials(vault, input.credentials);
+  if (input.credentials !== undefined) set.credentials = sealCredentials(vault, doc, input.credentials);
   if (input.agent_id !== undefined) set.agent_id = input.agent_id ? new Types.ObjectId(input.agent_id) : null;
 
+  const changed = Object.keys(input).sort();
+  await beforeWrite({ id: String(doc._id), name: name ?? doc.name, type, changed });
   let updated;
   try {
     // Conditional on the revision that was checked, so two concurrent updates cannot combine
@@ -165,15 +203,16 @@ export async function updateConnection(
     if (!(await db.connections.exists({ _id: doc._id, account_id: doc.account_id }))) throw connectionNotFound(id);
     throw new ConflictError(`Connection ${id} was changed by another request at the same time; retry`);
   }
-  return { connection: presentConnection(updated as StoredConnection), changed: Object.keys(input).sort() };
+  return { connection: presentConnection(updated as StoredConnection), changed };
 }
 
 /** Deletes permanently; returns what the audit record names. */
-export async function deleteConnection(db: Models, accountId: AccountId, id: string): Promise<Connection> {
-  const _id = toObjectId(id);
-  const doc = _id && await db.connections.findOneAndDelete({ _id, account_id: accountId }).lean();
-  if (!doc) throw connectionNotFound(id);
-  return presentConnection(doc as StoredConnection);
+export async function deleteConnection(db: Models, accountId: AccountId, id: string, beforeWrite: BeforeWrite = noAnnouncement): Promise<Connection> {
+  const doc = await findOwned(db, accountId, id);
+  await beforeWrite({ id: String(doc._id), name: doc.name, type: doc.type });
+  const deleted = await db.connections.deleteOne({ _id: doc._id, account_id: doc.account_id });
+  if (deleted.deletedCount !== 1) throw connectionNotFound(id);
+  return presentConnection(doc);
 }
 
 export async function getConnection(db: Models, accountId: AccountId, id: string): Promise<Connection> {
@@ -225,6 +264,7 @@ const sha256Hex = (value: string) => createHash('sha256').update(value).digest()
 export async function storeRotatedCredentials(
   db: Models, vault: Vault, accountId: AccountId, agentId: string, id: string,
   credentials: Readonly<Record<string, string>>, previousSha256: Readonly<Record<string, string>>,
+  beforeWrite: () => Promise<void> = async () => {},
 ): Promise<RotationOutcome> {
   for (let attempt = 0; attempt < 3; attempt++) {
     const doc = await findOwned(db, accountId, id);
@@ -248,9 +288,10 @@ export async function storeRotatedCredentials(
       type, host: doc.host ?? null, port: doc.port ?? null, path: doc.path, credentials: merged,
       options: (doc.options as Record<string, unknown> | undefined) ?? {},
     });
+    await beforeWrite();
     const updated = await db.connections.updateOne(
       { _id: doc._id, account_id: doc.account_id, revision: doc.revision },
-      { $set: { credentials: sealCredentials(vault, merged), updated_at: new Date() }, $inc: { revision: 1 } },
+      { $set: { credentials: sealCredentials(vault, doc, merged), updated_at: new Date() }, $inc: { revision: 1 } },
     );
     if (updated.modifiedCount === 1) return 'stored';
     // Changed since it was read (renamed, edited): read it again and decide on what is there now.

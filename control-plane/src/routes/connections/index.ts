@@ -31,11 +31,9 @@ const connections: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'connections:write' } },
   }, async (request, reply) => {
     const { accountId } = principalOf(request);
-    const connection = await createConnection(app.db, app.vault, accountId, request.body);
-    await app.audit.recordRequest(request, {
-      action: 'connection.create', outcome: 'success',
-      resource: { type: 'connection', id: connection.id }, details: { name: connection.name, type: connection.type },
-    });
+    const connection = await app.audit.change(request, (announce) => createConnection(app.db, app.vault, accountId, request.body, ({ id, name, type }) => announce({
+      action: 'connection.create', outcome: 'success', resource: { type: 'connection', id }, details: { name, type },
+    })));
     return reply.code(201).send({ data: connection });
   });
 
@@ -52,11 +50,9 @@ const connections: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'connections:write' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    const { connection, changed } = await updateConnection(app.db, app.vault, accountId, request.params.id, request.body);
-    await app.audit.recordRequest(request, {
-      action: 'connection.update', outcome: 'success',
-      resource: { type: 'connection', id: connection.id }, details: { name: connection.name, type: connection.type, changed },
-    });
+    const { connection } = await app.audit.change(request, (announce) => updateConnection(app.db, app.vault, accountId, request.params.id, request.body, ({ id, name, type, changed }) => announce({
+      action: 'connection.update', outcome: 'success', resource: { type: 'connection', id }, details: { name, type, changed },
+    })));
     return { data: connection };
   });
 
@@ -65,11 +61,9 @@ const connections: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'connections:write' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    const deleted = await deleteConnection(app.db, accountId, request.params.id);
-    await app.audit.recordRequest(request, {
-      action: 'connection.delete', outcome: 'success',
-      resource: { type: 'connection', id: deleted.id }, details: { name: deleted.name, type: deleted.type },
-    });
+    const deleted = await app.audit.change(request, (announce) => deleteConnection(app.db, accountId, request.params.id, ({ id, name, type }) => announce({
+      action: 'connection.delete', outcome: 'success', resource: { type: 'connection', id }, details: { name, type },
+    })));
     return { data: { id: deleted.id, deleted: true as const } };
   });
 

@@ -5,7 +5,7 @@ import {
   type RetentionSetting, type ServicePrincipal, type ServicePrincipalsSetting, type TestStatus,
 } from '@xfer/shared';
 import { BadRequestError } from '../../errors.js';
-import { auditSettingChange, consoleUserOf, isoOrNull, requireAccountAdmin, SettingsStore, type StoredSetting } from './settings.service.js';
+import { auditedSettingChange, consoleUserOf, isoOrNull, requireAccountAdmin, SettingsStore, type StoredSetting } from './settings.service.js';
 
 const consoleOnly = { access: { consoleOnly: true } } as const;
 
@@ -51,8 +51,7 @@ const accountSettings: FastifyPluginAsync = async (fastify) => {
       audit_days: request.body.audit_days ?? current.audit_days,
       deleted_files_days: request.body.deleted_files_days ?? current.deleted_files_days,
     };
-    const stored = await store.put(owner, 'retention', value);
-    await auditSettingChange(app, request, 'retention', 'account', { ...value });
+    const stored = await auditedSettingChange(app, request, 'retention', 'account', { ...value }, () => store.put(owner, 'retention', value));
     return { data: presentRetention(stored) };
   });
 
@@ -66,10 +65,9 @@ const accountSettings: FastifyPluginAsync = async (fastify) => {
     const list = request.body.service_principals.map((p) => ({ name: p.name.trim(), client_id: p.client_id }));
     rejectDuplicates(list, 'name');
     rejectDuplicates(list, 'client_id');
-    const stored = await store.put({ accountId: user.accountId, userId: null }, 'service-principals', list);
-    await auditSettingChange(app, request, 'service-principals', 'account', {
+    const stored = await auditedSettingChange(app, request, 'service-principals', 'account', {
       count: list.length, client_ids: list.map((p) => p.client_id),
-    });
+    }, () => store.put({ accountId: user.accountId, userId: null }, 'service-principals', list));
     return { data: presentPrincipals(stored) };
   });
 

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { UpdateMfaRequest, VerifyMfaRequest } from '@xfer/shared';
-import { auditSettingChange, consoleUserOf } from './settings.service.js';
+import { consoleUserOf, settingEntry } from './settings.service.js';
 import { MfaCodeError, MfaService } from './mfa.service.js';
 
 const consoleOnly = { access: { consoleOnly: true } } as const;
@@ -45,20 +45,20 @@ const mfaSettings: FastifyPluginAsync = async (fastify) => {
 
   app.put('/settings/mfa', { schema: { body: UpdateMfaRequest }, config: consoleOnly }, async (request) => {
     const user = consoleUserOf(request);
+    // Each change is recorded write-ahead: the service announces it once the code checks pass.
     if (request.body.enabled) {
-      const enrolment = await mfa.enroll(user);
-      await auditSettingChange(app, request, 'mfa', 'user', { change: 'enroll', enabled: false });
+      const enrolment = await app.audit.change(request, (announce) => mfa.enroll(user, () => announce(settingEntry('mfa', 'user', { change: 'enroll', enabled: false }))));
       return { data: enrolment };
     }
-    const { change, setting } = await auditingRefusals(request, 'disable', () => mfa.disable(user, request.body.code));
-    if (change) await auditSettingChange(app, request, 'mfa', 'user', { change, enabled: false });
+    const { setting } = await auditingRefusals(request, 'disable', () => app.audit.change(request, (announce) =>
+      mfa.disable(user, request.body.code, (change) => announce(settingEntry('mfa', 'user', { change, enabled: false })))));
     return { data: setting };
   });
 
   app.post('/settings/mfa/verify', { schema: { body: VerifyMfaRequest }, config: consoleOnly }, async (request) => {
     const user = consoleUserOf(request);
-    const setting = await auditingRefusals(request, 'activate', () => mfa.activate(user, request.body.code));
-    await auditSettingChange(app, request, 'mfa', 'user', { change: 'activate', enabled: true });
+    const setting = await auditingRefusals(request, 'activate', () => app.audit.change(request, (announce) =>
+      mfa.activate(user, request.body.code, () => announce(settingEntry('mfa', 'user', { change: 'activate', enabled: true })))));
     return { data: setting };
   });
 };

@@ -3,6 +3,7 @@ import { MfaMessages, type MfaEnrolment, type MfaSetting } from '@xfer/shared';
 import type { Models } from '../../models/index.js';
 import type { UserDoc } from '../../models/user.model.js';
 import type { Sealed, Vault } from '../../lib/vault.js';
+import { boundTo } from '../../lib/sealed-fields.js';
 import { base32Decode, base32Encode, generateTotpSecret, otpauthUrl, verifyTotp } from '../../lib/totp.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../../errors.js';
 
@@ -26,6 +27,10 @@ export interface UserRef {
 }
 
 type StoredUser = UserDoc & { _id: Types.ObjectId };
+
+/** Called once the checks pass, right before the write: where the audit record of the change is written (plugins/app/audit.ts `change`). */
+type BeforeWrite = () => Promise<void>;
+const nothing = async () => {};
 
 /** Outcome of checking a code at login. */
 export type LoginCodeCheck = 'ok' | 'wrong otp' | 'otp replayed';
@@ -59,15 +64,16 @@ export class MfaService {
    * re-enrolled, not recovered). Throws ConflictError while MFA is on: replacing the active
    * factor must go through turning it off, which needs its code.
    */
-  async enroll(ref: UserRef): Promise<MfaEnrolment> {
+  async enroll(ref: UserRef, beforeWrite: BeforeWrite = nothing): Promise<MfaEnrolment> {
     const user = await this.load(ref);
     if (user.mfa_secret) throw new ConflictError(MfaMessages.alreadyEnabled);
     const secret = generateTotpSecret();
     const text = base32Encode(secret);
+    await beforeWrite();
     // Replay protection restarts with the new secret: steps used with an earlier one mean nothing to it.
     const updated = await this.db.users.updateOne(
       { _id: user._id, mfa_secret: null },
-      { $set: { mfa_pending_secret: this.vault.seal(text), last_otp_step: 0 } },
+      { $set: { mfa_pending_secret: this.vault.seal(text, boundTo('user.mfa', user)), last_otp_step: 0 } },
     );
     if (updated.matchedCount === 0) throw new ConflictError(MfaMessages.alreadyEnabled);
     return { enabled: false, pending: true, secret: text, otpauth_url: otpauthUrl({ issuer: MFA_ISSUER, account: user.email, secret }) };
@@ -77,12 +83,13 @@ export class MfaService {
    * Turns MFA on when `code` is valid for the pending secret; that code's step counts as used.
    * Throws MfaCodeError for a wrong code, ConflictError when no enrolment is pending.
    */
-  async activate(ref: UserRef, code: string): Promise<MfaSetting> {
+  async activate(ref: UserRef, code: string, beforeWrite: BeforeWrite = nothing): Promise<MfaSetting> {
     const user = await this.load(ref);
     const pending = user.mfa_pending_secret as Sealed | null | undefined;
     if (!pending) throw new ConflictError(MfaMessages.nothingPending);
-    const step = this.matchStep(pending, code);
+    const step = this.matchStep(user, pending, code);
     if (step === null) throw new MfaCodeError('wrong code');
+    await beforeWrite();
     // Only the enrolment that was checked: one started meanwhile has a new iv and stays pending.
     const updated = await this.db.users.updateOne(
       { _id: user._id, 'mfa_pending_secret.iv': pending.iv },
@@ -97,18 +104,21 @@ export class MfaService {
    * protects nothing yet). Answers what changed, null when there was nothing to turn off.
    * Throws MfaCodeError when MFA is on and the code is missing, wrong or already used.
    */
-  async disable(ref: UserRef, code: string | undefined): Promise<{ change: 'disable' | 'cancel' | null; setting: MfaSetting }> {
+  async disable(
+    ref: UserRef, code: string | undefined, beforeWrite: (change: 'disable' | 'cancel') => Promise<void> = nothing,
+  ): Promise<{ change: 'disable' | 'cancel' | null; setting: MfaSetting }> {
     const user = await this.load(ref);
     const off: MfaSetting = { enabled: false, pending: false };
     if (!user.mfa_secret) {
       if (!user.mfa_pending_secret) return { change: null, setting: off };
+      await beforeWrite('cancel');
       const cancelled = await this.db.users.updateOne({ _id: user._id, mfa_secret: null }, { $set: { mfa_pending_secret: null } });
       // Verified meanwhile: MFA is on now and turning it off needs a code.
       if (cancelled.matchedCount === 0) return { change: null, setting: await this.state(ref) };
       return { change: 'cancel', setting: off };
     }
     if (!code) throw new MfaCodeError('code missing');
-    const check = await this.consume(user, code, { mfa_secret: null, mfa_pending_secret: null });
+    const check = await this.consume(user, code, { mfa_secret: null, mfa_pending_secret: null }, () => beforeWrite('disable'));
     if (check !== 'ok') throw new MfaCodeError(check === 'wrong otp' ? 'wrong code' : 'code replayed');
     return { change: 'disable', setting: off };
   }
@@ -122,9 +132,9 @@ export class MfaService {
    * Accepts `code` for the active secret once: the step it matched must be newer than the last
    * accepted one, in the same update that records it (and applies `alsoSet`).
    */
-  private async consume(user: StoredUser, code: string, alsoSet: Record<string, unknown>): Promise<LoginCodeCheck> {
+  private async consume(user: StoredUser, code: string, alsoSet: Record<string, unknown>, beforeWrite: BeforeWrite = nothing): Promise<LoginCodeCheck> {
     const active = user.mfa_secret as Sealed;
-    const step = this.matchStep(active, code);
+    const step = this.matchStep(user, active, code);
     if (step === null) return 'wrong otp';
     if (step <= user.last_otp_step) return 'otp replayed';
     // The claim is what makes a code single-use under concurrency (models/otp-use.model.ts).
@@ -134,6 +144,7 @@ export class MfaService {
       if ((err as { code?: number }).code === 11000) return 'otp replayed';
       throw err;
     }
+    await beforeWrite();
     const updated = await this.db.users.updateOne(
       { _id: user._id, 'mfa_secret.iv': active.iv },
       { $set: { ...alsoSet, last_otp_step: Math.max(step, user.last_otp_step) } },
@@ -143,8 +154,8 @@ export class MfaService {
     return updated.matchedCount === 1 ? 'ok' : 'otp replayed';
   }
 
-  private matchStep(sealed: Sealed, code: string): number | null {
-    return verifyTotp(base32Decode(this.vault.open<string>(sealed)), code, this.nowMs());
+  private matchStep(user: StoredUser, sealed: Sealed, code: string): number | null {
+    return verifyTotp(base32Decode(this.vault.open<string>(sealed, boundTo('user.mfa', user))), code, this.nowMs());
   }
 
   private async load(ref: UserRef): Promise<StoredUser> {

@@ -3,6 +3,7 @@ import { Messages, type Role } from '@xfer/shared';
 import type { Models } from '../../models/index.js';
 import { ForbiddenError, UnauthorizedError } from '../../errors.js';
 import { principalOf } from '../../plugins/app/auth.js';
+import type { RequestAuditEntry } from '../../plugins/app/audit.js';
 
 /** Where a setting lives: the account (userId null) or one user of it. */
 export interface SettingOwner {
@@ -65,12 +66,18 @@ export async function requireAccountAdmin(app: FastifyInstance, request: Fastify
   throw new ForbiddenError(`Your role (${user.role}) cannot change account settings; an owner or admin can`);
 }
 
-/** Writes the `setting.update` audit record of a change (values are ids, flags and counts, never secrets). */
-export function auditSettingChange(
-  app: FastifyInstance, request: FastifyRequest, setting: string, scope: 'user' | 'account', details: Record<string, unknown>,
-): Promise<void> {
-  return app.audit.recordRequest(request, {
-    action: 'setting.update', outcome: 'success', resource: { type: 'setting', id: setting }, details: { scope, ...details },
+/** The `setting.update` audit entry of a change (values are ids, flags and counts, never secrets). */
+export function settingEntry(setting: string, scope: 'user' | 'account', details: Record<string, unknown>): RequestAuditEntry {
+  return { action: 'setting.update', outcome: 'success', resource: { type: 'setting', id: setting }, details: { scope, ...details } };
+}
+
+/** Makes a settings change with its audit record written ahead of it (plugins/app/audit.ts `change`). */
+export function auditedSettingChange<T>(
+  app: FastifyInstance, request: FastifyRequest, setting: string, scope: 'user' | 'account', details: Record<string, unknown>, apply: () => Promise<T>,
+): Promise<T> {
+  return app.audit.change(request, async (announce) => {
+    await announce(settingEntry(setting, scope, details));
+    return apply();
   });
 }
 

@@ -5,7 +5,7 @@ import { NotFoundError } from '../../errors.js';
 import { paginate } from '../../lib/pagination.js';
 import type { SessionClaims } from '../../plugins/app/auth.js';
 import { presentAuditEvent } from '../activity/activity.service.js';
-import { auditSettingChange, consoleUserOf, isoOrNull, SettingsStore, type StoredSetting } from './settings.service.js';
+import { auditedSettingChange, consoleUserOf, isoOrNull, SettingsStore, type StoredSetting } from './settings.service.js';
 
 const consoleOnly = { access: { consoleOnly: true } } as const;
 
@@ -47,9 +47,10 @@ const userSettings: FastifyPluginAsync = async (fastify) => {
     const { user } = mine(request);
     // At least one millisecond past this session's issue time, which the auth hook compares with.
     const cutoff = new Date(Math.max(Date.now(), (sessionClaims(request)?.iat_ms ?? 0) + 1));
-    const updated = await app.db.users.updateOne({ _id: user.userId, account_id: user.accountId }, { $set: { sessions_valid_after: cutoff } });
-    if (updated.matchedCount === 0) throw new NotFoundError('User not found');
-    await auditSettingChange(app, request, 'sessions', 'user', { sign_out_everywhere: true });
+    await auditedSettingChange(app, request, 'sessions', 'user', { sign_out_everywhere: true }, async () => {
+      const updated = await app.db.users.updateOne({ _id: user.userId, account_id: user.accountId }, { $set: { sessions_valid_after: cutoff } });
+      if (updated.matchedCount === 0) throw new NotFoundError('User not found');
+    });
     const data: SessionsRevoked = { id: user.userId, deleted: true, sessions_valid_after: cutoff.toISOString() };
     return { data };
   });
@@ -68,8 +69,7 @@ const userSettings: FastifyPluginAsync = async (fastify) => {
 
   app.put('/settings/avatar', { schema: { body: UpdateAvatarRequest }, config: consoleOnly }, async (request) => {
     const { owner } = mine(request);
-    const stored = await store.put(owner, 'avatar', { url: request.body.url });
-    await auditSettingChange(app, request, 'avatar', 'user', { url: request.body.url });
+    const stored = await auditedSettingChange(app, request, 'avatar', 'user', { url: request.body.url }, () => store.put(owner, 'avatar', { url: request.body.url }));
     return { data: presentAvatar(stored) };
   });
 };

@@ -48,12 +48,11 @@ const shares: FastifyPluginAsync = async (fastify) => {
     } catch (err) {
       await denied('expiry beyond the calling key', err as Error);
     }
-    const { link, token } = await createShareLink(app.db, {
+    const { link, token } = await app.audit.change(request, (announce) => createShareLink(app.db, {
       accountId: principal.accountId, fileId: request.params.id, expiresInHours: expires_in_hours, maxDownloads: max_downloads,
       createdBy: principal.actor,
-    });
+    }, (fileId, details) => announce({ action: 'file.share', outcome: 'success', resource: { type: 'file', id: fileId }, details })));
     const data = { share_id: link.id, expires_at: link.expires_at, max_downloads: link.max_downloads };
-    await app.audit.recordRequest(request, { action: 'file.share', outcome: 'success', resource: { type: 'file', id: link.file_id }, details: data });
     await app.outbox.emit(principal.accountId, 'file.shared', { id: link.file_id, ...data });
     return reply.code(201).send({ data: { ...link, token, url: shareUrl(token) } });
   });
@@ -77,11 +76,9 @@ const shares: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'files:write' } },
   }, async (request) => {
     const principal = principalOf(request);
-    const link = await revokeShareLink(app.db, principal.accountId, request.params.id, request.params.share_id, principal.actor);
-    await app.audit.recordRequest(request, {
-      action: 'file.share_revoke', outcome: 'success',
-      resource: { type: 'file', id: String(link.file_id) }, details: { share_id: String(link._id) },
-    });
+    const link = await app.audit.change(request, (announce) => revokeShareLink(app.db, principal.accountId, request.params.id, request.params.share_id, principal.actor, (l) => announce({
+      action: 'file.share_revoke', outcome: 'success', resource: { type: 'file', id: String(l.file_id) }, details: { share_id: String(l._id) },
+    })));
     return { data: { id: String(link._id), deleted: true as const } };
   });
 

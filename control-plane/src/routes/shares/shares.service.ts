@@ -61,14 +61,25 @@ export interface CreateShareLink {
 }
 
 /** Creates a link and returns its token, the only time it exists outside the caller's hands. */
-export async function createShareLink(db: Models, input: CreateShareLink): Promise<{ link: ShareLink; token: string }> {
+/**
+ * `beforeWrite` is called with what the audit record names, after the checks and right before
+ * the write (plugins/app/audit.ts `change`).
+ */
+export async function createShareLink(
+  db: Models, input: CreateShareLink,
+  beforeWrite: (fileId: string, details: { share_id: string; expires_at: string; max_downloads: number | null }) => Promise<void> = async () => {},
+): Promise<{ link: ShareLink; token: string }> {
   const file = await findLiveFile(db, input.accountId, input.fileId);
   const token = randomToken(32);
+  const _id = new Types.ObjectId();
+  const expiresAt = new Date(Date.now() + (input.expiresInHours ?? SHARE_DEFAULT_EXPIRES_IN_HOURS) * HOUR_MS);
+  await beforeWrite(String(file._id), { share_id: String(_id), expires_at: expiresAt.toISOString(), max_downloads: input.maxDownloads ?? null });
   const doc = await db.shareLinks.create({
+    _id,
     account_id: input.accountId,
     file_id: file._id,
     token_hash: sha256Hex(token),
-    expires_at: new Date(Date.now() + (input.expiresInHours ?? SHARE_DEFAULT_EXPIRES_IN_HOURS) * HOUR_MS),
+    expires_at: expiresAt,
     max_downloads: input.maxDownloads ?? null,
     created_by: input.createdBy,
   });
@@ -99,14 +110,16 @@ export async function listShareLinks(db: Models, accountId: string, query: PageQ
  * Revokes link `shareId` of file `fileId` (whether or not the file is still live). Unknown,
  * other accounts' and already revoked links are 404, as for API keys.
  */
-export async function revokeShareLink(db: Models, accountId: string, fileId: string, shareId: string, by: Actor): Promise<LinkDoc> {
+export async function revokeShareLink(
+  db: Models, accountId: string, fileId: string, shareId: string, by: Actor, beforeWrite: (link: LinkDoc) => Promise<void> = async () => {},
+): Promise<LinkDoc> {
   const id = toObjectId(shareId);
   const file = toObjectId(fileId);
-  const revoked = id && file && (await db.shareLinks.findOneAndUpdate(
-    { _id: id, file_id: file, account_id: accountId, revoked_at: null },
-    { $set: { revoked_at: new Date(), revoked_by: by } },
-    { new: true },
-  ).lean());
+  const filter = { _id: id, file_id: file, account_id: accountId, revoked_at: null };
+  const link = id && file && ((await db.shareLinks.findOne(filter).lean()) as LinkDoc | null);
+  if (!link) throw new NotFoundError(`Share link ${shareId} not found`);
+  await beforeWrite(link);
+  const revoked = await db.shareLinks.findOneAndUpdate(filter, { $set: { revoked_at: new Date(), revoked_by: by } }, { new: true }).lean();
   if (!revoked) throw new NotFoundError(`Share link ${shareId} not found`);
   return revoked as LinkDoc;
 }

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Types } from 'mongoose';
 import { CreateUserRequest, Deleted, Envelope, IdParams, Page, PageQuery, UpdateUserRequest, User, type Role } from '@xfer/shared';
 import { ConflictError, NotFoundError } from '../../errors.js';
 import { hashPassword } from '../../lib/crypto.js';
@@ -66,23 +67,26 @@ const users: FastifyPluginAsync = async (fastify) => {
     const email = request.body.email.trim().toLowerCase();
     const conflict = () => new ConflictError(`A user with email ${email} already exists`);
     if (await app.db.users.exists({ email })) throw conflict();
-    let doc;
-    try {
-      doc = await app.db.users.create({
-        account_id: accountId,
-        email,
-        name: request.body.name?.trim() ?? email.split('@')[0]!,
-        role,
-        password_hash: await hashPassword(password),
-      });
-    } catch (err) {
-      if ((err as { code?: number }).code === DUPLICATE_KEY) throw conflict();
-      throw err;
-    }
-    const user = presentUser(doc.toObject());
-    await app.audit.recordRequest(request, {
-      action: 'user.create', outcome: 'success', resource: { type: 'user', id: user.id }, details: { email, role },
+    const _id = new Types.ObjectId();
+    const passwordHash = await hashPassword(password);
+    // Recorded write-ahead (plugins/app/audit.ts `change`).
+    const doc = await app.audit.change(request, async (announce) => {
+      await announce({ action: 'user.create', outcome: 'success', resource: { type: 'user', id: String(_id) }, details: { email, role } });
+      try {
+        return await app.db.users.create({
+          _id,
+          account_id: accountId,
+          email,
+          name: request.body.name?.trim() ?? email.split('@')[0]!,
+          role,
+          password_hash: passwordHash,
+        });
+      } catch (err) {
+        if ((err as { code?: number }).code === DUPLICATE_KEY) throw conflict();
+        throw err;
+      }
     });
+    const user = presentUser(doc.toObject());
     return reply.code(201).send({ data: user });
   });
 
@@ -119,24 +123,28 @@ const users: FastifyPluginAsync = async (fastify) => {
       set.sessions_valid_after = now;
     }
     const apply = () => app.db.users.findOneAndUpdate({ _id: target._id, account_id: accountId }, { $set: set }, { new: true }).lean();
-    let updated;
-    if (target.role === 'owner' && role !== undefined && role !== 'owner') {
-      // Undo puts back exactly the fields this request set, as they were before it.
-      const before = Object.fromEntries(Object.keys(set).map((k) => [k, target[k as keyof typeof target]]));
-      updated = await withoutLosingLastOwner(app.db, accountId, apply, async () => {
-        await app.db.users.updateOne({ _id: target._id }, { $set: before });
+    // Recorded write-ahead (plugins/app/audit.ts `change`).
+    const updated = await app.audit.change(request, async (announce) => {
+      await announce({
+        action: 'user.update', outcome: 'success', resource: { type: 'user', id: targetId },
+        details: {
+          fields: Object.keys(request.body).sort(),
+          ...(role !== undefined && role !== target.role ? { role_from: target.role, role_to: role } : {}),
+          ...(password !== undefined ? { sessions_revoked: true } : {}),
+        },
       });
-    } else {
-      updated = await apply();
-    }
-    if (!updated) throw new NotFoundError(`User ${request.params.id} not found`);
-    await app.audit.recordRequest(request, {
-      action: 'user.update', outcome: 'success', resource: { type: 'user', id: targetId },
-      details: {
-        fields: Object.keys(request.body).sort(),
-        ...(role !== undefined && role !== target.role ? { role_from: target.role, role_to: role } : {}),
-        ...(password !== undefined ? { sessions_revoked: true } : {}),
-      },
+      let result;
+      if (target.role === 'owner' && role !== undefined && role !== 'owner') {
+        // Undo puts back exactly the fields this request set, as they were before it.
+        const before = Object.fromEntries(Object.keys(set).map((k) => [k, target[k as keyof typeof target]]));
+        result = await withoutLosingLastOwner(app.db, accountId, apply, async () => {
+          await app.db.users.updateOne({ _id: target._id }, { $set: before });
+        });
+      } else {
+        result = await apply();
+      }
+      if (!result) throw new NotFoundError(`User ${request.params.id} not found`);
+      return result;
     });
     return { data: presentUser(updated) };
   });
@@ -155,18 +163,19 @@ const users: FastifyPluginAsync = async (fastify) => {
       const { deletedCount } = await app.db.users.deleteOne({ _id: target._id, account_id: accountId });
       if (deletedCount === 0) throw new NotFoundError(`User ${request.params.id} not found`);
     };
-    if (target.role === 'owner') {
-      await ownerOnly(request, 'user.delete', targetId, 'delete an owner');
-      await withoutLosingLastOwner(app.db, accountId, remove, async () => {
-        await app.db.users.create(target);
-      });
-    } else {
-      await remove();
-    }
-    await app.db.settings.deleteMany({ account_id: accountId, user_id: target._id });
-    await app.audit.recordRequest(request, {
-      action: 'user.delete', outcome: 'success', resource: { type: 'user', id: targetId }, details: { email: target.email, role: target.role },
+    if (target.role === 'owner') await ownerOnly(request, 'user.delete', targetId, 'delete an owner');
+    // Recorded write-ahead (plugins/app/audit.ts `change`).
+    await app.audit.change(request, async (announce) => {
+      await announce({ action: 'user.delete', outcome: 'success', resource: { type: 'user', id: targetId }, details: { email: target.email, role: target.role } });
+      if (target.role === 'owner') {
+        await withoutLosingLastOwner(app.db, accountId, remove, async () => {
+          await app.db.users.create(target);
+        });
+      } else {
+        await remove();
+      }
     });
+    await app.db.settings.deleteMany({ account_id: accountId, user_id: target._id });
     return { data: { id: targetId, deleted: true as const } };
   });
 };

@@ -7,7 +7,7 @@ import { paginate } from '../../lib/pagination.js';
 import { AddressPolicy } from '../../lib/ssrf-guard.js';
 import { principalOf } from '../../plugins/app/auth.js';
 import {
-  auditDetails, createWebhook, deleteWebhook, getWebhook, presentWebhook, updateWebhook, type WebhookDeps,
+  createWebhook, deleteWebhook, getWebhook, presentWebhook, updateWebhook, type WebhookDeps,
 } from './webhooks.service.js';
 
 const read = { access: { scope: 'webhooks:read', teamPlan: true } } as const;
@@ -42,12 +42,9 @@ const webhooks: FastifyPluginAsync = async (fastify) => {
     config: write,
   }, async (request, reply) => {
     const { accountId } = principalOf(request);
-    const { webhook, generatedSecret } = await createWebhook(deps, accountId, request.body);
-    await app.audit.recordRequest(request, {
-      action: 'webhook.create', outcome: 'success',
-      resource: { type: 'webhook', id: webhook.id },
-      details: { ...auditDetails(webhook), secret_source: generatedSecret ? 'generated' : 'given' },
-    });
+    const { webhook, generatedSecret } = await app.audit.change(request, (announce) => createWebhook(deps, accountId, request.body, (id, details) => announce({
+      action: 'webhook.create', outcome: 'success', resource: { type: 'webhook', id }, details,
+    })));
     if (!generatedSecret) return reply.code(201).send({ data: webhook });
     return reply.code(201).send({ data: { ...webhook, secret: generatedSecret }, warning: Messages.webhookSecretWarning });
   });
@@ -65,11 +62,9 @@ const webhooks: FastifyPluginAsync = async (fastify) => {
     config: write,
   }, async (request) => {
     const { accountId } = principalOf(request);
-    const { webhook, changed } = await updateWebhook(deps, accountId, request.params.id, request.body);
-    await app.audit.recordRequest(request, {
-      action: 'webhook.update', outcome: 'success',
-      resource: { type: 'webhook', id: webhook.id }, details: { ...auditDetails(webhook), changed },
-    });
+    const { webhook } = await app.audit.change(request, (announce) => updateWebhook(deps, accountId, request.params.id, request.body, (id, details) => announce({
+      action: 'webhook.update', outcome: 'success', resource: { type: 'webhook', id }, details,
+    })));
     return { data: webhook };
   });
 
@@ -78,11 +73,9 @@ const webhooks: FastifyPluginAsync = async (fastify) => {
     config: write,
   }, async (request) => {
     const { accountId } = principalOf(request);
-    const deleted = await deleteWebhook(app.db, accountId, request.params.id);
-    await app.audit.recordRequest(request, {
-      action: 'webhook.delete', outcome: 'success',
-      resource: { type: 'webhook', id: deleted.id }, details: auditDetails(deleted),
-    });
+    const deleted = await app.audit.change(request, (announce) => deleteWebhook(app.db, accountId, request.params.id, (id, details) => announce({
+      action: 'webhook.delete', outcome: 'success', resource: { type: 'webhook', id }, details,
+    })));
     return { data: { id: deleted.id, deleted: true as const } };
   });
 };

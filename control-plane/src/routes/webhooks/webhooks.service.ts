@@ -1,4 +1,4 @@
-import type { Types } from 'mongoose';
+import { Types } from 'mongoose';
 import {
   isWebhookEventType, WEBHOOK_SECRET_PATTERN, WEBHOOK_SECRET_PREFIX,
   type CreateWebhookRequest, type UpdateWebhookRequest, type Webhook,
@@ -6,6 +6,7 @@ import {
 import type { Models } from '../../models/index.js';
 import type { WebhookDoc } from '../../models/webhook.model.js';
 import type { Sealed, Vault } from '../../lib/vault.js';
+import { boundTo } from '../../lib/sealed-fields.js';
 import { randomToken } from '../../lib/crypto.js';
 import { toObjectId } from '../../lib/pagination.js';
 import { resolveSafeTarget, UnsafeUrlError, type AddressPolicy, type Lookup } from '../../lib/ssrf-guard.js';
@@ -39,8 +40,8 @@ export function presentWebhook(doc: StoredWebhook): Webhook {
  * The signing secret of a stored webhook, for the deliverer only: never put it in a response,
  * log line or audit record. It is sealed as a JSON string (`vault.seal(secret)`).
  */
-export function openWebhookSecret(vault: Vault, doc: Pick<WebhookDoc, 'secret'>): string {
-  return vault.open<string>(doc.secret as Sealed);
+export function openWebhookSecret(vault: Vault, doc: Pick<WebhookDoc, 'secret' | 'account_id'> & { _id: unknown }): string {
+  return vault.open<string>(doc.secret as Sealed, boundTo('webhook.secret', doc));
 }
 
 /** `whsec_` + 32 random bytes, base64url (decisions.md "Webhooks"). */
@@ -79,19 +80,28 @@ export function auditDetails(webhook: Webhook): Record<string, unknown> {
   return { origin: new URL(webhook.url).origin, events: webhook.events, active: webhook.active };
 }
 
+/** Called with what the audit record names after the checks, right before the write (plugins/app/audit.ts `change`). */
+export type BeforeWrite = (id: string, details: Record<string, unknown>) => Promise<void>;
+const noAnnouncement: BeforeWrite = async () => {};
+
 /** Creates a webhook; `secret` is returned only when it was generated here. */
 export async function createWebhook(
-  deps: WebhookDeps, accountId: AccountId, input: CreateWebhookRequest,
+  deps: WebhookDeps, accountId: AccountId, input: CreateWebhookRequest, beforeWrite: BeforeWrite = noAnnouncement,
 ): Promise<{ webhook: Webhook; generatedSecret: string | null }> {
   checkEvents(input.events);
   checkSecret(input.secret);
   const url = await checkedUrl(deps, input.url);
   const secret = input.secret ?? newSecret();
+  // The id is chosen here so that the secret is sealed bound to it.
+  const owner = { _id: new Types.ObjectId(), account_id: accountId };
+  await beforeWrite(String(owner._id), {
+    origin: url.origin, events: input.events, active: true, secret_source: input.secret === undefined ? 'generated' : 'given',
+  });
   const doc = await deps.db.webhooks.create({
-    account_id: accountId,
+    ...owner,
     url: url.href,
     events: input.events,
-    secret: deps.vault.seal(secret),
+    secret: deps.vault.seal(secret, boundTo('webhook.secret', owner)),
     active: true,
   });
   return { webhook: presentWebhook(doc.toObject() as StoredWebhook), generatedSecret: input.secret === undefined ? secret : null };
@@ -110,29 +120,36 @@ export async function getWebhook(db: Models, accountId: AccountId, id: string): 
  * secret for every later delivery attempt. Returns the names of the fields given, for the audit.
  */
 export async function updateWebhook(
-  deps: WebhookDeps, accountId: AccountId, id: string, input: UpdateWebhookRequest,
+  deps: WebhookDeps, accountId: AccountId, id: string, input: UpdateWebhookRequest, beforeWrite: BeforeWrite = noAnnouncement,
 ): Promise<{ webhook: Webhook; changed: string[] }> {
   const changed = Object.keys(input).sort();
   if (changed.length === 0) throw new BadRequestError('body must contain at least one of url, events, active, secret');
   const _id = toObjectId(id);
   // Existence first, so another account's id is 404 before its URL would be resolved.
-  if (!_id || !(await deps.db.webhooks.exists({ _id, account_id: accountId }))) throw webhookNotFound(id);
+  const current = _id && await deps.db.webhooks.findOne({ _id, account_id: accountId }).lean();
+  if (!_id || !current) throw webhookNotFound(id);
   if (input.events !== undefined) checkEvents(input.events);
   checkSecret(input.secret);
   const set: Record<string, unknown> = { updated_at: new Date() };
   if (input.url !== undefined) set.url = (await checkedUrl(deps, input.url)).href;
   if (input.events !== undefined) set.events = input.events;
   if (input.active !== undefined) set.active = input.active;
-  if (input.secret !== undefined) set.secret = deps.vault.seal(input.secret);
+  if (input.secret !== undefined) set.secret = deps.vault.seal(input.secret, boundTo('webhook.secret', { _id, account_id: accountId }));
+  await beforeWrite(id, {
+    origin: new URL((set.url as string | undefined) ?? current.url).origin, events: input.events ?? current.events, active: input.active ?? current.active, changed,
+  });
   const updated = await deps.db.webhooks.findOneAndUpdate({ _id, account_id: accountId }, { $set: set }, { new: true }).lean();
   if (!updated) throw webhookNotFound(id);
   return { webhook: presentWebhook(updated as StoredWebhook), changed };
 }
 
 /** Deletes permanently; returns what the audit record names. */
-export async function deleteWebhook(db: Models, accountId: AccountId, id: string): Promise<Webhook> {
+export async function deleteWebhook(db: Models, accountId: AccountId, id: string, beforeWrite: BeforeWrite = noAnnouncement): Promise<Webhook> {
   const _id = toObjectId(id);
-  const doc = _id && await db.webhooks.findOneAndDelete({ _id, account_id: accountId }).lean();
+  const doc = _id && await db.webhooks.findOne({ _id, account_id: accountId }).lean();
   if (!doc) throw webhookNotFound(id);
-  return presentWebhook(doc as StoredWebhook);
+  const webhook = presentWebhook(doc as StoredWebhook);
+  await beforeWrite(webhook.id, auditDetails(webhook));
+  if ((await db.webhooks.deleteOne({ _id: doc._id, account_id: doc.account_id })).deletedCount !== 1) throw webhookNotFound(id);
+  return webhook;
 }
