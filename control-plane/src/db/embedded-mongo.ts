@@ -46,6 +46,8 @@ interface Server {
   kind: EmbeddedMongo['kind'];
   bin: string;
   args: (port: number) => string[];
+  /** Variables the server gets on top of the caller's environment. */
+  env?: ChildEnv;
 }
 
 /** The cache directory for built tools: `$XFER_CACHE_DIR`, else `$HOME/.cache/xfer`. */
@@ -75,7 +77,7 @@ export async function startEmbeddedMongo(opts: EmbeddedMongoOptions): Promise<Em
     bin: server.bin,
     args: server.args,
     logPath,
-    env: opts.env,
+    env: server.env ? { ...(opts.env ?? process.env), ...server.env } : opts.env,
     port: opts.port,
     timeoutMs: opts.startTimeoutMs ?? 30_000,
     // Not detached, it stays in our process group, so a terminal's Ctrl-C stops it with us.
@@ -137,6 +139,12 @@ async function chooseServer(opts: EmbeddedMongoOptions & { dataDir: string }): P
       '--telemetry=disable',
       '--log-level=warn',
     ],
+    // FerretDB allocates heavily per command (documents decoded from SQLite's JSON), and its live
+    // heap is small: Go's default GOGC=100 spends a third of its CPU collecting. At 400 the heap
+    // may grow to 5x the live set (tens of MiB) and a findOne costs ~30% less CPU, which is what
+    // bounds the API's authenticated throughput on the embedded database (bench/api-throughput.mjs,
+    // docs/architecture.md). An operator's own GOGC wins.
+    env: { GOGC: (opts.env ?? process.env).GOGC ?? '400' },
   };
 }
 

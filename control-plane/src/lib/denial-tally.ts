@@ -3,6 +3,8 @@ import type { AuditEntry } from '../plugins/app/audit.js';
 
 /** One refused request. */
 export interface Denial {
+  /** The audit action recorded; `auth.denied` unless a route refuses on its own terms (`agent.connect`). */
+  action?: string;
   accountId: string | null;
   actor: Actor;
   /** `METHOD /route/pattern` */
@@ -38,7 +40,7 @@ export class DenialTally {
   constructor(private readonly opts: DenialTallyOptions) {}
 
   add(denial: Denial, now = new Date()): void {
-    const id = JSON.stringify([denial.ip, denial.reason, denial.accountId, denial.actor.type, denial.actor.id, denial.route, denial.status]);
+    const id = JSON.stringify([denial.action, denial.ip, denial.reason, denial.accountId, denial.actor.type, denial.actor.id, denial.route, denial.status]);
     const group = this.groups.get(id);
     if (group) {
       group.count++;
@@ -57,7 +59,7 @@ export class DenialTally {
       await this.opts.record({
         accountId: denial.accountId,
         actor: denial.actor,
-        action: 'auth.denied',
+        action: denial.action ?? 'auth.denied',
         resource: { type: 'route', id: denial.route },
         ip: denial.ip,
         outcome: 'denied',

@@ -51,7 +51,7 @@ declare module 'fastify' {
     /** Every API route and what it needs: used by tests and by the CLI coverage check. */
     apiRoutes: Array<{ method: string; url: string; access: RouteAccess }>;
     /** Refused requests waiting to be written to the audit trail (flushed every minute and on close). */
-    authDenials: Pick<DenialTally, 'flush'>;
+    authDenials: Pick<DenialTally, 'add' | 'flush'>;
   }
 }
 
