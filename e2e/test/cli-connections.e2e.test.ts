@@ -43,9 +43,12 @@ test('create, get, update and delete a connection; --json is exactly the API dat
     '--options', '{"secure":false}', '--credentials-stdin'], '{"username":"u","password":"p"}');
   expect(fromStdin).toMatchObject({ type: 'webdav', options: { secure: false }, has_credentials: true });
 
-  const updated = json(['connections', 'update', created.id, '--name', `renamed ${run}`, '--port', '2222']);
+  // Stored credentials stay bound to where they were given: a new port without them is refused (exit 2, the field named).
+  const unbound = xfer(['connections', 'update', created.id, '--port', '2222', '--json']);
+  expect({ status: unbound.status, error: JSON.parse(unbound.stdout || unbound.stderr).error }).toMatchObject({ status: 2, error: expect.stringMatching(/^port cannot change without credentials/) });
+  const updated = json(['connections', 'update', created.id, '--name', `renamed ${run}`, '--port', '2222', '--credentials-file', credentials]);
   expect(updated).toMatchObject({ id: created.id, name: `renamed ${run}`, port: 2222, host: 'sftp.example.test' });
-  expect(json(['connections', 'update', created.id, '--clear', 'port'])).toMatchObject({ port: 22 });
+  expect(json(['connections', 'update', created.id, '--clear', 'port', '--credentials-file', credentials])).toMatchObject({ port: 22 });
   expect(await stack.api.data('GET', `/connections/${created.id}`)).toMatchObject({ name: `renamed ${run}`, port: 22 });
 
   const human = xfer(['connections', 'get', created.id]);
