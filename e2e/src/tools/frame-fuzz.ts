@@ -33,18 +33,29 @@ const oddValue: fc.Arbitrary<Json> = fc.oneof(
   fc.constantFrom(...PROTOTYPE_NAMES),
 );
 
-/** Every path to an object or array inside `value` (the root is `[]`). */
-function containers(value: Json, path: (string | number)[] = []): (string | number)[][] {
+/**
+ * Every path to an object or array inside `value` (the root is `[]`). Steps stay the property
+ * names `Object.entries` gives: a mutation can leave a non-index key on an array (`"abc"`), which
+ * `Number(key)` would turn into `NaN` and a path that leads nowhere.
+ */
+function containers(value: Json, path: string[] = []): string[][] {
   if (value === null || typeof value !== 'object') return [];
   const out = [path];
-  for (const [key, child] of Object.entries(value)) out.push(...containers(child, [...path, Array.isArray(value) ? Number(key) : key]));
+  for (const [key, child] of Object.entries(value)) out.push(...containers(child, [...path, key]));
   return out;
 }
 
 /** Sets an own property, also for `__proto__` (plain assignment would change the prototype). */
 function setOwn(target: Json, key: string | number, value: Json): void {
-  if (Array.isArray(target) && typeof key === 'number') target[key] = value;
-  else Object.defineProperty(target, String(key), { value, enumerable: true, writable: true, configurable: true });
+  const name = String(key);
+  if (Array.isArray(target) && name !== '__proto__') {
+    // An array's `length` takes only a valid length. An index past the end appends: index
+    // "999999999" would make a frame of a billion nulls (and no string holds that).
+    if (name === 'length') return;
+    const index = Number(name);
+    if (Number.isInteger(index) && index >= 0 && String(index) === name) target[Math.min(index, target.length)] = value;
+    else (target as unknown as Record<string, Json>)[name] = value;
+  } else Object.defineProperty(target, name, { value, enumerable: true, writable: true, configurable: true });
 }
 
 interface Mutation {
@@ -63,8 +74,12 @@ const mutation: fc.Arbitrary<Mutation> = fc.record({
 
 /** `payload` with the mutations applied (on a copy), each at one of its objects or arrays. */
 function mutate(payload: Json, mutations: Mutation[]): Json {
-  let root = JSON.parse(JSON.stringify(payload)) as Json;
-  for (const m of mutations) {
+  const copy = (value: Json) => JSON.parse(JSON.stringify(value)) as Json;
+  let root = copy(payload);
+  for (const raw of mutations) {
+    // A copy of the value too: constants such as `{}` are one shared object, and setting it
+    // into itself by a later mutation would make a cycle (and change the constant for later runs).
+    const m = { ...raw, value: copy(raw.value) };
     const paths = containers(root);
     if (paths.length === 0 || m.op === 'replace' && m.where % 5 === 0) {
       root = m.value;
@@ -72,16 +87,21 @@ function mutate(payload: Json, mutations: Mutation[]): Json {
     }
     const path = paths[m.where % paths.length]!;
     let target: Json = root;
-    for (const step of path) target = (target as Record<string, Json>)[step as string]!;
+    for (const step of path) target = (target as Record<string, Json>)[step]!;
     const keys = Object.keys(target as object);
     // Mostly a key the payload has (a wrong value where a right one was expected), else any key.
     const key = keys.length > 0 && m.where % 3 !== 0 ? keys[m.where % keys.length]! : m.key;
-    const index = Array.isArray(target) ? Number(key) : key;
     if (m.op === 'delete') {
-      if (Array.isArray(target)) target.splice(Number(key) || 0, 1);
-      else delete (target as Record<string, Json>)[key];
+      // Not splice: an earlier mutation may have set an own `constructor` on this array, and
+      // splice builds its result through `constructor[Symbol.species]`.
+      if (Array.isArray(target) && /^\d+$/.test(key) && Number(key) < target.length) {
+        for (let i = Number(key); i < target.length - 1; i++) target[i] = target[i + 1]!;
+        target.length -= 1;
+      } else {
+        delete (target as Record<string, Json>)[key];
+      }
     } else {
-      setOwn(target, Array.isArray(target) && Number.isInteger(index) ? index : key, m.value);
+      setOwn(target, key, m.value);
     }
   }
   return root;
