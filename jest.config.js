@@ -3,7 +3,7 @@
 /** @type {import('jest').Config} */
 export default {
   testEnvironment: 'node',
-  testMatch: ['<rootDir>/{shared,control-plane,agent,cli,e2e}/{src,test}/**/*.test.ts'],
+  testMatch: ['<rootDir>/{shared,storage,control-plane,agent,cli,e2e}/{src,test}/**/*.test.ts'],
   extensionsToTreatAsEsm: ['.ts'],
   transform: {
     '^.+\\.tsx?$': ['ts-jest', { useESM: true, tsconfig: '<rootDir>/scripts/jest/tsconfig.json' }],
