@@ -6,7 +6,7 @@ import type { WebSocket } from 'ws';
 import { Types } from 'mongoose';
 import { CloseCodes, type AgentMessage } from '@xfer/shared';
 import type { Models } from '../../models/index.js';
-import type { AuditService } from './audit.js';
+import type { AuditService } from './access/index.js';
 import type { JobService } from './jobs/job-service.js';
 import { AgentSession, type AgentIdentity, type Hello, type Welcome } from './agent-session.js';
 import { KeyedMutex } from '../../lib/keyed-mutex.js';

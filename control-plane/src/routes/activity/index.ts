@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ActivityQuery } from '@xfer/shared';
 import { paginate } from '../../lib/pagination.js';
-import { principalOf } from '../../plugins/app/auth.js';
+import { principalOf } from '../../plugins/app/access/index.js';
 import { activityFilter, presentAuditEvent } from './activity.service.js';
 
 /** GET /activity: the caller's account's audit trail, newest first (decisions.md "Audit and rate limits"). */

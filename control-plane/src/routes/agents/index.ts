@@ -6,7 +6,7 @@ import {
 } from '@xfer/shared';
 import { ServiceUnavailableError } from '../../errors.js';
 import { paginate } from '../../lib/pagination.js';
-import { principalOf } from '../../plugins/app/auth.js';
+import { principalOf } from '../../plugins/app/access/index.js';
 import { agentNotFound, createAgent, findAgent, isOnline, presentAgent, runningJobsOf, type StoredAgent } from './agents.service.js';
 import connect from './connect.js';
 

@@ -6,8 +6,7 @@ import {
 } from '@xfer/shared';
 import { BadRequestError, ForbiddenError, NotFoundError } from '../../errors.js';
 import { paginate, toObjectId } from '../../lib/pagination.js';
-import { principalOf } from '../../plugins/app/auth.js';
-import { callerExpiresAt, requireExpiryWithin, requireKeyWithin } from '../../lib/grant-rules.js';
+import { callerExpiresAt, principalOf, requireExpiryWithin, requireKeyWithin } from '../../plugins/app/access/index.js';
 import { issueApiKey, presentApiKey } from './api-keys.service.js';
 
 const DAY_MS = 24 * 3600 * 1000;

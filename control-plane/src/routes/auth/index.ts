@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Envelope, LoginMessages, LoginRequest, Messages, Session } from '@xfer/shared';
 import { UnauthorizedError } from '../../errors.js';
 import { verifyPassword } from '../../lib/crypto.js';
-import type { SessionClaims } from '../../plugins/app/auth.js';
+import type { SessionClaims } from '../../plugins/app/access/index.js';
 import { MfaService } from '../settings/mfa.service.js';
 import { lockedError, LoginLockout, type Lock } from './login-lockout.service.js';
 

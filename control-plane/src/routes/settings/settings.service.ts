@@ -2,8 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Messages, type Role } from '@xfer/shared';
 import type { Models } from '../../models/index.js';
 import { ForbiddenError, UnauthorizedError } from '../../errors.js';
-import { principalOf } from '../../plugins/app/auth.js';
-import type { RequestAuditEntry } from '../../plugins/app/audit.js';
+import { principalOf, type RequestAuditEntry } from '../../plugins/app/access/index.js';
 
 /** Where a setting lives: the account (userId null) or one user of it. */
 export interface SettingOwner {

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { PageQuery, UpdateAvatarRequest, type AvatarSetting, type SessionsRevoked, type SessionsSetting } from '@xfer/shared';
 import { NotFoundError } from '../../errors.js';
 import { paginate } from '../../lib/pagination.js';
-import type { SessionClaims } from '../../plugins/app/auth.js';
+import type { SessionClaims } from '../../plugins/app/access/index.js';
 import { presentAuditEvent } from '../activity/activity.service.js';
 import { auditedSettingChange, consoleUserOf, isoOrNull, SettingsStore, type StoredSetting } from './settings.service.js';
 

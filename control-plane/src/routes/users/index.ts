@@ -5,8 +5,7 @@ import { CreateUserRequest, Deleted, Envelope, IdParams, Page, PageQuery, Update
 import { ConflictError, NotFoundError } from '../../errors.js';
 import { hashPassword } from '../../lib/crypto.js';
 import { paginate, toObjectId } from '../../lib/pagination.js';
-import { principalOf } from '../../plugins/app/auth.js';
-import { requireRoleWithin, requireUserWithin } from '../../lib/grant-rules.js';
+import { principalOf, requireRoleWithin, requireUserWithin } from '../../plugins/app/access/index.js';
 import { presentUser, requireOwnerFor, withoutLosingLastOwner } from './users.service.js';
 
 const DUPLICATE_KEY = 11000;

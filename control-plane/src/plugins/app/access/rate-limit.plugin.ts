@@ -2,7 +2,7 @@ import fp from 'fastify-plugin';
 import type { FastifyReply } from 'fastify';
 import { randomUUID } from 'node:crypto';
 import { Messages } from '@xfer/shared';
-import { RateLimitedError } from '../../errors.js';
+import { RateLimitedError } from '../../../errors.js';
 
 export interface RateLimiter {
   /**

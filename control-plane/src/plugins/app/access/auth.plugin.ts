@@ -2,10 +2,10 @@ import fp from 'fastify-plugin';
 import type { Types } from 'mongoose';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Messages, planHasTeamFeatures, scopesForRole, type Actor, type Plan, type Role, type Scope } from '@xfer/shared';
-import { ForbiddenError, UnauthorizedError } from '../../errors.js';
-import { sha256Hex } from '../../lib/crypto.js';
-import { toObjectId } from '../../lib/pagination.js';
-import { DenialTally } from '../../lib/denial-tally.js';
+import { ForbiddenError, UnauthorizedError } from '../../../errors.js';
+import { sha256Hex } from '../../../lib/crypto.js';
+import { toObjectId } from '../../../lib/pagination.js';
+import { DenialTally } from './denial-tally.js';
 
 /** What a route needs from its caller; every route under /api/v1 must declare it. */
 export interface RouteAccess {

@@ -2,9 +2,9 @@ import fp from 'fastify-plugin';
 import type { FastifyRequest } from 'fastify';
 import { Types } from 'mongoose';
 import type { Actor } from '@xfer/shared';
-import { ChainWriter } from '../../lib/audit-chain.js';
-import { systemKeyOf } from '../../lib/system-keys.js';
-import { AppError } from '../../errors.js';
+import { ChainWriter } from '../../../lib/audit-chain.js';
+import { systemKeyOf } from '../../../lib/system-keys.js';
+import { AppError } from '../../../errors.js';
 
 export interface AuditEntry {
   accountId: string | Types.ObjectId | null;
