@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { App } from '../src/app.js';
 import type { LoginLockoutConfig } from '../src/config.js';
-import { LoginLockout } from '../src/routes/auth/login-lockout.service.js';
+import { LoginLockout } from '../src/plugins/app/access/login-lockout.service.js';
 import { buildTestApp, createAccount, type TestAccount } from './helper.js';
 
 /**

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ActivityQuery } from '@xfer/shared';
 import { paginate } from '../../lib/pagination.js';
 import { principalOf } from '../../plugins/app/access/index.js';
-import { activityFilter, presentAuditEvent } from './activity.service.js';
+import { activityFilter, presentAuditEvent } from '../../plugins/app/activity/activity.service.js';
 
 /** GET /activity: the caller's account's audit trail, newest first (decisions.md "Audit and rate limits"). */
 const activity: FastifyPluginAsync = async (fastify) => {

@@ -7,7 +7,7 @@ import {
 import { BadRequestError, ForbiddenError, NotFoundError } from '../../errors.js';
 import { paginate, toObjectId } from '../../lib/pagination.js';
 import { callerExpiresAt, principalOf, requireExpiryWithin, requireKeyWithin } from '../../plugins/app/access/index.js';
-import { issueApiKey, presentApiKey } from './api-keys.service.js';
+import { issueApiKey, presentApiKey } from '../../plugins/app/access/api-keys.service.js';
 
 const DAY_MS = 24 * 3600 * 1000;
 const MAX_LIFETIME_MS = 3650 * DAY_MS;

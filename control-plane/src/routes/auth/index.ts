@@ -4,8 +4,8 @@ import { Envelope, LoginMessages, LoginRequest, Messages, Session } from '@xfer/
 import { UnauthorizedError } from '../../errors.js';
 import { verifyPassword } from '../../lib/crypto.js';
 import type { SessionClaims } from '../../plugins/app/access/index.js';
-import { MfaService } from '../settings/mfa.service.js';
-import { lockedError, LoginLockout, type Lock } from './login-lockout.service.js';
+import { MfaService } from '../../plugins/app/access/mfa.service.js';
+import { lockedError, LoginLockout, type Lock } from '../../plugins/app/access/login-lockout.service.js';
 
 /**
  * POST /auth/login: email + password (+ `otp` once the user has MFA on) → a JWT session for the

@@ -5,7 +5,7 @@ import {
   type RetentionSetting, type ServicePrincipal, type ServicePrincipalsSetting, type TestStatus,
 } from '@xfer/shared';
 import { BadRequestError } from '../../errors.js';
-import { auditedSettingChange, consoleUserOf, isoOrNull, requireAccountAdmin, SettingsStore, type StoredSetting } from './settings.service.js';
+import { auditedSettingChange, consoleUserOf, isoOrNull, requireAccountAdmin, SettingsStore, type StoredSetting } from '../../plugins/app/access/settings.service.js';
 
 const consoleOnly = { access: { consoleOnly: true } } as const;
 

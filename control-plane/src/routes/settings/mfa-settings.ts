@@ -1,8 +1,8 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { UpdateMfaRequest, VerifyMfaRequest } from '@xfer/shared';
-import { consoleUserOf, settingEntry } from './settings.service.js';
-import { MfaCodeError, MfaService } from './mfa.service.js';
+import { consoleUserOf, settingEntry } from '../../plugins/app/access/settings.service.js';
+import { MfaCodeError, MfaService } from '../../plugins/app/access/mfa.service.js';
 
 const consoleOnly = { access: { consoleOnly: true } } as const;
 

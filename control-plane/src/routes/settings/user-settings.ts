@@ -4,8 +4,8 @@ import { PageQuery, UpdateAvatarRequest, type AvatarSetting, type SessionsRevoke
 import { NotFoundError } from '../../errors.js';
 import { paginate } from '../../lib/pagination.js';
 import type { SessionClaims } from '../../plugins/app/access/index.js';
-import { presentAuditEvent } from '../activity/activity.service.js';
-import { auditedSettingChange, consoleUserOf, isoOrNull, SettingsStore, type StoredSetting } from './settings.service.js';
+import { presentAuditEvent } from '../../plugins/app/activity/activity.service.js';
+import { auditedSettingChange, consoleUserOf, isoOrNull, SettingsStore, type StoredSetting } from '../../plugins/app/access/settings.service.js';
 
 const consoleOnly = { access: { consoleOnly: true } } as const;
 

@@ -6,7 +6,7 @@ import { ConflictError, NotFoundError } from '../../errors.js';
 import { hashPassword } from '../../lib/crypto.js';
 import { paginate, toObjectId } from '../../lib/pagination.js';
 import { principalOf, requireRoleWithin, requireUserWithin } from '../../plugins/app/access/index.js';
-import { presentUser, requireOwnerFor, withoutLosingLastOwner } from './users.service.js';
+import { presentUser, requireOwnerFor, withoutLosingLastOwner } from '../../plugins/app/access/users.service.js';
 
 const DUPLICATE_KEY = 11000;
 

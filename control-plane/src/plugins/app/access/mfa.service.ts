@@ -1,11 +1,11 @@
 import type { Types } from 'mongoose';
 import { MfaMessages, type MfaEnrolment, type MfaSetting } from '@xfer/shared';
-import type { Models } from '../../models/index.js';
-import type { UserDoc } from '../../models/user.model.js';
-import type { Sealed, Vault } from '../../lib/vault.js';
-import { boundTo } from '../../lib/sealed-fields.js';
-import { base32Decode, base32Encode, generateTotpSecret, otpauthUrl, verifyTotp } from '../../lib/totp.js';
-import { BadRequestError, ConflictError, NotFoundError } from '../../errors.js';
+import type { Models } from '../../../models/index.js';
+import type { UserDoc } from '../../../models/user.model.js';
+import type { Sealed, Vault } from '../../../lib/vault.js';
+import { boundTo } from '../../../lib/sealed-fields.js';
+import { base32Decode, base32Encode, generateTotpSecret, otpauthUrl, verifyTotp } from '../../../lib/totp.js';
+import { BadRequestError, ConflictError, NotFoundError } from '../../../errors.js';
 
 /** Issuer shown by authenticator apps beside the account. */
 export const MFA_ISSUER = 'xfer';

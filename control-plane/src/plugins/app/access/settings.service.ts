@@ -1,8 +1,9 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Messages, type Role } from '@xfer/shared';
-import type { Models } from '../../models/index.js';
-import { ForbiddenError, UnauthorizedError } from '../../errors.js';
-import { principalOf, type RequestAuditEntry } from '../../plugins/app/access/index.js';
+import type { Models } from '../../../models/index.js';
+import { ForbiddenError, UnauthorizedError } from '../../../errors.js';
+import { principalOf } from './auth.plugin.js';
+import type { RequestAuditEntry } from './audit.plugin.js';
 
 /** Where a setting lives: the account (userId null) or one user of it. */
 export interface SettingOwner {

@@ -1,9 +1,9 @@
 import { isIPv6 } from 'node:net';
 import type { Types } from 'mongoose';
-import type { LoginLockoutConfig } from '../../config.js';
-import { RateLimitedError } from '../../errors.js';
-import { sha256Hex } from '../../lib/crypto.js';
-import type { Models } from '../../models/index.js';
+import type { LoginLockoutConfig } from '../../../config.js';
+import { RateLimitedError } from '../../../errors.js';
+import { sha256Hex } from '../../../lib/crypto.js';
+import type { Models } from '../../../models/index.js';
 
 /** What a sign-in attempt is counted against: the email (hashed) and the client address. */
 export interface LockKeys {

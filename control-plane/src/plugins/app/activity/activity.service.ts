@@ -1,7 +1,7 @@
 import type { Types } from 'mongoose';
 import type { ActivityQuery, AuditEvent } from '@xfer/shared';
-import type { AuditEventDoc } from '../../models/audit-event.model.js';
-import { BadRequestError } from '../../errors.js';
+import type { AuditEventDoc } from '../../../models/audit-event.model.js';
+import { BadRequestError } from '../../../errors.js';
 
 /** One audit record as the API shows it (shared `AuditEvent`). */
 export function presentAuditEvent(doc: AuditEventDoc & { _id: Types.ObjectId }): AuditEvent {

@@ -1,12 +1,12 @@
 import { Types } from 'mongoose';
 import { SCOPES, type Plan } from '@xfer/shared';
-import type { Models } from '../models/index.js';
-import { ConflictError } from '../errors.js';
-import { hashPassword } from './crypto.js';
-import { appendToChain } from './audit-chain.js';
-import { systemKeyOf } from './system-keys.js';
-import type { Vault } from './vault.js';
-import { issueApiKey } from '../routes/api-keys/api-keys.service.js';
+import type { Models } from '../../../models/index.js';
+import { ConflictError } from '../../../errors.js';
+import { hashPassword } from '../../../lib/crypto.js';
+import { appendToChain } from '../../../lib/audit-chain.js';
+import { systemKeyOf } from '../../../lib/system-keys.js';
+import type { Vault } from '../../../lib/vault.js';
+import { issueApiKey } from './api-keys.service.js';
 
 export interface BootstrapInput {
   email: string;

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { Types } from 'mongoose';
 import type { ApiKey, Actor, Scope } from '@xfer/shared';
-import type { Models } from '../../models/index.js';
-import type { ApiKeyDoc } from '../../models/api-key.model.js';
-import { sha256Hex } from '../../lib/crypto.js';
+import type { Models } from '../../../models/index.js';
+import type { ApiKeyDoc } from '../../../models/api-key.model.js';
+import { sha256Hex } from '../../../lib/crypto.js';
 
 export interface IssueApiKey {
   accountId: Types.ObjectId | string;
