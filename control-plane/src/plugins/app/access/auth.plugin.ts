@@ -1,10 +1,8 @@
 import fp from 'fastify-plugin';
-import type { Types } from 'mongoose';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { Messages, planHasTeamFeatures, scopesForRole, type Actor, type Plan, type Role, type Scope } from '@xfer/shared';
+import { Messages, planHasTeamFeatures, type Scope } from '@xfer/shared';
 import { ForbiddenError, UnauthorizedError } from '../../../errors.js';
-import { sha256Hex } from '../../../lib/crypto.js';
-import { toObjectId } from '../../../lib/pagination.js';
+import { AuthService, type AuthDenied, type Principal, type SessionClaims } from './auth.service.js';
 import { DenialTally } from './denial-tally.js';
 
 /** What a route needs from its caller; every route under /api/v1 must declare it. */
@@ -21,25 +19,6 @@ export interface RouteAccess {
   unlimited?: true;
 }
 
-/** The authenticated caller of a request. */
-export interface Principal {
-  kind: 'api_key' | 'session';
-  accountId: string;
-  plan: Plan;
-  scopes: ReadonlySet<Scope>;
-  actor: Actor;
-  keyId?: string;
-  userId?: string;
-  role?: Role;
-}
-
-/** Claims of a session token. `iat_ms` gives revocation (sessions_valid_after) millisecond precision. */
-export interface SessionClaims {
-  sub: string;
-  acc: string;
-  iat_ms: number;
-}
-
 declare module 'fastify' {
   interface FastifyContextConfig {
     access?: RouteAccess;
@@ -52,6 +31,8 @@ declare module 'fastify' {
     apiRoutes: Array<{ method: string; url: string; access: RouteAccess }>;
     /** Refused requests waiting to be written to the audit trail (flushed every minute and on close). */
     authDenials: Pick<DenialTally, 'add' | 'flush'>;
+    /** Authentication of bearer credentials (auth.service.ts). */
+    auth: AuthService;
   }
 }
 
@@ -61,38 +42,8 @@ declare module '@fastify/jwt' {
   }
 }
 
-/** What authentication reads of an API key. */
-interface KeyFields {
-  _id: Types.ObjectId;
-  account_id: Types.ObjectId;
-  scopes: string[];
-  expires_at: Date | null;
-  revoked_at: Date | null;
-  last_used_at: Date | null;
-}
-
-type AuthResult = { principal: Principal } | { denied: { actor: Actor; accountId: string | null; reason: string } };
-
 const API_PREFIX = '/api/v1';
-const MAX_TOKEN_LENGTH = 4096;
-const LAST_USED_GRANULARITY_MS = 60_000;
-/**
- * How long an account's plan is reused without reading it again. Nothing in the API changes a
- * plan or deletes an account (only `xfer-server bootstrap` writes accounts), so this bounds how
- * long a plan changed by hand in the database takes to apply (docs/security.md "Authentication").
- * Keys, users, roles and revocations are never cached.
- */
-const ACCOUNT_CACHE_MS = 60_000;
 const DENIAL_FLUSH_MS = 60_000;
-/**
- * How long a refused key (unknown, revoked, expired) is refused again without a read. All three
- * are final: keys are 256 random bits made by the server, so a hash unknown now only becomes
- * known by that very key being generated; revocation and expiry are never undone. The bound only
- * covers a row restored from a backup.
- */
-const REFUSED_KEY_CACHE_MS = 60_000;
-/** Bounds on the per-instance maps below (entries, then the map starts afresh). */
-const MAX_CACHED = 100_000;
 
 /**
  * Authentication (API key or session), then the rate limit, then authorization, in one
@@ -114,20 +65,8 @@ export default fp(
       }
     });
 
-    const plans = new Map<string, { plan: Plan; until: number }>();
-    /** The account's plan (null: the account is gone), read at most once per ACCOUNT_CACHE_MS. */
-    async function accountPlan(accountId: string, now: number): Promise<Plan | null> {
-      const cached = plans.get(accountId);
-      if (cached && cached.until > now) return cached.plan;
-      const account = await app.db.accounts.findById(accountId, { plan: 1 }).lean();
-      if (!account) return null;
-      if (plans.size >= MAX_CACHED) plans.clear();
-      plans.set(accountId, { plan: account.plan as Plan, until: now + ACCOUNT_CACHE_MS });
-      return account.plan as Plan;
-    }
-
-    /** When this instance last updated a key's last_used_at: requests racing past a stale value send one update, not one each. */
-    const touched = new Map<string, number>();
+    const auth = new AuthService({ db: app.db, verifySession: (token) => app.jwt.verify<SessionClaims>(token), log: app.log });
+    app.decorate('auth', auth);
 
     const tally = new DenialTally({
       record: (entry) => app.audit.record(entry),
@@ -142,99 +81,11 @@ export default fp(
       await tally.flush();
     });
 
-    /** Hashes of keys refused for a final reason, with the denial to repeat: a client retrying a dead key costs no read. */
-    const refusedKeys = new Map<string, { denied: AuthResult; until: number }>();
-
-    async function apiKeyPrincipal(token: string): Promise<AuthResult> {
-      const keyHash = sha256Hex(token);
-      const now = new Date();
-      const refused = refusedKeys.get(keyHash);
-      if (refused && refused.until > now.getTime()) return refused.denied;
-      // The driver's collection, not a mongoose query: this read is on every request, and a
-      // query's casting and captured stack cost more than the read's own work in the process.
-      const key = await app.db.apiKeys.collection.findOne<KeyFields>(
-        { key_hash: keyHash },
-        { projection: { account_id: 1, scopes: 1, expires_at: 1, revoked_at: 1, last_used_at: 1 } },
-      );
-      const denied = (reason: string): AuthResult => ({
-        denied: { actor: { type: 'api_key', id: key ? String(key._id) : null }, accountId: key ? String(key.account_id) : null, reason },
-      });
-      const final = (reason: string): AuthResult => {
-        if (refusedKeys.size >= MAX_CACHED) refusedKeys.clear();
-        const result = denied(reason);
-        refusedKeys.set(keyHash, { denied: result, until: now.getTime() + REFUSED_KEY_CACHE_MS });
-        return result;
-      };
-      if (!key) return final('unknown key');
-      if (key.revoked_at) return final('revoked key');
-      if (key.expires_at && key.expires_at <= now) return final('expired key');
-      const plan = await accountPlan(String(key.account_id), now.getTime());
-      if (!plan) return denied('account gone');
-      const keyId = String(key._id);
-      const lastUsed = Math.max(key.last_used_at?.getTime() ?? 0, touched.get(keyId) ?? 0);
-      if (now.getTime() - lastUsed > LAST_USED_GRANULARITY_MS) {
-        if (touched.size >= MAX_CACHED) touched.clear();
-        touched.set(keyId, now.getTime());
-        const stale = new Date(now.getTime() - LAST_USED_GRANULARITY_MS);
-        app.db.apiKeys
-          .updateOne({ _id: key._id, $or: [{ last_used_at: null }, { last_used_at: { $lt: stale } }] }, { $set: { last_used_at: now } })
-          .catch((err: unknown) => app.log.warn({ err }, 'could not update last_used_at'));
-      }
-      return {
-        principal: {
-          kind: 'api_key',
-          accountId: String(key.account_id),
-          plan,
-          scopes: new Set(key.scopes as Scope[]),
-          actor: { type: 'api_key', id: keyId },
-          keyId,
-        },
-      };
-    }
-
-    async function sessionPrincipal(token: string): Promise<AuthResult> {
-      let claims: SessionClaims;
-      try {
-        claims = app.jwt.verify<SessionClaims>(token);
-      } catch {
-        return { denied: { actor: { type: 'user', id: null }, accountId: null, reason: 'invalid session token' } };
-      }
-      const userId = toObjectId(String(claims.sub));
-      const user = userId ? await app.db.users.findById(userId).lean() : null;
-      const denied = (reason: string): AuthResult => ({ denied: { actor: { type: 'user', id: String(claims.sub) }, accountId: user ? String(user.account_id) : null, reason } });
-      if (!user || String(user.account_id) !== claims.acc) return denied('user gone');
-      if (typeof claims.iat_ms !== 'number' || claims.iat_ms < user.sessions_valid_after.getTime()) return denied('session revoked');
-      const plan = await accountPlan(String(user.account_id), Date.now());
-      if (!plan) return denied('account gone');
-      const role = user.role as Role;
-      return {
-        principal: {
-          kind: 'session',
-          accountId: String(user.account_id),
-          plan,
-          scopes: new Set(scopesForRole(role)),
-          actor: { type: 'user', id: String(user._id) },
-          userId: String(user._id),
-          role,
-        },
-      };
-    }
-
-    async function authenticate(request: FastifyRequest): Promise<AuthResult> {
-      const header = request.headers.authorization;
-      const match = header ? /^Bearer +(\S+)$/i.exec(header) : null;
-      const token = match?.[1];
-      if (!token || token.length > MAX_TOKEN_LENGTH) {
-        return { denied: { actor: { type: 'system', id: null }, accountId: null, reason: header ? 'malformed authorization header' : 'no credentials' } };
-      }
-      return token.startsWith('svc_') ? apiKeyPrincipal(token) : sessionPrincipal(token);
-    }
-
     /**
-     * Denials are counted and written to the audit trail once per interval (lib/denial-tally.ts):
+     * Denials are counted and written to the audit trail once per interval (denial-tally.ts):
      * a refused request, read or not, authenticated or not, writes nothing itself.
      */
-    async function deny(request: FastifyRequest, error: UnauthorizedError | ForbiddenError, denied: { actor: Actor; accountId: string | null; reason: string }) {
+    async function deny(request: FastifyRequest, error: UnauthorizedError | ForbiddenError, denied: AuthDenied) {
       tally.add({ ...denied, route: `${request.method} ${request.routeOptions.url ?? request.url}`, ip: request.ip, status: error.statusCode });
       throw error;
     }
@@ -245,10 +96,10 @@ export default fp(
         if (!access?.unlimited) await app.rateLimiter.consume(`ip:${request.ip}`, reply);
         return;
       }
-      const result = await authenticate(request);
+      const result = await auth.authenticate(request.headers.authorization);
       const principal = 'principal' in result ? result.principal : null;
       if (!access.unlimited) await app.rateLimiter.consume(principal ? `account:${principal.accountId}` : `ip:${request.ip}`, reply);
-      if (!principal) return deny(request, new UnauthorizedError(Messages.unauthenticated), (result as Extract<AuthResult, { denied: unknown }>).denied);
+      if (!principal) return deny(request, new UnauthorizedError(Messages.unauthenticated), (result as { denied: AuthDenied }).denied);
       request.principal = principal;
       const denied = { actor: principal.actor, accountId: principal.accountId };
       if (access.consoleOnly && principal.kind === 'api_key') {

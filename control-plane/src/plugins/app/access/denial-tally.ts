@@ -1,5 +1,5 @@
 import type { Actor } from '@xfer/shared';
-import type { AuditEntry } from './audit.plugin.js';
+import type { AuditEntry } from './audit.service.js';
 
 /** One refused request. */
 export interface Denial {

@@ -3,7 +3,7 @@ import { Messages, type Role } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import { ForbiddenError, UnauthorizedError } from '../../../errors.js';
 import { principalOf } from './auth.plugin.js';
-import type { RequestAuditEntry } from './audit.plugin.js';
+import type { RequestAuditEntry } from './audit.service.js';
 
 /** Where a setting lives: the account (userId null) or one user of it. */
 export interface SettingOwner {

@@ -2,7 +2,7 @@ import type { Types } from 'mongoose';
 import type { Role, User } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import type { UserDoc } from '../../../models/user.model.js';
-import type { Principal } from './auth.plugin.js';
+import type { Principal } from './auth.service.js';
 import { ConflictError, ForbiddenError } from '../../../errors.js';
 
 export const LAST_OWNER = 'An account must keep at least one owner';
