@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { App } from '../src/app.js';
 import type { LoginLockoutConfig } from '../src/config.js';
-import { LoginLockout } from '../src/plugins/app/access/login-lockout.service.js';
+import { LoginLockoutService } from '../src/plugins/app/access/login-lockout.service.js';
 import { buildTestApp, createAccount, type TestAccount } from './helper.js';
 
 /**
@@ -74,7 +74,7 @@ describe('per email', () => {
   test('each failure past the threshold doubles the lock', async () => {
     const acct = await createAccount(a);
     const address = nextAddress();
-    const { email: key } = LoginLockout.keys(acct.email, address);
+    const { email: key } = LoginLockoutService.keys(acct.email, address);
     /** Lets the lock run out without waiting for it: every attempt of the email moves back in time. */
     const timePasses = async (seconds: number) => {
       for (const doc of await a.db.loginAttempts.find({ key }).lean()) {

@@ -31,13 +31,14 @@ export type AuditBy = FastifyRequest | AuditContext;
 export interface AuditServiceOptions {
   /** The chain records are appended to (lib/audit-chain.ts). */
   chain: Pick<ChainWriter, 'append'>;
-  log: FastifyBaseLogger;
+  /** Where a record that could not be written is reported. */
+  log: Pick<FastifyBaseLogger, 'error'>;
 }
 
 /** The audit trail's writer: every record goes through the hash chain (docs/security.md "The audit chain"). */
 export class AuditService {
   private readonly chain: AuditServiceOptions['chain'];
-  private readonly log: FastifyBaseLogger;
+  private readonly log: AuditServiceOptions['log'];
 
   constructor(opts: AuditServiceOptions) {
     this.chain = opts.chain;

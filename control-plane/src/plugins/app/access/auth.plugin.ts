@@ -2,7 +2,7 @@ import fp from 'fastify-plugin';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Messages, planHasTeamFeatures, type Scope } from '@xfer/shared';
 import { ForbiddenError, UnauthorizedError } from '../../../errors.js';
-import { AuthService, type AuthDenied, type Principal, type SessionClaims } from './auth.service.js';
+import { AuthService, type AuthDenied, type ConsoleUser, type Principal, type SessionClaims } from './auth.service.js';
 import { DenialTally } from './denial-tally.js';
 
 /** What a route needs from its caller; every route under /api/v1 must declare it. */
@@ -123,4 +123,11 @@ export default fp(
 export function principalOf(request: FastifyRequest): Principal {
   if (!request.principal) throw new UnauthorizedError(Messages.unauthenticated);
   return request.principal;
+}
+
+/** The signed-in console user of a consoleOnly route (such routes never see an API key). */
+export function consoleUserOf(request: FastifyRequest): ConsoleUser {
+  const principal = principalOf(request);
+  if (principal.kind !== 'session' || !principal.userId || !principal.role) throw new UnauthorizedError(Messages.unauthenticated);
+  return { accountId: principal.accountId, userId: principal.userId, role: principal.role };
 }

@@ -17,6 +17,13 @@ export interface Principal {
   role?: Role;
 }
 
+/** The signed-in user of a console session (what a consoleOnly route acts for). */
+export interface ConsoleUser {
+  accountId: string;
+  userId: string;
+  role: Role;
+}
+
 /** Claims of a session token. `iat_ms` gives revocation (sessions_valid_after) millisecond precision. */
 export interface SessionClaims {
   sub: string;
