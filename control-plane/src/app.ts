@@ -155,9 +155,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     sign: { algorithm: 'HS256', expiresIn: config.sessionTtlSeconds },
     verify: { algorithms: ['HS256'] },
   });
+  // Before access: its onRoute hook marks the docs' own pages public, which auth's checks.
+  await app.register(openapiPlugin);
   await app.register(accessPlugin);
   await app.register(activityPlugin);
-  await app.register(openapiPlugin);
   await app.register(websocketPlugin);
   await app.register(multipartPlugin);
   await app.register(outboxPlugin);
