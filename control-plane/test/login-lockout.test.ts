@@ -6,7 +6,7 @@ import { buildTestApp, createAccount, type TestAccount } from './helper.js';
 
 /**
  * Sign-in lockout with backoff, per email and per client address, shared by every instance on
- * one database (routes/auth/login-lockout.service.ts; docs/security.md "Sign-in lockout").
+ * one database (plugins/app/access/login-lockout.service.ts; docs/security.md "Sign-in lockout").
  * Locks here are short (3 s, doubling up to 24 s) so that a test can wait one out, yet longer
  * than a password check on a busy machine takes.
  */
