@@ -11,7 +11,7 @@ const auth: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
 
   app.post('/auth/login', { schema: { body: LoginRequest, response: { 200: Envelope(Session) } }, config: { access: { public: true } } }, async (request, reply) => {
-    return reply.code(200).send({ data: await app.login.login(request.body, request.ip) });
+    return reply.code(200).send({ data: await app.login.signIn(request.body, request.ip) });
   });
 };
 

@@ -10,6 +10,7 @@ import type { AuditBy, AuditService } from './audit.service.js';
 import type { Principal } from './auth.service.js';
 import { callerExpiresAt, requireExpiryWithin, requireKeyWithin } from './grant-rules.js';
 
+/** A key to issue: its account, name, scopes, end of life and creator. */
 export interface IssueApiKey {
   accountId: Types.ObjectId | string;
   name: string;
@@ -19,6 +20,7 @@ export interface IssueApiKey {
 }
 
 
+/** What the API keys service needs. */
 export interface ApiKeysServiceOptions {
   db: Models;
   audit: AuditService;

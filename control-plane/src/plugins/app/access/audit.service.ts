@@ -28,6 +28,7 @@ export type Announce = (entry: RequestAuditEntry) => Promise<void>;
 /** Who an audited action is by: the caller of a request, or a context given outright. */
 export type AuditBy = FastifyRequest | AuditContext;
 
+/** What the audit service needs. */
 export interface AuditServiceOptions {
   /** The chain records are appended to (lib/audit-chain.ts). */
   chain: Pick<ChainWriter, 'append'>;

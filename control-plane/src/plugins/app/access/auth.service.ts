@@ -51,6 +51,7 @@ interface KeyFields {
   last_used_at: Date | null;
 }
 
+/** What authentication needs: keys and users to read, and the session token verifier. */
 export interface AuthServiceOptions {
   db: Models;
   /** Verifies a session token's signature and expiry, and returns its claims (throws otherwise). */

@@ -9,6 +9,7 @@ import type { Vault } from '../../../lib/vault.js';
 import { ApiKeysService } from './api-keys.service.js';
 import { AuditService } from './audit.service.js';
 
+/** The first account: its owner's email and password, its plan and name. */
 export interface BootstrapInput {
   email: string;
   password: string;
@@ -16,6 +17,7 @@ export interface BootstrapInput {
   accountName?: string;
 }
 
+/** What bootstrap made; `api_key` is shown this once. */
 export interface BootstrapResult {
   account_id: string;
   user_id: string;

@@ -21,6 +21,7 @@ interface Group {
   last: Date;
 }
 
+/** Where groups are written, and the bound on pending groups. */
 export interface DenialTallyOptions {
   record: (entry: AuditEntry) => Promise<void>;
   /** A flush starts early once this many groups are pending, so memory stays bounded under a flood. */

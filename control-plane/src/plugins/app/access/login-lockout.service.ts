@@ -22,6 +22,7 @@ export type AttemptIds = Types.ObjectId[];
 
 const SWEEP_EVERY_MS = 60_000;
 
+/** What the lockout service needs: where attempts are counted, and its thresholds and delays. */
 export interface LoginLockoutServiceOptions {
   db: Models;
   config: LoginLockoutConfig;

@@ -7,6 +7,7 @@ import type { SessionClaims } from './auth.service.js';
 import { lockedError, LoginLockoutService, type Lock } from './login-lockout.service.js';
 import { MfaService } from './mfa.service.js';
 
+/** What the sign-in service needs: the lockout and MFA services it consults, and how to sign a session. */
 export interface LoginServiceOptions {
   db: Models;
   audit: AuditService;
@@ -41,7 +42,7 @@ export class LoginService {
   }
 
   /** Signs in from client address `ip`: the session, or 401 (wrong credentials, code required) or 429 (locked). */
-  async login(body: LoginRequest, ip: string): Promise<Session> {
+  async signIn(body: LoginRequest, ip: string): Promise<Session> {
     const email = body.email.trim().toLowerCase();
     const keys = LoginLockoutService.keys(email, ip);
     const user = await this.db.users.findOne({ email }).lean();

@@ -34,6 +34,7 @@ type StoredUser = UserDoc & { _id: Types.ObjectId };
 type BeforeWrite = () => Promise<void>;
 const nothing = async () => {};
 
+/** What the MFA service needs. */
 export interface MfaServiceOptions {
   db: Models;
   vault: Vault;

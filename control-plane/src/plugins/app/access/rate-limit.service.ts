@@ -4,12 +4,14 @@ import { Messages } from '@xfer/shared';
 import { RateLimitedError } from '../../../errors.js';
 import type { Models } from '../../../models/index.js';
 
+/** The API budget per account (or address) and minute, and how often instances reconcile it. */
 export interface RateLimitOptions {
   perMinute: number;
   /** How often the shared budgets are reconciled through the database. */
   syncMs: number;
 }
 
+/** What the rate limiter needs besides its budget: where shared counts are reconciled. */
 export interface RateLimitServiceOptions extends RateLimitOptions {
   db: Pick<Models, 'rateLimitCounts'>;
   log: FastifyBaseLogger;

@@ -9,11 +9,13 @@ export interface SettingOwner {
   userId: string | null;
 }
 
+/** A setting's value and when it last changed. */
 export interface StoredSetting<T> {
   value: T;
   updated_at: Date;
 }
 
+/** What the settings service needs. */
 export interface SettingsServiceOptions {
   db: Models;
   audit: AuditService;

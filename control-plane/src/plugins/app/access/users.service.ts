@@ -12,6 +12,7 @@ import { requireRoleWithin, requireUserWithin } from './grant-rules.js';
 const LAST_OWNER = 'An account must keep at least one owner';
 const DUPLICATE_KEY = 11000;
 
+/** What the users service needs. */
 export interface UsersServiceOptions {
   db: Models;
   audit: AuditService;

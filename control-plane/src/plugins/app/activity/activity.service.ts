@@ -5,6 +5,7 @@ import type { Models } from '../../../models/index.js';
 import { BadRequestError } from '../../../errors.js';
 import { paginate } from '../../../lib/pagination.js';
 
+/** What the activity service needs. */
 export interface ActivityServiceOptions {
   db: Models;
 }
