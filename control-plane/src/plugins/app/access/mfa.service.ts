@@ -71,6 +71,7 @@ export class MfaService {
     return Boolean(user.mfa_secret);
   }
 
+  /** Whether MFA is on, and whether an enrolment waits for its first code (never the secret). */
   async state(ref: UserRef): Promise<MfaSetting> {
     const user = await this.load(ref);
     return { enabled: MfaService.isEnabled(user), pending: Boolean(user.mfa_pending_secret) };

@@ -41,6 +41,7 @@ export class SettingsService {
     this.audit = opts.audit;
   }
 
+  /** The setting `name` of `owner`, null when never set. */
   async get<T>(owner: SettingOwner, name: string): Promise<StoredSetting<T> | null> {
     const doc = await this.db.settings.findOne({ account_id: owner.accountId, user_id: owner.userId, name }).lean();
     return doc ? { value: doc.value as T, updated_at: doc.updated_at } : null;

@@ -66,14 +66,17 @@ export class UsersService {
     this.audit = opts.audit;
   }
 
+  /** The account's users, newest first, one page. */
   list(accountId: string, query: PageQuery) {
     return paginate(this.db.users, { account_id: accountId }, query, presentUser);
   }
 
+  /** One user of the account (404 for another account's, like an unknown id). */
   async get(accountId: string, rawId: string): Promise<User> {
     return presentUser(await this.find(accountId, rawId));
   }
 
+  /** Creates a user in the caller's account (409 for an email already used in any account). */
   async create(principal: Principal, by: AuditBy, input: CreateUserRequest): Promise<User> {
     const { accountId } = principal;
     const { role, password } = input;
@@ -103,6 +106,7 @@ export class UsersService {
     return presentUser(doc.toObject());
   }
 
+  /** Renames a user, changes its role or password (which ends its sessions). */
   async update(principal: Principal, by: AuditBy, rawId: string, input: UpdateUserRequest): Promise<User> {
     const { accountId } = principal;
     const target = await this.find(accountId, rawId);
