@@ -18,10 +18,10 @@ import outboxPlugin from './plugins/app/outbox.js';
 import scannerPlugin from './plugins/app/scanner.js';
 import webhookDelivererPlugin from './plugins/app/webhook-deliverer.js';
 import fileStorePlugin from './plugins/app/file-store/index.js';
-import jobsPlugin from './plugins/app/jobs/index.js';
-import agentHubPlugin from './plugins/app/agent-hub.js';
-import agentRequestsPlugin from './plugins/app/agent-requests.js';
-import dispatcherPlugin from './plugins/app/dispatcher.js';
+import jobsPlugin from './plugins/app/transfers/index.js';
+import agentHubPlugin from './plugins/app/agents/hub.js';
+import agentRequestsPlugin from './plugins/app/agents/requests.js';
+import dispatcherPlugin from './plugins/app/agents/dispatch.js';
 import routes from './routes/index.js';
 import openapiPlugin, { openapiRoutes } from './plugins/app/openapi.js';
 

@@ -1,7 +1,7 @@
 import { Types } from 'mongoose';
 import type { App } from '../src/app.js';
 import type { Sealed } from '../src/lib/vault.js';
-import { loadConnectionSettings } from '../src/routes/connections/connections.service.js';
+import { loadConnectionSettings } from '../src/plugins/app/connections/connections.service.js';
 import { CONNECTION_TYPE_SPECS, CONNECTION_TYPES, type ConnectionType } from '@xfer/shared';
 import { auth, buildTestApp, createAccount, createKey, expectError, type TestAccount } from './helper.js';
 import { boundTo } from '../src/lib/sealed-fields.js';

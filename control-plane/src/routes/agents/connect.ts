@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { CloseCodes, Messages } from '@xfer/shared';
-import type { AgentIdentity } from '../../plugins/app/agent-session.js';
-import { agentByToken } from './agents.service.js';
+import type { AgentIdentity } from '../../plugins/app/agents/session.js';
+import { agentByToken } from '../../plugins/app/agents/agents.service.js';
 
 const BEARER = /^Bearer +(\S+)$/i;
 

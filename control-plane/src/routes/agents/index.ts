@@ -7,7 +7,7 @@ import {
 import { ServiceUnavailableError } from '../../errors.js';
 import { paginate } from '../../lib/pagination.js';
 import { principalOf } from '../../plugins/app/auth.js';
-import { agentNotFound, createAgent, findAgent, isOnline, presentAgent, runningJobsOf, type StoredAgent } from './agents.service.js';
+import { agentNotFound, createAgent, findAgent, isOnline, presentAgent, runningJobsOf, type StoredAgent } from '../../plugins/app/agents/agents.service.js';
 import connect from './connect.js';
 
 /**

@@ -5,10 +5,10 @@ import {
 } from '@xfer/shared';
 import { paginate } from '../../lib/pagination.js';
 import { principalOf } from '../../plugins/app/auth.js';
-import { chooseAgent } from '../agents/agents.service.js';
+import { chooseAgent } from '../../plugins/app/agents/agents.service.js';
 import {
   createConnection, deleteConnection, getConnection, presentConnection, updateConnection,
-} from './connections.service.js';
+} from '../../plugins/app/connections/connections.service.js';
 
 /**
  * Connections (api.md "Connections"; decisions.md "Connections"). Credentials are write-only:

@@ -7,11 +7,11 @@ import {
 import { ServiceUnavailableError } from '../../errors.js';
 import { paginate } from '../../lib/pagination.js';
 import { principalOf } from '../../plugins/app/auth.js';
-import { chooseAgent } from '../agents/agents.service.js';
+import { chooseAgent } from '../../plugins/app/agents/agents.service.js';
 import {
   createTransfer, executeResult, findTransfer, jobConnections, presentTransfer, presentTransferFile, stateConflict,
   transferNotFound, waitForEnd,
-} from './transfers.service.js';
+} from '../../plugins/app/transfers/transfers.service.js';
 
 /**
  * Transfer jobs (api.md "Transfers", decisions.md "Transfers"): transfers:read for reads,

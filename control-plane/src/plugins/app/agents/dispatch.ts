@@ -1,9 +1,9 @@
 import fp from 'fastify-plugin';
 import { CloseCodes, type ConnectionSettings, type OverwritePolicy, type VerifyMode } from '@xfer/shared';
-import { Loop } from '../../lib/loop.js';
-import { NotFoundError } from '../../errors.js';
-import { loadConnectionSettings } from '../../routes/connections/connections.service.js';
-import type { Job } from './jobs/job-service.js';
+import { Loop } from '../../../lib/loop.js';
+import { NotFoundError } from '../../../errors.js';
+import { loadConnectionSettings } from '../connections/connections.service.js';
+import type { Job } from '../transfers/transfer-states.js';
 
 export interface Dispatcher {
   /** Runs the coordination loop now: the in-process shortcut after a change made here. */

@@ -3,13 +3,13 @@ import { performance } from 'node:perf_hooks';
 import type { FastifyBaseLogger } from 'fastify';
 import { Types } from 'mongoose';
 import type { TestResult } from '@xfer/shared';
-import type { Models } from '../../models/index.js';
-import type { AgentRequestKind } from '../../models/agent-request.model.js';
-import type { Vault } from '../../lib/vault.js';
-import { Notifier } from '../../lib/notifier.js';
-import { loadConnectionSettings } from '../../routes/connections/connections.service.js';
-import type { AgentHub } from './agent-hub.js';
-import type { AgentSession } from './agent-session.js';
+import type { Models } from '../../../models/index.js';
+import type { AgentRequestKind } from '../../../models/agent-request.model.js';
+import type { Vault } from '../../../lib/vault.js';
+import { Notifier } from '../../../lib/notifier.js';
+import { loadConnectionSettings } from '../connections/connections.service.js';
+import type { AgentHub } from './hub.js';
+import type { AgentSession } from './session.js';
 
 export interface AgentCall {
   accountId: string;

@@ -5,15 +5,15 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { WebSocket } from 'ws';
 import { Types } from 'mongoose';
 import { CloseCodes, type AgentMessage } from '@xfer/shared';
-import type { Models } from '../../models/index.js';
-import type { AuditService } from './audit.js';
-import type { JobService } from './jobs/job-service.js';
-import { AgentSession, type AgentIdentity, type Hello, type Welcome } from './agent-session.js';
-import { KeyedMutex } from '../../lib/keyed-mutex.js';
-import { AgentRuns } from './agent-runs.js';
-import type { Vault } from '../../lib/vault.js';
-import { AppError, ConflictError } from '../../errors.js';
-import { storeRotatedCredentials } from '../../routes/connections/connections.service.js';
+import type { Models } from '../../../models/index.js';
+import type { AuditService } from '../audit.js';
+import type { JobService } from '../transfers/transfer-states.js';
+import { AgentSession, type AgentIdentity, type Hello, type Welcome } from './session.js';
+import { KeyedMutex } from '../../../lib/keyed-mutex.js';
+import { AgentRuns } from './runs.js';
+import type { Vault } from '../../../lib/vault.js';
+import { AppError, ConflictError } from '../../../errors.js';
+import { storeRotatedCredentials } from '../connections/connections.service.js';
 
 /** How often the instance holding a session writes `session.last_seen_at`. */
 export const SESSION_REFRESH_MS = 2_000;

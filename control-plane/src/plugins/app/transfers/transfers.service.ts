@@ -3,11 +3,11 @@ import {
   basePathProblem, DEFAULT_TRANSFER_OPTIONS, normalizeBasePath,
   type CreateTransferRequest, type ExecuteTransferResult, type JobOptions, type Transfer, type TransferFile, type TransferStatus,
 } from '@xfer/shared';
-import type { Models } from '../../models/index.js';
-import type { TransferFileDoc } from '../../models/transfer-file.model.js';
-import type { Job, JobService } from '../../plugins/app/jobs/job-service.js';
-import { BadRequestError, ConflictError, NotFoundError } from '../../errors.js';
-import { toObjectId } from '../../lib/pagination.js';
+import type { Models } from '../../../models/index.js';
+import type { TransferFileDoc } from '../../../models/transfer-file.model.js';
+import type { Job, JobService } from './transfer-states.js';
+import { BadRequestError, ConflictError, NotFoundError } from '../../../errors.js';
+import { toObjectId } from '../../../lib/pagination.js';
 
 type AccountId = string | Types.ObjectId;
 

@@ -5,12 +5,12 @@ import {
   type Connection, type ConnectionFields, type ConnectionSettings, type ConnectionType,
   type CreateConnectionRequest, type UpdateConnectionRequest,
 } from '@xfer/shared';
-import type { Models } from '../../models/index.js';
-import type { ConnectionDoc } from '../../models/connection.model.js';
-import type { Sealed, Vault } from '../../lib/vault.js';
-import { boundTo } from '../../lib/sealed-fields.js';
-import { toObjectId } from '../../lib/pagination.js';
-import { BadRequestError, ConflictError, NotFoundError } from '../../errors.js';
+import type { Models } from '../../../models/index.js';
+import type { ConnectionDoc } from '../../../models/connection.model.js';
+import type { Sealed, Vault } from '../../../lib/vault.js';
+import { boundTo } from '../../../lib/sealed-fields.js';
+import { toObjectId } from '../../../lib/pagination.js';
+import { BadRequestError, ConflictError, NotFoundError } from '../../../errors.js';
 
 type StoredConnection = ConnectionDoc & { _id: Types.ObjectId };
 type Credentials = Record<string, string | number>;

@@ -1,8 +1,8 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { Types } from 'mongoose';
 import type { AgentMessage } from '@xfer/shared';
-import type { JobService } from './jobs/job-service.js';
-import type { AgentSession } from './agent-session.js';
+import type { JobService } from '../transfers/transfer-states.js';
+import type { AgentSession } from './session.js';
 
 type JobReport = Extract<AgentMessage, { type: `job.${string}` }>;
 type Progress = Extract<AgentMessage, { type: 'job.progress' }>['payload'];

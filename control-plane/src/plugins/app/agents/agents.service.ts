@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { Types } from 'mongoose';
 import type { Actor, Agent, ConnectionType, CreateAgentRequest } from '@xfer/shared';
-import type { Models } from '../../models/index.js';
-import type { AgentDoc } from '../../models/agent.model.js';
-import { ConflictError, NotFoundError, ServiceUnavailableError } from '../../errors.js';
-import { sha256Hex } from '../../lib/crypto.js';
-import { toObjectId } from '../../lib/pagination.js';
-import { onlineWindowMs } from '../../plugins/app/agent-hub.js';
+import type { Models } from '../../../models/index.js';
+import type { AgentDoc } from '../../../models/agent.model.js';
+import { ConflictError, NotFoundError, ServiceUnavailableError } from '../../../errors.js';
+import { sha256Hex } from '../../../lib/crypto.js';
+import { toObjectId } from '../../../lib/pagination.js';
+import { onlineWindowMs } from './hub.js';
 
 export type StoredAgent = AgentDoc & { _id: Types.ObjectId };
 type AccountId = string | Types.ObjectId;

@@ -1,5 +1,5 @@
 import fp from 'fastify-plugin';
-import { JobService } from './job-service.js';
+import { JobService } from './transfer-states.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
