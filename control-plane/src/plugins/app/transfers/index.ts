@@ -1,16 +1,21 @@
 import fp from 'fastify-plugin';
-import { JobService } from './transfer-states.js';
+import { TransfersService } from './transfers.service.js';
+
+export { TransfersService, stateConflict, transferNotFound } from './transfers.service.js';
+export type { StoredTransfer } from './transfer-states.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    jobs: JobService;
+    transfers: TransfersService;
   }
 }
 
-/** The transfer job state machine (job-service.ts), shared by the routes, the agent hub and the dispatcher. */
+/** The transfers domain (transfers.service.ts over the state machine in transfer-states.ts), shared by the routes and the agent gateway. */
 export default fp(
   async (app) => {
-    app.decorate('jobs', new JobService({ db: app.db, outbox: app.outbox, leaseMs: app.config.jobLeaseMs, log: app.log }));
+    app.decorate('transfers', new TransfersService({
+      db: app.db, outbox: app.outbox, leaseMs: app.config.jobLeaseMs, pollMs: app.config.dispatchPollMs, log: app.log,
+    }));
   },
-  { name: 'jobs', dependencies: ['mongoose', 'outbox'] },
+  { name: 'transfers', dependencies: ['mongoose', 'outbox'] },
 );
