@@ -10,6 +10,7 @@ import type { AgentRequests } from './requests.js';
 /** How long shutdown waits for agent sockets to finish their closing handshake. */
 const CLOSE_WAIT_MS = 2_000;
 
+/** What the Dispatcher drives: built after the hub and the requests it serves (index.ts). */
 export interface DispatcherOptions {
   hub: AgentHub;
   requests: AgentRequests;

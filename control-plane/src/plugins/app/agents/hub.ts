@@ -20,6 +20,7 @@ export function onlineWindowMs(dispatchPollMs: number): number {
   return 3 * Math.max(SESSION_REFRESH_MS, dispatchPollMs);
 }
 
+/** What the hub needs; it builds its AgentRuns from these. */
 export interface AgentHubOptions {
   instanceId: string;
   heartbeatMs: number;

@@ -18,6 +18,7 @@ export interface AgentCall {
   connectionId?: string;
 }
 
+/** What AgentRequests needs: it subscribes to the hub's `reply` and `closed` events. */
 export interface AgentRequestsOptions {
   db: Models;
   /** Opens a connection's settings for `connection.test`, only when it is sent. */

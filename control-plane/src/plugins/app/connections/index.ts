@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin';
 import { ConnectionsService } from './connections.service.js';
 
-export { ConnectionsService, connectionNotFound, ROTATING_CREDENTIALS } from './connections.service.js';
+export { ConnectionsService } from './connections.service.js';
 export type { BeforeWrite, RotationOutcome, StoredConnection } from './connections.service.js';
 
 declare module 'fastify' {
