@@ -42,13 +42,13 @@ const ZERO: Counters = { files_total: 0, files_transferred: 0, files_skipped: 0,
  * (lib/keyed-mutex.ts: FerretDB updates are not atomic).
  */
 export class TransferStates {
-  /** Notified with the job id after every change of state made by this instance. */
+  /** Notified with the transfer id after every change of state made by this instance. */
   readonly changes = new Notifier();
   private readonly locks = new KeyedMutex();
 
   constructor(protected readonly o: TransferStatesOptions) {}
 
-  /** One write (or read-then-write) of job `id`, in turn with this process's other writes to it. */
+  /** One write (or read-then-write) of transfer `id`, in turn with this process's other writes to it. */
   private write<T>(id: Id, section: () => Promise<T>): Promise<T> {
     return this.locks.run(String(id), section);
   }
@@ -57,12 +57,12 @@ export class TransferStates {
     return { instance_id: instanceId, expires_at: new Date(now.getTime() + this.o.leaseMs), renewed_at: now };
   }
 
-  /** Condition of a report from `agentId` about its run `attempt` of job `id`. */
+  /** Condition of a report from `agentId` about its run `attempt` of transfer `id`. */
   private running(id: Id, agentId: Id, attempt: number) {
     return { _id: oid(id), status: 'in-progress', agent_id: oid(agentId), attempt };
   }
 
-  /** Writes the event of a job that just ended and wakes its waiters. */
+  /** Writes the event of a transfer that just ended and wakes its waiters. */
   private async ended(job: StoredTransfer): Promise<void> {
     const id = String(job._id);
     const summary = { id, files_transferred: job.files_transferred, bytes_transferred: job.bytes_transferred };
@@ -73,8 +73,8 @@ export class TransferStates {
 
   /**
    * queued → in-progress on `agentId`. The instance holding the agent's socket sends `job.assign`;
-   * until it claims the job, the lease runs from now, so a job nobody picks up fails like one
-   * whose agent went silent. Null when the job was not queued any more.
+   * until it claims the transfer, the lease runs from now, so one nobody picks up fails like one
+   * whose agent went silent. Null when the transfer was not queued any more.
    */
   async start(job: StoredTransfer, agentId: Id): Promise<StoredTransfer | null> {
     const now = new Date();
@@ -95,8 +95,8 @@ export class TransferStates {
   }
 
   /**
-   * queued or in-progress → cancelled. The agent of a running job is told by the instance holding
-   * its socket (it notices on its next reconciliation). Null when the job was in neither state.
+   * queued or in-progress → cancelled. The agent of a running transfer is told by the instance
+   * holding its socket (it notices on its next reconciliation). Null when it was in neither state.
    */
   async cancel(accountId: Id, id: Types.ObjectId): Promise<StoredTransfer | null> {
     const now = new Date();
@@ -127,7 +127,7 @@ export class TransferStates {
     return retried;
   }
 
-  /** Deletes a finished job and its per-file records. Null when the job is not finished. */
+  /** Deletes a finished transfer and its per-file records. Null when it is not finished. */
   async remove(accountId: Id, id: Types.ObjectId): Promise<StoredTransfer | null> {
     const removed = await this.write(id, async () => {
       const doc = await this.o.db.transfers.findOneAndDelete({
@@ -143,7 +143,7 @@ export class TransferStates {
 
   /**
    * in-progress → failed for the given run (`attempt`, optionally only on `agentId` or only while
-   * `extra` holds). Used for lost agents, revoked agents and jobs that cannot be sent.
+   * `extra` holds). Used for lost agents, revoked agents and transfers that cannot be sent.
    */
   async fail(id: Id, attempt: number, error: string, extra: Record<string, unknown> = {}): Promise<StoredTransfer | null> {
     const now = new Date();
@@ -156,7 +156,7 @@ export class TransferStates {
     return failed;
   }
 
-  /** Fails every in-progress job of `agentId` (the agent was revoked). */
+  /** Fails every in-progress transfer of `agentId` (the agent was revoked). */
   async failAllOfAgent(agentId: Id, error: string): Promise<number> {
     const jobs = await this.o.db.transfers.find({ status: 'in-progress', agent_id: oid(agentId) }, { attempt: 1 }).lean();
     let count = 0;
@@ -165,7 +165,7 @@ export class TransferStates {
   }
 
   /**
-   * The sweeper: fails in-progress jobs whose lease expired (their agent stopped responding). Any
+   * The sweeper: fails in-progress transfers whose lease expired (their agent stopped responding). Any
    * instance may run it at any time: each failure is conditional on the lease still being expired.
    */
   async expireLeases(now = new Date()): Promise<number> {
@@ -187,8 +187,8 @@ export class TransferStates {
   }
 
   /**
-   * Extends the leases of the in-progress jobs of agents whose sockets this instance holds, to
-   * `lease_ms` after each agent was last heard from: a job fails after exactly that long without
+   * Extends the leases of the in-progress transfers of agents whose sockets this instance holds,
+   * to `lease_ms` after each agent was last heard from: a transfer fails after exactly that long without
    * contact, however often this runs.
    */
   async renewLeases(agents: Array<{ id: string; lastContact: Date }>, instanceId: string): Promise<void> {
@@ -203,11 +203,10 @@ export class TransferStates {
     }
   }
 
-
   /**
-   * Claims the in-progress jobs of these agents that still have to be sent (`assigned_at` null),
-   * except `notYet`: each claim is a findOneAndUpdate, so exactly one instance sends each job once
-   * per attempt.
+   * Claims the in-progress transfers of these agents that still have to be sent as jobs
+   * (`assigned_at` null), except `notYet`: each claim is a findOneAndUpdate, so exactly one
+   * instance sends each once per attempt.
    */
   async claimForDispatch(agentIds: string[], instanceId: string, notYet: string[] = []): Promise<StoredTransfer[]> {
     if (agentIds.length === 0) return [];
@@ -228,12 +227,12 @@ export class TransferStates {
     return claimed;
   }
 
-  /** Sends a claimed job back to the queue of its agent's instances (the agent lost it before accepting). */
+  /** Sends a claimed transfer back to the queue of its agent's instances (the agent lost it before accepting). */
   async unassign(id: Id, agentId: Id, attempt: number): Promise<void> {
     await this.write(id, () => this.o.db.transfers.updateOne({ ...this.running(id, agentId, attempt), accepted_at: null }, { $set: { assigned_at: null } }));
   }
 
-  /** The state of these jobs, for reconciling what an agent runs with what it should run. */
+  /** The state of these transfers, for reconciling what an agent runs with what it should run. */
   async states(ids: string[]): Promise<Map<string, Pick<StoredTransfer, 'status' | 'agent_id' | 'attempt' | 'assigned_at' | 'accepted_at'>>> {
     const docs = await this.o.db.transfers
       .find({ _id: { $in: ids.filter(isObjectIdHex).map(oid) } },
@@ -242,7 +241,7 @@ export class TransferStates {
     return new Map(docs.map((d) => [String(d._id), d]));
   }
 
-  /** In-progress jobs of an agent (for reconciliation when it says hello). */
+  /** In-progress transfers of an agent (for reconciliation when it says hello). */
   async runningOn(agentId: Id): Promise<StoredTransfer[]> {
     return this.o.db.transfers.find({ status: 'in-progress', agent_id: oid(agentId) }).lean<StoredTransfer[]>();
   }
@@ -259,7 +258,7 @@ export class TransferStates {
 
   /**
    * Counters are cumulative, so each message simply replaces them; file results are inserted.
-   * `accountId` is the reporting agent's: an update, not a find-and-modify, as nothing of the job
+   * `accountId` is the reporting agent's: an update, not a find-and-modify, as nothing of the transfer
    * needs reading back (FerretDB runs find-and-modify as a query plus a write).
    */
   async progress(id: string, agent: { id: string; accountId: string }, attempt: number, p: PayloadOf<typeof AgentToServer, 'job.progress'>): Promise<boolean> {
@@ -276,7 +275,7 @@ export class TransferStates {
   }
 
   /**
-   * One document per (job, attempt, path), inserted in one unordered batch: a result sent twice
+   * One document per (transfer, attempt, path), inserted in one unordered batch: a result sent twice
    * (a report re-sent after a reconnect) meets the unique index and is skipped. Plain inserts, as
    * upserts cost FerretDB a query and a write each. Lean: the documents are built complete and
    * typed here, and mongoose's casting and validation of each was most of the server's CPU on a
