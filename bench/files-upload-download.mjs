@@ -15,7 +15,7 @@ import { parseArgs } from 'node:util';
 import { ensureServices, releaseServices } from '../e2e/dist/services/index.js';
 import { startStack } from '../e2e/dist/stack.js';
 import { downloadHash, keystream, rssMiB, uploadFile } from '../e2e/dist/tools/file-transfer.js';
-import { CLAMD_MAX_SCAN_BYTES } from '../control-plane/dist/lib/clamd.js';
+import { CLAMD_MAX_SCAN_BYTES } from '@xfer/control-plane/clamd';
 import { instreamWindows } from '../control-plane/dist/lib/clamd-windows.js';
 import { WINDOW_OVERLAP_BYTES } from '../control-plane/dist/plugins/app/scanner.js';
 

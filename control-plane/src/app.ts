@@ -17,10 +17,9 @@ import outboxPlugin from './plugins/app/outbox.js';
 import scannerPlugin from './plugins/app/scanner.js';
 import webhookDelivererPlugin from './plugins/app/webhook-deliverer.js';
 import fileStorePlugin from './plugins/app/file-store/index.js';
-import jobsPlugin from './plugins/app/jobs/index.js';
-import agentHubPlugin from './plugins/app/agent-hub.js';
-import agentRequestsPlugin from './plugins/app/agent-requests.js';
-import dispatcherPlugin from './plugins/app/dispatcher.js';
+import connectionsPlugin from './plugins/app/connections/index.js';
+import transfersPlugin from './plugins/app/transfers/index.js';
+import agentsPlugin from './plugins/app/agents/index.js';
 import routes from './routes/index.js';
 import openapiPlugin, { openapiRoutes } from './plugins/app/openapi.js';
 
@@ -165,10 +164,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(scannerPlugin);
   await app.register(webhookDelivererPlugin);
   await app.register(fileStorePlugin);
-  await app.register(jobsPlugin);
-  await app.register(agentHubPlugin);
-  await app.register(agentRequestsPlugin);
-  await app.register(dispatcherPlugin);
+  await app.register(connectionsPlugin);
+  await app.register(transfersPlugin);
+  await app.register(agentsPlugin);
   await app.register(routes, { prefix: '/api/v1' });
   await app.register(openapiRoutes, { prefix: '/api/v1' });
   return app;

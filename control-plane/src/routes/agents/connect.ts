@@ -1,7 +1,6 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { CloseCodes, Messages } from '@xfer/shared';
-import type { AgentIdentity } from '../../plugins/app/agent-session.js';
-import { agentByToken } from './agents.service.js';
+import type { AgentIdentity } from '../../plugins/app/agents/index.js';
 
 const BEARER = /^Bearer +(\S+)$/i;
 
@@ -24,7 +23,7 @@ const connect: FastifyPluginAsync = async (app) => {
     preHandler: async (request) => {
       if (!request.ws) return;
       const token = BEARER.exec(request.headers.authorization ?? '')?.[1];
-      const agent = token ? await agentByToken(app.db, token) : null;
+      const agent = token ? await app.agents.byToken(token) : null;
       if (agent) {
         identities.set(request, { id: String(agent._id), accountId: String(agent.account_id), name: agent.name });
         return;

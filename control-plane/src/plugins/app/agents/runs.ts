@@ -1,8 +1,9 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { Types } from 'mongoose';
 import type { AgentMessage } from '@xfer/shared';
-import type { JobService } from './jobs/job-service.js';
-import type { AgentSession } from './agent-session.js';
+import type { TransfersService } from '../transfers/index.js';
+import type { AgentSession } from './session.js';
+import type { Events, HubEvents } from './events.js';
 
 type JobReport = Extract<AgentMessage, { type: `job.${string}` }>;
 type Progress = Extract<AgentMessage, { type: 'job.progress' }>['payload'];
@@ -38,12 +39,13 @@ const STOP_ACK_MS = 10_000;
 const RESYNC_GRACE_MS = 10_000;
 
 export interface AgentRunsOptions {
-  jobs: JobService;
+  /** The state machine every report is applied to (a job here is a run of a transfer there). */
+  transfers: TransfersService;
   instanceId: string;
   heartbeatMs: number;
   log: FastifyBaseLogger;
-  /** A session may have jobs to be sent (again): the dispatcher wakes up. */
-  wake: (session: AgentSession) => void;
+  /** The hub's events: `ready` when a session may have jobs to be sent (again). */
+  events: Events<HubEvents>;
 }
 
 /** Terminal reports are worth a few tries: losing one would leave the job to the lease sweeper. */
@@ -135,7 +137,7 @@ export class AgentRuns {
         fresh.next = null;
         fresh.seqs = [];
         try {
-          if (!(await this.o.jobs.progress(id, session.agent, attempt, batch))) this.stop(session, id);
+          if (!(await this.o.transfers.progress(id, session.agent, attempt, batch))) this.stop(session, id);
           this.ack(session, seqs);
         } catch (err) {
           // Not acknowledged: the agent sends these reports (their file results) again after its next reconnect.
@@ -179,14 +181,14 @@ export class AgentRuns {
     const agentId = session.agent.id;
     const running = new Set([...runningJobs, ...heldJobs]);
     const abort = new Set(runningJobs);
-    for (const job of await this.o.jobs.runningOn(agentId)) {
+    for (const job of await this.o.transfers.runningOn(agentId)) {
       const id = String(job._id);
       if (!job.assigned_at) continue; // still to be sent, by the dispatcher; a run the agent has of it is an older one
       session.jobs.set(id, job.attempt);
       if (running.has(id)) abort.delete(id);
       else session.unconfirmed.add(id);
     }
-    if (session.jobs.size > 0) await this.o.jobs.renewLeases([{ id: agentId, lastContact: session.lastHeardAt }], this.o.instanceId);
+    if (session.jobs.size > 0) await this.o.transfers.renewLeases([{ id: agentId, lastContact: session.lastHeardAt }], this.o.instanceId);
     for (const id of abort) session.markStopping(id);
     return [...abort];
   }
@@ -209,17 +211,17 @@ export class AgentRuns {
     const ids = [...session.unconfirmed].filter((id) => session.jobs.has(id));
     session.unconfirmed.clear();
     const agentId = session.agent.id;
-    const states = await this.o.jobs.states(ids);
+    const states = await this.o.transfers.states(ids);
     for (const id of ids) {
       const attempt = session.jobs.get(id)!;
       session.jobs.delete(id);
       if (!states.get(id)?.accepted_at) {
-        await this.o.jobs.unassign(id, agentId, attempt);
+        await this.o.transfers.unassign(id, agentId, attempt);
         continue;
       }
-      await this.o.jobs.fail(id, attempt, `Agent ${session.agent.name} restarted and lost the job; retry the transfer to resume it`, { agent_id: new Types.ObjectId(agentId) });
+      await this.o.transfers.fail(id, attempt, `Agent ${session.agent.name} restarted and lost the job; retry the transfer to resume it`, { agent_id: new Types.ObjectId(agentId) });
     }
-    this.o.wake(session);
+    await this.o.events.emit('ready', session);
   }
 
   /** Applies a job report of the agent, in the order the agent sent them. */
@@ -241,7 +243,7 @@ export class AgentRuns {
       this.ack(session, [seq]);
       return;
     }
-    const jobs = this.o.jobs;
+    const jobs = this.o.transfers;
     if (report.type === 'job.progress') return this.queueProgress(session, id, attempt, report.payload);
     // Every report after progress applies after it.
     await this.progressWritten(session, id);
@@ -283,7 +285,7 @@ export class AgentRuns {
     }
     const busy = sessions.filter((s) => s.jobs.size > 0);
     if (busy.length === 0) return;
-    const states = await this.o.jobs.states(busy.flatMap((s) => [...s.jobs.keys()]));
+    const states = await this.o.transfers.states(busy.flatMap((s) => [...s.jobs.keys()]));
     for (const s of busy) {
       for (const [id, attempt] of s.jobs) {
         const state = states.get(id);

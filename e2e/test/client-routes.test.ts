@@ -1,11 +1,12 @@
-import { controlPlaneRoutes } from '../testing/control-plane-routes.js';
-import { XferClient } from './client.js';
-import { json, serve, type TestServer } from './test-server.js';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { XferClient } from '@xfer/shared';
+import { controlPlaneRoutes } from './support/control-plane-routes.js';
 
 /**
  * Every route of the control plane has a client method: the routes are read from the control
- * plane's route files, the client's calls are recorded by a real server, and the two sets must
- * match. A route added without a method fails here.
+ * plane's OpenAPI document (support/control-plane-routes.ts), the client's calls are recorded by
+ * a real server, and the two sets must match. A route added without a method fails here.
  */
 
 /** One call of every method, with placeholder ids the recorder turns back into parameters. */
@@ -37,19 +38,32 @@ const CALLS: Array<(c: XferClient) => Promise<unknown>> = [
   (c) => c.webhooks.update('ID', { active: false }), (c) => c.webhooks.delete('ID'), (c) => c.webhooks.test('ID'), (c) => c.webhooks.deliveries('ID'),
 ];
 
-let server: TestServer;
-afterAll(() => server?.close());
+/** Every request the recorder saw, as method and URL. */
+const requests: Array<{ method: string; url: string }> = [];
+let server: Server | undefined;
+afterAll(() => new Promise<void>((resolve) => {
+  server?.closeAllConnections();
+  if (server) server.close(() => resolve());
+  else resolve();
+}));
+
+/** A loopback server that records each request and answers every one with a body any method accepts. */
+async function recorder(): Promise<string> {
+  server = createServer((req, res) => {
+    requests.push({ method: req.method ?? '', url: req.url ?? '' });
+    req.resume();
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ data: [], next_cursor: null, success: true, status: 'ok' }));
+  });
+  await new Promise<void>((resolve) => server!.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`;
+}
 
 test('the client has a method for every route of the control plane', async () => {
-  server = await serve((req, res) => {
-    req.resume();
-    json(res, 200, { data: [], next_cursor: null, success: true, status: 'ok' });
-  });
-  const client = new XferClient({ baseUrl: server.baseUrl, token: 'svc_x' });
+  const client = new XferClient({ baseUrl: await recorder(), token: 'svc_x' });
   for (const call of CALLS) await call(client);
-  const called = server.requests.map((r) => `${r.method} ${new URL(r.url, 'http://x').pathname
+  const called = requests.map((r) => `${r.method} ${new URL(r.url, 'http://x').pathname
     .replace(/^\/api\/v1/, '').replace(/\/ID(?=\/|$)/g, '/:id').replace('/SHARE', '/:share_id').replace('/TOKEN', '/:token')}`);
-  const routes = controlPlaneRoutes();
+  const routes = await controlPlaneRoutes();
   expect(routes.length).toBeGreaterThan(50);
   expect([...new Set(called)].sort()).toEqual(routes);
 });

@@ -7,12 +7,13 @@ import type { Outbox } from '../outbox.js';
 import { Notifier } from '../../../lib/notifier.js';
 import { KeyedMutex } from '../../../lib/keyed-mutex.js';
 
-export type Job = TransferDoc & { _id: Types.ObjectId };
+/** A transfer as stored; the agent protocol calls one run of it a job (plugins/app/agents/index.ts). */
+export type StoredTransfer = TransferDoc & { _id: Types.ObjectId };
 type Id = string | Types.ObjectId;
 type Counters = Pick<PayloadOf<typeof AgentToServer, 'job.completed'>,
   'files_total' | 'files_transferred' | 'files_skipped' | 'files_failed' | 'bytes_transferred'>;
 
-export interface JobServiceOptions {
+export interface TransferStatesOptions {
   db: Models;
   outbox: Outbox;
   leaseMs: number;
@@ -32,21 +33,22 @@ function countersOf(p: Counters): Counters {
 const ZERO: Counters = { files_total: 0, files_transferred: 0, files_skipped: 0, files_failed: 0, bytes_transferred: 0 };
 
 /**
- * The transfer job state machine. Every change of state is one conditional findOneAndUpdate (the
- * condition names the state it leaves, and for agent reports the agent and attempt), so two
- * instances, a late agent message and an API call can race without ever combining; the side
- * effects (outbox event, wake-up of waiters) follow only the update that won. Within this process,
- * writes to one job also take its turn in a per-job queue (lib/keyed-mutex.ts: FerretDB updates
- * are not atomic).
+ * The transfer state machine (queued → in-progress → completed, failed or cancelled; a retry
+ * queues it again), the base of TransfersService (transfers.service.ts). Every change of state is
+ * one conditional findOneAndUpdate (the condition names the state it leaves, and for agent reports
+ * the agent and attempt), so two instances, a late agent message and an API call can race without
+ * ever combining; the side effects (outbox event, wake-up of waiters) follow only the update that
+ * won. Within this process, writes to one transfer also take its turn in a per-transfer queue
+ * (lib/keyed-mutex.ts: FerretDB updates are not atomic).
  */
-export class JobService {
-  /** Notified with the job id after every change of state made by this instance. */
+export class TransferStates {
+  /** Notified with the transfer id after every change of state made by this instance. */
   readonly changes = new Notifier();
   private readonly locks = new KeyedMutex();
 
-  constructor(private readonly o: JobServiceOptions) {}
+  constructor(protected readonly o: TransferStatesOptions) {}
 
-  /** One write (or read-then-write) of job `id`, in turn with this process's other writes to it. */
+  /** One write (or read-then-write) of transfer `id`, in turn with this process's other writes to it. */
   private write<T>(id: Id, section: () => Promise<T>): Promise<T> {
     return this.locks.run(String(id), section);
   }
@@ -55,13 +57,13 @@ export class JobService {
     return { instance_id: instanceId, expires_at: new Date(now.getTime() + this.o.leaseMs), renewed_at: now };
   }
 
-  /** Condition of a report from `agentId` about its run `attempt` of job `id`. */
+  /** Condition of a report from `agentId` about its run `attempt` of transfer `id`. */
   private running(id: Id, agentId: Id, attempt: number) {
     return { _id: oid(id), status: 'in-progress', agent_id: oid(agentId), attempt };
   }
 
-  /** Writes the event of a job that just ended and wakes its waiters. */
-  private async ended(job: Job): Promise<void> {
+  /** Writes the event of a transfer that just ended and wakes its waiters. */
+  private async ended(job: StoredTransfer): Promise<void> {
     const id = String(job._id);
     const summary = { id, files_transferred: job.files_transferred, bytes_transferred: job.bytes_transferred };
     if (job.status === 'completed') await this.o.outbox.emit(job.account_id, 'transfer.completed', summary);
@@ -71,10 +73,10 @@ export class JobService {
 
   /**
    * queued → in-progress on `agentId`. The instance holding the agent's socket sends `job.assign`;
-   * until it claims the job, the lease runs from now, so a job nobody picks up fails like one
-   * whose agent went silent. Null when the job was not queued any more.
+   * until it claims the transfer, the lease runs from now, so one nobody picks up fails like one
+   * whose agent went silent. Null when the transfer was not queued any more.
    */
-  async start(job: Job, agentId: Id): Promise<Job | null> {
+  async start(job: StoredTransfer, agentId: Id): Promise<StoredTransfer | null> {
     const now = new Date();
     const started = await this.write(job._id, () => this.o.db.transfers.findOneAndUpdate(
       { _id: job._id, account_id: job.account_id, status: 'queued' },
@@ -83,7 +85,7 @@ export class JobService {
         assigned_at: null, accepted_at: null, lease: this.lease(null, now), updated_at: now,
       } },
       { new: true },
-    ).lean<Job>());
+    ).lean<StoredTransfer>());
     if (!started) return null;
     await this.o.outbox.emit(job.account_id, 'transfer.started', {
       id: String(job._id), name: job.name, attempt: started.attempt, agent_id: String(agentId),
@@ -93,22 +95,22 @@ export class JobService {
   }
 
   /**
-   * queued or in-progress → cancelled. The agent of a running job is told by the instance holding
-   * its socket (it notices on its next reconciliation). Null when the job was in neither state.
+   * queued or in-progress → cancelled. The agent of a running transfer is told by the instance
+   * holding its socket (it notices on its next reconciliation). Null when it was in neither state.
    */
-  async cancel(accountId: Id, id: Types.ObjectId): Promise<Job | null> {
+  async cancel(accountId: Id, id: Types.ObjectId): Promise<StoredTransfer | null> {
     const now = new Date();
     const cancelled = await this.write(id, () => this.o.db.transfers.findOneAndUpdate(
       { _id: id, account_id: oid(accountId), status: { $in: ['queued', 'in-progress'] } },
       { $set: { status: 'cancelled', completed_at: now, error: null, lease: null, updated_at: now } },
       { new: true },
-    ).lean<Job>());
+    ).lean<StoredTransfer>());
     if (cancelled) await this.ended(cancelled);
     return cancelled;
   }
 
   /** failed or cancelled → queued, next attempt, counters cleared. Null when in another state. */
-  async retry(accountId: Id, id: Types.ObjectId): Promise<Job | null> {
+  async retry(accountId: Id, id: Types.ObjectId): Promise<StoredTransfer | null> {
     const now = new Date();
     const retried = await this.write(id, () => this.o.db.transfers.findOneAndUpdate(
       { _id: id, account_id: oid(accountId), status: { $in: ['failed', 'cancelled'] } },
@@ -120,17 +122,17 @@ export class JobService {
         $inc: { attempt: 1 },
       },
       { new: true },
-    ).lean<Job>());
+    ).lean<StoredTransfer>());
     if (retried) this.changes.notify(String(id));
     return retried;
   }
 
-  /** Deletes a finished job and its per-file records. Null when the job is not finished. */
-  async remove(accountId: Id, id: Types.ObjectId): Promise<Job | null> {
+  /** Deletes a finished transfer and its per-file records. Null when it is not finished. */
+  async remove(accountId: Id, id: Types.ObjectId): Promise<StoredTransfer | null> {
     const removed = await this.write(id, async () => {
       const doc = await this.o.db.transfers.findOneAndDelete({
         _id: id, account_id: oid(accountId), status: { $in: [...FINISHED_TRANSFER_STATUSES] },
-      }).lean<Job>();
+      }).lean<StoredTransfer>();
       if (doc) await this.o.db.transferFiles.deleteMany({ job_id: id });
       return doc;
     });
@@ -141,20 +143,20 @@ export class JobService {
 
   /**
    * in-progress → failed for the given run (`attempt`, optionally only on `agentId` or only while
-   * `extra` holds). Used for lost agents, revoked agents and jobs that cannot be sent.
+   * `extra` holds). Used for lost agents, revoked agents and transfers that cannot be sent.
    */
-  async fail(id: Id, attempt: number, error: string, extra: Record<string, unknown> = {}): Promise<Job | null> {
+  async fail(id: Id, attempt: number, error: string, extra: Record<string, unknown> = {}): Promise<StoredTransfer | null> {
     const now = new Date();
     const failed = await this.write(id, () => this.o.db.transfers.findOneAndUpdate(
       { _id: oid(id), status: 'in-progress', attempt, ...extra },
       { $set: { status: 'failed', error, completed_at: now, lease: null, updated_at: now } },
       { new: true },
-    ).lean<Job>());
+    ).lean<StoredTransfer>());
     if (failed) await this.ended(failed);
     return failed;
   }
 
-  /** Fails every in-progress job of `agentId` (the agent was revoked). */
+  /** Fails every in-progress transfer of `agentId` (the agent was revoked). */
   async failAllOfAgent(agentId: Id, error: string): Promise<number> {
     const jobs = await this.o.db.transfers.find({ status: 'in-progress', agent_id: oid(agentId) }, { attempt: 1 }).lean();
     let count = 0;
@@ -163,7 +165,7 @@ export class JobService {
   }
 
   /**
-   * The sweeper: fails in-progress jobs whose lease expired (their agent stopped responding). Any
+   * The sweeper: fails in-progress transfers whose lease expired (their agent stopped responding). Any
    * instance may run it at any time: each failure is conditional on the lease still being expired.
    */
   async expireLeases(now = new Date()): Promise<number> {
@@ -185,8 +187,8 @@ export class JobService {
   }
 
   /**
-   * Extends the leases of the in-progress jobs of agents whose sockets this instance holds, to
-   * `lease_ms` after each agent was last heard from: a job fails after exactly that long without
+   * Extends the leases of the in-progress transfers of agents whose sockets this instance holds,
+   * to `lease_ms` after each agent was last heard from: a transfer fails after exactly that long without
    * contact, however often this runs.
    */
   async renewLeases(agents: Array<{ id: string; lastContact: Date }>, instanceId: string): Promise<void> {
@@ -201,38 +203,37 @@ export class JobService {
     }
   }
 
-
   /**
-   * Claims the in-progress jobs of these agents that still have to be sent (`assigned_at` null),
-   * except `notYet`: each claim is a findOneAndUpdate, so exactly one instance sends each job once
-   * per attempt.
+   * Claims the in-progress transfers of these agents that still have to be sent as jobs
+   * (`assigned_at` null), except `notYet`: each claim is a findOneAndUpdate, so exactly one
+   * instance sends each once per attempt.
    */
-  async claimForDispatch(agentIds: string[], instanceId: string, notYet: string[] = []): Promise<Job[]> {
+  async claimForDispatch(agentIds: string[], instanceId: string, notYet: string[] = []): Promise<StoredTransfer[]> {
     if (agentIds.length === 0) return [];
     const candidates = await this.o.db.transfers
       // `notYet` holds ids agents reported (AgentSession.stopping): only those that can be job ids count.
       .find({ _id: { $nin: notYet.filter(isObjectIdHex).map(oid) }, status: 'in-progress', agent_id: { $in: agentIds.map(oid) }, assigned_at: null }, { attempt: 1, agent_id: 1 })
       .limit(100).lean();
-    const claimed: Job[] = [];
+    const claimed: StoredTransfer[] = [];
     for (const c of candidates) {
       const now = new Date();
       const job = await this.write(c._id, () => this.o.db.transfers.findOneAndUpdate(
         { _id: c._id, status: 'in-progress', agent_id: c.agent_id, attempt: c.attempt, assigned_at: null },
         { $set: { assigned_at: now, lease: this.lease(instanceId, now), updated_at: now } },
         { new: true },
-      ).lean<Job>());
+      ).lean<StoredTransfer>());
       if (job) claimed.push(job);
     }
     return claimed;
   }
 
-  /** Sends a claimed job back to the queue of its agent's instances (the agent lost it before accepting). */
+  /** Sends a claimed transfer back to the queue of its agent's instances (the agent lost it before accepting). */
   async unassign(id: Id, agentId: Id, attempt: number): Promise<void> {
     await this.write(id, () => this.o.db.transfers.updateOne({ ...this.running(id, agentId, attempt), accepted_at: null }, { $set: { assigned_at: null } }));
   }
 
-  /** The state of these jobs, for reconciling what an agent runs with what it should run. */
-  async states(ids: string[]): Promise<Map<string, Pick<Job, 'status' | 'agent_id' | 'attempt' | 'assigned_at' | 'accepted_at'>>> {
+  /** The state of these transfers, for reconciling what an agent runs with what it should run. */
+  async states(ids: string[]): Promise<Map<string, Pick<StoredTransfer, 'status' | 'agent_id' | 'attempt' | 'assigned_at' | 'accepted_at'>>> {
     const docs = await this.o.db.transfers
       .find({ _id: { $in: ids.filter(isObjectIdHex).map(oid) } },
         { status: 1, agent_id: 1, attempt: 1, assigned_at: 1, accepted_at: 1 })
@@ -240,9 +241,9 @@ export class JobService {
     return new Map(docs.map((d) => [String(d._id), d]));
   }
 
-  /** In-progress jobs of an agent (for reconciliation when it says hello). */
-  async runningOn(agentId: Id): Promise<Job[]> {
-    return this.o.db.transfers.find({ status: 'in-progress', agent_id: oid(agentId) }).lean<Job[]>();
+  /** In-progress transfers of an agent (for reconciliation when it says hello). */
+  async runningOn(agentId: Id): Promise<StoredTransfer[]> {
+    return this.o.db.transfers.find({ status: 'in-progress', agent_id: oid(agentId) }).lean<StoredTransfer[]>();
   }
 
   // ---- agent reports: applied only to the run (agent, attempt) that sends them ----
@@ -257,7 +258,7 @@ export class JobService {
 
   /**
    * Counters are cumulative, so each message simply replaces them; file results are inserted.
-   * `accountId` is the reporting agent's: an update, not a find-and-modify, as nothing of the job
+   * `accountId` is the reporting agent's: an update, not a find-and-modify, as nothing of the transfer
    * needs reading back (FerretDB runs find-and-modify as a query plus a write).
    */
   async progress(id: string, agent: { id: string; accountId: string }, attempt: number, p: PayloadOf<typeof AgentToServer, 'job.progress'>): Promise<boolean> {
@@ -274,7 +275,7 @@ export class JobService {
   }
 
   /**
-   * One document per (job, attempt, path), inserted in one unordered batch: a result sent twice
+   * One document per (transfer, attempt, path), inserted in one unordered batch: a result sent twice
    * (a report re-sent after a reconnect) meets the unique index and is skipped. Plain inserts, as
    * upserts cost FerretDB a query and a write each. Lean: the documents are built complete and
    * typed here, and mongoose's casting and validation of each was most of the server's CPU on a
@@ -308,7 +309,7 @@ export class JobService {
       this.running(id, agentId, attempt),
       { $set: { ...set, completed_at: now, lease: null, updated_at: now } },
       { new: true },
-    ).lean<Job>());
+    ).lean<StoredTransfer>());
     if (!job) return false;
     await this.ended(job);
     return true;

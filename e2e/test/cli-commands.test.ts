@@ -1,15 +1,17 @@
 import { execFileSync } from 'node:child_process';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { controlPlaneRoutes } from '@xfer/shared/testing';
+import { controlPlaneRoutes } from './support/control-plane-routes.js';
 
 /**
  * The CLI as oclif loads it from the build (`npm test` builds first): every control-plane route
  * has a command, and every command can be understood from its help. A command names the routes
  * it calls at the end of its summary, `… (GET /transfers/:id, POST /transfers/:id/cancel).`,
- * which is also what `xfer <command> --help` shows people.
+ * which is also what `xfer <command> --help` shows people. The routes come from the control
+ * plane's OpenAPI document (support/control-plane-routes.ts): this test lives in e2e, the one
+ * package that may import both the CLI and the control plane.
  */
-const CLI_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const CLI_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../cli');
 const ROUTE = /^(GET|POST|PUT|DELETE) \/\S*$/;
 
 interface LoadedCommand {
@@ -48,8 +50,8 @@ function declaredRoutes(summary: string | undefined): string[] {
   return parts.every((p) => ROUTE.test(p)) ? parts : [];
 }
 
-test('every route of the control plane has a command, and every declared route exists', () => {
-  const routes = controlPlaneRoutes();
+test('every route of the control plane has a command, and every declared route exists', async () => {
+  const routes = await controlPlaneRoutes();
   expect(routes.length).toBeGreaterThan(50);
   const byRoute = new Map<string, string[]>();
   for (const c of commands()) {

@@ -1,15 +1,14 @@
-import fp from 'fastify-plugin';
 import { performance } from 'node:perf_hooks';
 import type { FastifyBaseLogger } from 'fastify';
 import { Types } from 'mongoose';
 import type { TestResult } from '@xfer/shared';
-import type { Models } from '../../models/index.js';
-import type { AgentRequestKind } from '../../models/agent-request.model.js';
-import type { Vault } from '../../lib/vault.js';
-import { Notifier } from '../../lib/notifier.js';
-import { loadConnectionSettings } from '../../routes/connections/connections.service.js';
-import type { AgentHub } from './agent-hub.js';
-import type { AgentSession } from './agent-session.js';
+import type { Models } from '../../../models/index.js';
+import type { AgentRequestKind } from '../../../models/agent-request.model.js';
+import { Notifier } from '../../../lib/notifier.js';
+import type { ConnectionsService } from '../connections/index.js';
+import type { AgentHub } from './hub.js';
+import type { AgentSession } from './session.js';
+import { Events } from './events.js';
 
 export interface AgentCall {
   accountId: string;
@@ -19,16 +18,26 @@ export interface AgentCall {
   connectionId?: string;
 }
 
+/** What AgentRequests needs: it subscribes to the hub's `reply` and `closed` events. */
 export interface AgentRequestsOptions {
   db: Models;
-  vault: Vault;
+  /** Opens a connection's settings for `connection.test`, only when it is sent. */
+  connections: ConnectionsService;
+  /** Where replies and closed sessions come from; its sessions carry the requests. */
   hub: AgentHub;
   timeoutMs: number;
   pollMs: number;
-  /** Asks the dispatcher loop to run now (the in-process shortcut when the agent's socket is here). */
-  wake: () => void;
   log: FastifyBaseLogger;
 }
+
+/** What AgentRequests tells the dispatcher (subscribe with `AgentRequests.on`). */
+export type RequestEvents = {
+  /**
+   * A request was written and waits to be sent: the dispatcher loop runs now (the in-process
+   * shortcut when the agent's socket is here; other instances find it on their next tick).
+   */
+  queued: () => void;
+};
 
 interface InFlight {
   session: AgentSession;
@@ -44,9 +53,10 @@ interface InFlight {
 export class AgentRequests {
   private readonly answered = new Notifier();
   private readonly inFlight = new Map<string, InFlight>();
+  private readonly events = new Events<RequestEvents>();
 
   constructor(private readonly o: AgentRequestsOptions) {
-    o.hub.onReply(async (session, reply) => {
+    o.hub.on('reply', async (session, reply) => {
       const id = reply.payload.request_id;
       const sent = this.inFlight.get(id);
       const expected = reply.type === 'pong' ? 'ping' : 'connection.test';
@@ -57,13 +67,18 @@ export class AgentRequests {
         ? { success: true, message: `Agent ${session.agent.name} answered in ${elapsed} ms`, latency_ms: elapsed }
         : { success: reply.payload.success, message: reply.payload.message, latency_ms: reply.payload.latency_ms });
     });
-    o.hub.onSessionClosed(async (session) => {
+    o.hub.on('closed', async (session) => {
       for (const [id, sent] of this.inFlight) {
         if (sent.session !== session) continue;
         this.inFlight.delete(id);
         await this.answer(id, { success: false, message: `Agent ${session.agent.name} disconnected before answering`, latency_ms: Math.round(performance.now() - sent.sentAt) });
       }
     });
+  }
+
+  /** Subscribes to the requests' events (RequestEvents). */
+  on<E extends keyof RequestEvents>(event: E, listener: RequestEvents[E]): void {
+    this.events.on(event, listener);
   }
 
   /** Runs a request on an agent and waits for its answer, at most the configured timeout. */
@@ -79,7 +94,7 @@ export class AgentRequests {
       expires_at: new Date(deadline + 60_000),
     });
     const id = String(doc._id);
-    this.o.wake();
+    await this.events.emit('queued');
     try {
       for (;;) {
         const current = await this.o.db.agentRequests.findById(doc._id, { status: 1, result: 1 }).lean();
@@ -136,7 +151,7 @@ export class AgentRequests {
     }
     let connection;
     try {
-      connection = await loadConnectionSettings(this.o.db, this.o.vault, accountId, String(connectionId));
+      connection = await this.o.connections.loadSettings(accountId, String(connectionId));
     } catch (err) {
       this.o.log.warn({ err, connectionId: String(connectionId) }, 'connection test: connection could not be loaded');
       return this.answer(id, { success: false, message: 'The connection no longer exists or its credentials cannot be decrypted', latency_ms: 0 });
@@ -155,24 +170,3 @@ export class AgentRequests {
     this.answered.notify(id);
   }
 }
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    agentRequests: AgentRequests;
-  }
-}
-
-export default fp(
-  async (app) => {
-    app.decorate('agentRequests', new AgentRequests({
-      db: app.db,
-      vault: app.vault,
-      hub: app.agentHub,
-      timeoutMs: app.config.agentRequestTimeoutMs,
-      pollMs: Math.max(100, app.config.dispatchPollMs),
-      wake: () => app.dispatcher.wake(),
-      log: app.log,
-    }));
-  },
-  { name: 'agent-requests', dependencies: ['mongoose', 'agent-hub'] },
-);

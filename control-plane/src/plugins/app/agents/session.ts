@@ -69,7 +69,7 @@ export class AgentSession {
   /**
    * Of `jobs`, those the agent did not list in `hello` although it had them: it may have finished
    * them while disconnected (their reports follow the welcome) or lost them. Settled by the
-   * resync ping (agent-runs.ts).
+   * resync ping (runs.ts).
    */
   readonly unconfirmed = new Set<string>();
   /** When unconfirmed jobs are settled even without the resync pong. */

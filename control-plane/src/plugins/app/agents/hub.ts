@@ -1,19 +1,16 @@
-import fp from 'fastify-plugin';
-import { hostname } from 'node:os';
-import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { WebSocket } from 'ws';
 import { Types } from 'mongoose';
 import { CloseCodes, type AgentMessage } from '@xfer/shared';
-import type { Models } from '../../models/index.js';
-import type { AuditService } from './access/index.js';
-import type { JobService } from './jobs/job-service.js';
-import { AgentSession, type AgentIdentity, type Hello, type Welcome } from './agent-session.js';
-import { KeyedMutex } from '../../lib/keyed-mutex.js';
-import { AgentRuns } from './agent-runs.js';
-import type { Vault } from '../../lib/vault.js';
-import { AppError, ConflictError } from '../../errors.js';
-import { storeRotatedCredentials } from '../../routes/connections/connections.service.js';
+import type { Models } from '../../../models/index.js';
+import type { AuditService } from '../access/index.js';
+import type { TransfersService } from '../transfers/index.js';
+import type { ConnectionsService } from '../connections/index.js';
+import { AgentSession, type AgentIdentity, type Hello, type Welcome } from './session.js';
+import { KeyedMutex } from '../../../lib/keyed-mutex.js';
+import { AgentRuns } from './runs.js';
+import { AppError, ConflictError } from '../../../errors.js';
+import { Events, type HubEvents } from './events.js';
 
 /** How often the instance holding a session writes `session.last_seen_at`. */
 export const SESSION_REFRESH_MS = 2_000;
@@ -23,41 +20,43 @@ export function onlineWindowMs(dispatchPollMs: number): number {
   return 3 * Math.max(SESSION_REFRESH_MS, dispatchPollMs);
 }
 
-type Reply = Extract<AgentMessage, { type: 'pong' | 'connection.test.result' }>;
-
+/** What the hub needs; it builds its AgentRuns from these. */
 export interface AgentHubOptions {
   instanceId: string;
   heartbeatMs: number;
   helloTimeoutMs: number;
   leaseMs: number;
   db: Models;
-  /** Seals credentials an agent reports rotated (`connection.credentials`). */
-  vault: Vault;
   audit: AuditService;
-  jobs: JobService;
+  transfers: TransfersService;
+  /** Stores credentials an agent reports rotated (`connection.credentials`). */
+  connections: ConnectionsService;
   log: FastifyBaseLogger;
 }
 
 /**
  * The agent sockets held by this instance: registers sessions in the database (so every
  * instance knows who is online and a newer session elsewhere replaces this one) and routes the
- * agents' messages: job reports to AgentRuns, replies to the request handlers.
+ * agents' messages: job reports to AgentRuns, replies to the listeners of its `reply` event
+ * (requests.ts). What it tells the rest of the gateway goes through its events (events.ts HubEvents).
  */
 export class AgentHub {
   readonly instanceId: string;
-  /** Called when a session is open (welcome sent): the dispatcher wakes up for it. */
-  onReady: (session: AgentSession) => void = () => {};
+  private readonly events = new Events<HubEvents>();
   private readonly current = new Map<string, AgentSession>();
   private readonly all = new Set<AgentSession>();
-  private readonly replyHandlers: Array<(session: AgentSession, reply: Reply) => Promise<void>> = [];
-  private readonly closeHandlers: Array<(session: AgentSession) => Promise<void>> = [];
   private readonly agentLocks = new KeyedMutex();
   private readonly runs: AgentRuns;
   private lastRefresh = 0;
 
   constructor(private readonly o: AgentHubOptions) {
     this.instanceId = o.instanceId;
-    this.runs = new AgentRuns({ jobs: o.jobs, instanceId: o.instanceId, heartbeatMs: o.heartbeatMs, log: o.log, wake: (s) => this.onReady(s) });
+    this.runs = new AgentRuns({ transfers: o.transfers, instanceId: o.instanceId, heartbeatMs: o.heartbeatMs, log: o.log, events: this.events });
+  }
+
+  /** Subscribes to the hub's events (HubEvents). */
+  on<E extends keyof HubEvents>(event: E, listener: HubEvents[E]): void {
+    this.events.on(event, listener);
   }
 
   /** Takes over an authenticated socket. */
@@ -82,15 +81,6 @@ export class AgentHub {
    */
   writeAgent<T>(agentId: string, section: () => Promise<T>): Promise<T> {
     return this.agentLocks.run(agentId, section);
-  }
-
-  /** Replies to requests (`pong`, `connection.test.result`) go to these handlers. */
-  onReply(handler: (session: AgentSession, reply: Reply) => Promise<void>): void {
-    this.replyHandlers.push(handler);
-  }
-
-  onSessionClosed(handler: (session: AgentSession) => Promise<void>): void {
-    this.closeHandlers.push(handler);
   }
 
   /** The open session of an agent on this instance. */
@@ -189,13 +179,16 @@ export class AgentHub {
     });
     // After the welcome (sent when this returns).
     setImmediate(() => {
-      try {
-        this.runs.startResync(session);
-        this.onReady(session);
-      } catch (err) {
+      const failed = (err: unknown) => {
         // Never out of a timer callback (that ends the process): this session only.
         this.o.log.error({ err, agentId }, 'starting an agent session failed');
         session.close(1011, 'internal error');
+      };
+      try {
+        this.runs.startResync(session);
+        this.events.emit('ready', session).catch(failed);
+      } catch (err) {
+        failed(err);
       }
     });
     return {
@@ -210,8 +203,7 @@ export class AgentHub {
       return;
     }
     if (message.type === 'pong' || message.type === 'connection.test.result') {
-      for (const handler of this.replyHandlers) await handler(session, message);
-      return;
+      return this.events.emit('reply', session, message);
     }
     if (message.type === 'connection.credentials') return this.rotatedCredentials(session, message.payload);
     await this.runs.report(session, message);
@@ -234,8 +226,8 @@ export class AgentHub {
     let announced = false;
     try {
       outcome = await this.o.audit.change(by, async (announce) => {
-        const result = await storeRotatedCredentials(
-          this.o.db, this.o.vault, accountId, agentId, payload.connection_id, payload.credentials, payload.previous_sha256,
+        const result = await this.o.connections.storeRotatedCredentials(
+          accountId, agentId, payload.connection_id, payload.credentials, payload.previous_sha256,
           async () => {
             if (announced) return; // a retry after a concurrent edit: the record stands
             announced = true;
@@ -280,34 +272,6 @@ export class AgentHub {
         resource: { type: 'agent', id: agentId }, ip, outcome: 'success', details: { close_code: code, running_jobs: session.jobs.size },
       });
     }
-    for (const handler of this.closeHandlers) await handler(session);
+    await this.events.emit('closed', session);
   }
 }
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    agentHub: AgentHub;
-  }
-}
-
-/** A name for this process in the database: sessions and leases say which instance holds them. */
-function newInstanceId(): string {
-  return `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
-}
-
-export default fp(
-  async (app) => {
-    app.decorate('agentHub', new AgentHub({
-      instanceId: newInstanceId(),
-      heartbeatMs: app.config.agentHeartbeatMs,
-      helloTimeoutMs: app.config.agentHelloTimeoutMs,
-      leaseMs: app.config.jobLeaseMs,
-      db: app.db,
-      vault: app.vault,
-      audit: app.audit,
-      jobs: app.jobs,
-      log: app.log,
-    }));
-  },
-  { name: 'agent-hub', dependencies: ['mongoose', 'audit', 'jobs'] },
-);
