@@ -222,7 +222,7 @@ export class AgentHub {
     let reason: string | undefined;
     const by = { accountId, actor: { type: 'agent' as const, id: agentId }, ip: null };
     const record = { action: 'connection.credentials.rotate', resource: { type: 'connection', id: payload.connection_id } };
-    // A store is recorded write-ahead (plugins/app/audit.ts `change`); answers that change nothing are recorded after.
+    // A store is recorded write-ahead (plugins/app/access/audit.service.ts `change`); answers that change nothing are recorded after.
     let announced = false;
     try {
       outcome = await this.o.audit.change(by, async (announce) => {
