@@ -9,9 +9,8 @@ import { vaultOf, type Vault } from './lib/vault.js';
 import { systemKeyOf } from './lib/system-keys.js';
 import mongoosePlugin from './plugins/external/mongoose.js';
 import errorHandler from './plugins/app/error-handler.js';
-import auditPlugin from './plugins/app/audit.js';
-import rateLimitPlugin from './plugins/app/rate-limit.js';
-import authPlugin from './plugins/app/auth.js';
+import accessPlugin from './plugins/app/access/index.js';
+import activityPlugin from './plugins/app/activity/index.js';
 import websocketPlugin from './plugins/external/websocket.js';
 import multipartPlugin from './plugins/external/multipart.js';
 import outboxPlugin from './plugins/app/outbox.js';
@@ -155,10 +154,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     sign: { algorithm: 'HS256', expiresIn: config.sessionTtlSeconds },
     verify: { algorithms: ['HS256'] },
   });
-  await app.register(auditPlugin);
-  await app.register(rateLimitPlugin, { perMinute: config.rateLimitPerMinute, syncMs: config.rateLimitSyncMs });
+  // Before access: its onRoute hook marks the docs' own pages public, which auth's checks.
   await app.register(openapiPlugin);
-  await app.register(authPlugin);
+  await app.register(accessPlugin);
+  await app.register(activityPlugin);
   await app.register(websocketPlugin);
   await app.register(multipartPlugin);
   await app.register(outboxPlugin);

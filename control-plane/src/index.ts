@@ -6,5 +6,5 @@
 // whoever runs a clamd for it: `npm start` and e2e's clamd service).
 export { buildApp, type App, type BuildOptions } from './app.js';
 export { DEFAULT_CLAMD, parseConfig, type Config } from './config.js';
-export { bootstrapAccount } from './lib/bootstrap.js';
+export { bootstrapAccount } from './plugins/app/access/bootstrap.js';
 export * from './db/index.js';

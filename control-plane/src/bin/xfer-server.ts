@@ -7,7 +7,7 @@ import { PLANS, type Plan } from '@xfer/shared';
 import { readFile, mkdir, writeFile } from 'node:fs/promises';
 import { parseConfig, ConfigError, type Config } from '../config.js';
 import { buildApp, type App } from '../app.js';
-import { bootstrapAccount } from '../lib/bootstrap.js';
+import { bootstrapAccount } from '../plugins/app/access/bootstrap.js';
 import { createIndexes, registerModels, type Models } from '../models/index.js';
 import { keyFiles, vaultOf } from '../lib/vault.js';
 import { dropRetiredKeyFile, generateMasterKeyFile, resealAll } from '../lib/key-rotation.js';

@@ -28,7 +28,7 @@ const connect: FastifyPluginAsync = async (app) => {
         identities.set(request, { id: String(agent._id), accountId: String(agent.account_id), name: agent.name });
         return;
       }
-      // Counted like every refused credential (lib/denial-tally.ts): a flood of bad tokens writes nothing per request.
+      // Counted like every refused credential (plugins/app/access/denial-tally.ts): a flood of bad tokens writes nothing per request.
       app.authDenials.add({
         action: 'agent.connect', accountId: null, actor: { type: 'agent', id: null }, route: 'GET /api/v1/agents/connect',
         ip: request.ip, reason: token ? 'unknown or revoked agent token' : 'no bearer token', status: 401,

@@ -6,7 +6,7 @@ import {
 } from '@xfer/shared';
 import { ServiceUnavailableError } from '../../errors.js';
 import { paginate } from '../../lib/pagination.js';
-import { principalOf } from '../../plugins/app/auth.js';
+import { principalOf } from '../../plugins/app/access/index.js';
 import { agentNotFound, type StoredAgent } from '../../plugins/app/agents/index.js';
 import { presentAgent } from './agents.presenter.js';
 import connect from './connect.js';

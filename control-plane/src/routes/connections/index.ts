@@ -4,7 +4,7 @@ import {
   Connection, CreateConnectionRequest, Deleted, Envelope, IdParams, ListConnectionsQuery, Page, TestResult, UpdateConnectionRequest,
 } from '@xfer/shared';
 import { paginate } from '../../lib/pagination.js';
-import { principalOf } from '../../plugins/app/auth.js';
+import { principalOf } from '../../plugins/app/access/index.js';
 import { presentConnection } from './connections.presenter.js';
 
 /**

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Deleted, Envelope, FileRecord, IdParams, ListFilesQuery, Page, SearchFilesQuery } from '@xfer/shared';
 import { AppError, PayloadTooLargeError, UnprocessableEntityError } from '../../errors.js';
 import { paginate, toObjectId } from '../../lib/pagination.js';
-import { principalOf } from '../../plugins/app/auth.js';
+import { principalOf } from '../../plugins/app/access/index.js';
 import { requireMultipart } from '../../plugins/external/multipart.js';
 import {
   fileNotFound, findLiveFile, folderFilter, liveFiles, normalizeFolder, presentFile, searchFilter, type StoredFile,

@@ -5,8 +5,7 @@ import {
   SHARE_DEFAULT_EXPIRES_IN_HOURS, SharedTokenParams,
 } from '@xfer/shared';
 import { ForbiddenError } from '../../errors.js';
-import { callerExpiresAt, requireExpiryWithin } from '../../lib/grant-rules.js';
-import { principalOf, type Principal } from '../../plugins/app/auth.js';
+import { callerExpiresAt, principalOf, requireExpiryWithin, type Principal } from '../../plugins/app/access/index.js';
 import { findLiveFile } from '../files/files.service.js';
 import { sendStoredFile } from '../files/send-file.js';
 import {

@@ -6,7 +6,7 @@ import {
 } from '@xfer/shared';
 import { ServiceUnavailableError } from '../../errors.js';
 import { paginate } from '../../lib/pagination.js';
-import { principalOf } from '../../plugins/app/auth.js';
+import { principalOf } from '../../plugins/app/access/index.js';
 import { stateConflict, transferNotFound } from '../../plugins/app/transfers/index.js';
 import { executeResult, presentTransfer, presentTransferFile } from './transfers.presenter.js';
 

@@ -4,7 +4,7 @@ import type { Types } from 'mongoose';
 import { Envelope, IdParams, ListWebhookDeliveriesQuery, Page, WebhookDelivery, WebhookTestResult, type WebhookAttempt } from '@xfer/shared';
 import { NotFoundError } from '../../errors.js';
 import { paginate, toObjectId } from '../../lib/pagination.js';
-import { principalOf } from '../../plugins/app/auth.js';
+import { principalOf } from '../../plugins/app/access/index.js';
 import type { WebhookAttemptDoc, WebhookDeliveryDoc } from '../../models/webhook-delivery.model.js';
 
 type Stored<T> = T & { _id: Types.ObjectId };

@@ -5,7 +5,7 @@ import {
 } from '@xfer/shared';
 import { paginate } from '../../lib/pagination.js';
 import { AddressPolicy } from '../../lib/ssrf-guard.js';
-import { principalOf } from '../../plugins/app/auth.js';
+import { principalOf } from '../../plugins/app/access/index.js';
 import {
   createWebhook, deleteWebhook, getWebhook, presentWebhook, updateWebhook, type WebhookDeps,
 } from './webhooks.service.js';

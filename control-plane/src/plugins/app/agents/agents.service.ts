@@ -79,7 +79,7 @@ export class AgentsService {
   /**
    * Creates an agent and returns its token, the only time it exists outside the agent's hands.
    * `beforeWrite` is called with what the audit record names, after the checks and right before
-   * the write (plugins/app/audit.ts `change`).
+   * the write (plugins/app/access/audit.service.ts `change`).
    */
   async create(
     accountId: AccountId, input: CreateAgentRequest, createdBy: Actor,

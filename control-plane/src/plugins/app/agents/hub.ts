@@ -3,7 +3,7 @@ import type { WebSocket } from 'ws';
 import { Types } from 'mongoose';
 import { CloseCodes, type AgentMessage } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
-import type { AuditService } from '../audit.js';
+import type { AuditService } from '../access/index.js';
 import type { TransfersService } from '../transfers/index.js';
 import type { ConnectionsService } from '../connections/index.js';
 import { AgentSession, type AgentIdentity, type Hello, type Welcome } from './session.js';
@@ -222,7 +222,7 @@ export class AgentHub {
     let reason: string | undefined;
     const by = { accountId, actor: { type: 'agent' as const, id: agentId }, ip: null };
     const record = { action: 'connection.credentials.rotate', resource: { type: 'connection', id: payload.connection_id } };
-    // A store is recorded write-ahead (plugins/app/audit.ts `change`); answers that change nothing are recorded after.
+    // A store is recorded write-ahead (plugins/app/access/audit.service.ts `change`); answers that change nothing are recorded after.
     let announced = false;
     try {
       outcome = await this.o.audit.change(by, async (announce) => {

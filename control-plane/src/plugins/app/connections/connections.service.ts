@@ -87,7 +87,7 @@ async function assertNameFree(db: Models, accountId: AccountId, name: string): P
   if (await db.connections.exists({ account_id: accountId, name })) throw duplicateName(name);
 }
 
-/** What the audit record of a change names; called after the checks, right before the write (plugins/app/audit.ts `change`). */
+/** What the audit record of a change names; called after the checks, right before the write (plugins/app/access/audit.service.ts `change`). */
 export type BeforeWrite = (subject: { id: string; name: string; type: string; changed?: string[] }) => Promise<void>;
 const noAnnouncement: BeforeWrite = async () => {};
 

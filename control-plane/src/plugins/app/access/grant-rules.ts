@@ -1,7 +1,7 @@
 import { scopesForRole, SCOPES, type Role, type Scope } from '@xfer/shared';
-import { ForbiddenError } from '../errors.js';
-import type { Models } from '../models/index.js';
-import type { Principal } from '../plugins/app/auth.js';
+import { ForbiddenError } from '../../../errors.js';
+import type { Models } from '../../../models/index.js';
+import type { Principal } from './auth.service.js';
 
 /**
  * No escalation through any door (docs/security.md "Escalation rules"): whatever a caller

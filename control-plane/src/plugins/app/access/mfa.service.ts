@@ -1,11 +1,13 @@
 import type { Types } from 'mongoose';
 import { MfaMessages, type MfaEnrolment, type MfaSetting } from '@xfer/shared';
-import type { Models } from '../../models/index.js';
-import type { UserDoc } from '../../models/user.model.js';
-import type { Sealed, Vault } from '../../lib/vault.js';
-import { boundTo } from '../../lib/sealed-fields.js';
-import { base32Decode, base32Encode, generateTotpSecret, otpauthUrl, verifyTotp } from '../../lib/totp.js';
-import { BadRequestError, ConflictError, NotFoundError } from '../../errors.js';
+import type { Models } from '../../../models/index.js';
+import type { UserDoc } from '../../../models/user.model.js';
+import type { Sealed, Vault } from '../../../lib/vault.js';
+import { boundTo } from '../../../lib/sealed-fields.js';
+import { base32Decode, base32Encode, generateTotpSecret, otpauthUrl, verifyTotp } from '../../../lib/totp.js';
+import { BadRequestError, ConflictError, NotFoundError } from '../../../errors.js';
+import type { AuditBy, AuditService } from './audit.service.js';
+import { settingEntry } from './settings.service.js';
 
 /** Issuer shown by authenticator apps beside the account. */
 export const MFA_ISSUER = 'xfer';
@@ -28,9 +30,18 @@ export interface UserRef {
 
 type StoredUser = UserDoc & { _id: Types.ObjectId };
 
-/** Called once the checks pass, right before the write: where the audit record of the change is written (plugins/app/audit.ts `change`). */
+/** Called once the checks pass, right before the write: where the audit record of the change is written (audit.service.ts `change`). */
 type BeforeWrite = () => Promise<void>;
 const nothing = async () => {};
+
+/** What the MFA service needs. */
+export interface MfaServiceOptions {
+  db: Models;
+  vault: Vault;
+  audit: AuditService;
+  /** The clock codes are checked against (tests move it). */
+  nowMs?: () => number;
+}
 
 /** Outcome of checking a code at login. */
 export type LoginCodeCheck = 'ok' | 'wrong otp' | 'otp replayed';
@@ -43,17 +54,24 @@ export type LoginCodeCheck = 'ok' | 'wrong otp' | 'otp replayed';
  * one of two requests racing with one code win.
  */
 export class MfaService {
-  constructor(
-    private readonly db: Models,
-    private readonly vault: Vault,
-    private readonly nowMs: () => number = Date.now,
-  ) {}
+  private readonly db: Models;
+  private readonly vault: Vault;
+  private readonly audit: AuditService;
+  private readonly nowMs: () => number;
+
+  constructor(opts: MfaServiceOptions) {
+    this.db = opts.db;
+    this.vault = opts.vault;
+    this.audit = opts.audit;
+    this.nowMs = opts.nowMs ?? Date.now;
+  }
 
   /** Whether login needs a code from this user. */
   static isEnabled(user: Pick<UserDoc, 'mfa_secret'>): boolean {
     return Boolean(user.mfa_secret);
   }
 
+  /** Whether MFA is on, and whether an enrolment waits for its first code (never the secret). */
   async state(ref: UserRef): Promise<MfaSetting> {
     const user = await this.load(ref);
     return { enabled: MfaService.isEnabled(user), pending: Boolean(user.mfa_pending_secret) };
@@ -64,7 +82,7 @@ export class MfaService {
    * re-enrolled, not recovered). Throws ConflictError while MFA is on: replacing the active
    * factor must go through turning it off, which needs its code.
    */
-  async enroll(ref: UserRef, beforeWrite: BeforeWrite = nothing): Promise<MfaEnrolment> {
+  private async startEnrolment(ref: UserRef, beforeWrite: BeforeWrite): Promise<MfaEnrolment> {
     const user = await this.load(ref);
     if (user.mfa_secret) throw new ConflictError(MfaMessages.alreadyEnabled);
     const secret = generateTotpSecret();
@@ -83,7 +101,7 @@ export class MfaService {
    * Turns MFA on when `code` is valid for the pending secret; that code's step counts as used.
    * Throws MfaCodeError for a wrong code, ConflictError when no enrolment is pending.
    */
-  async activate(ref: UserRef, code: string, beforeWrite: BeforeWrite = nothing): Promise<MfaSetting> {
+  private async activateWith(ref: UserRef, code: string, beforeWrite: BeforeWrite): Promise<MfaSetting> {
     const user = await this.load(ref);
     const pending = user.mfa_pending_secret as Sealed | null | undefined;
     if (!pending) throw new ConflictError(MfaMessages.nothingPending);
@@ -104,8 +122,8 @@ export class MfaService {
    * protects nothing yet). Answers what changed, null when there was nothing to turn off.
    * Throws MfaCodeError when MFA is on and the code is missing, wrong or already used.
    */
-  async disable(
-    ref: UserRef, code: string | undefined, beforeWrite: (change: 'disable' | 'cancel') => Promise<void> = nothing,
+  private async disableWith(
+    ref: UserRef, code: string | undefined, beforeWrite: (change: 'disable' | 'cancel') => Promise<void>,
   ): Promise<{ change: 'disable' | 'cancel' | null; setting: MfaSetting }> {
     const user = await this.load(ref);
     const off: MfaSetting = { enabled: false, pending: false };
@@ -121,6 +139,24 @@ export class MfaService {
     const check = await this.consume(user, code, { mfa_secret: null, mfa_pending_secret: null }, () => beforeWrite('disable'));
     if (check !== 'ok') throw new MfaCodeError(check === 'wrong otp' ? 'wrong code' : 'code replayed');
     return { change: 'disable', setting: off };
+  }
+
+  /** Starts an enrolment (`startEnrolment`) for the caller of `by`, recorded write-ahead. */
+  enroll(ref: UserRef, by: AuditBy): Promise<MfaEnrolment> {
+    return this.audit.change(by, (announce) => this.startEnrolment(ref, () => announce(settingEntry('mfa', 'user', { change: 'enroll', enabled: false }))));
+  }
+
+  /** Turns MFA on (`activateWith`), recorded write-ahead; a refused code is audited before its 400. */
+  activate(ref: UserRef, by: AuditBy, code: string): Promise<MfaSetting> {
+    return this.auditingRefusals(by, 'activate', () => this.audit.change(by, (announce) =>
+      this.activateWith(ref, code, () => announce(settingEntry('mfa', 'user', { change: 'activate', enabled: true })))));
+  }
+
+  /** Turns MFA off or cancels an enrolment (`disableWith`), recorded write-ahead; a refused code is audited before its 400. */
+  async disable(ref: UserRef, by: AuditBy, code: string | undefined): Promise<MfaSetting> {
+    const { setting } = await this.auditingRefusals(by, 'disable', () => this.audit.change(by, (announce) =>
+      this.disableWith(ref, code, (change) => announce(settingEntry('mfa', 'user', { change, enabled: false })))));
+    return setting;
   }
 
   /** Checks the login code of a user with MFA on, using it up when valid. */
@@ -152,6 +188,21 @@ export class MfaService {
     // Claims older than the drift window can never match again.
     await this.db.otpUses.deleteMany({ user_id: user._id, step: { $lt: step - 10 } });
     return updated.matchedCount === 1 ? 'ok' : 'otp replayed';
+  }
+
+  /** Runs `change`, auditing a refused code (with its reason, never the code) before the 400 leaves. */
+  private async auditingRefusals<T>(by: AuditBy, change: string, run: () => Promise<T>): Promise<T> {
+    try {
+      return await run();
+    } catch (err) {
+      if (err instanceof MfaCodeError) {
+        await this.audit.recordRequest(by, {
+          action: 'setting.update', outcome: 'failure', resource: { type: 'setting', id: 'mfa' },
+          details: { scope: 'user', change, reason: err.reason },
+        });
+      }
+      throw err;
+    }
   }
 
   private matchStep(user: StoredUser, sealed: Sealed, code: string): number | null {

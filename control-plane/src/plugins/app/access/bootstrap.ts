@@ -1,13 +1,15 @@
 import { Types } from 'mongoose';
 import { SCOPES, type Plan } from '@xfer/shared';
-import type { Models } from '../models/index.js';
-import { ConflictError } from '../errors.js';
-import { hashPassword } from './crypto.js';
-import { appendToChain } from './audit-chain.js';
-import { systemKeyOf } from './system-keys.js';
-import type { Vault } from './vault.js';
-import { issueApiKey } from '../routes/api-keys/api-keys.service.js';
+import type { Models } from '../../../models/index.js';
+import { ConflictError } from '../../../errors.js';
+import { hashPassword } from '../../../lib/crypto.js';
+import { ChainWriter } from '../../../lib/audit-chain.js';
+import { systemKeyOf } from '../../../lib/system-keys.js';
+import type { Vault } from '../../../lib/vault.js';
+import { ApiKeysService } from './api-keys.service.js';
+import { AuditService } from './audit.service.js';
 
+/** The first account: its owner's email and password, its plan and name. */
 export interface BootstrapInput {
   email: string;
   password: string;
@@ -15,6 +17,7 @@ export interface BootstrapInput {
   accountName?: string;
 }
 
+/** What bootstrap made; `api_key` is shown this once. */
 export interface BootstrapResult {
   account_id: string;
   user_id: string;
@@ -38,8 +41,8 @@ export async function bootstrapAccount(db: Models, vault: Vault, input: Bootstra
   const entry = {
     account_id: account._id, actor: { type: 'system', id: null }, action: 'account.bootstrap', resource: { type: 'account', id: String(account._id) }, ip: null,
   };
-  const auditKey = await systemKeyOf(db, vault, 'audit');
-  const announced = await appendToChain(db.auditEvents.collection, auditKey, {
+  const chain = new ChainWriter(db.auditEvents.collection, await systemKeyOf(db, vault, 'audit'));
+  const announced = await chain.append({
     timestamp: new Date(), ...entry, outcome: 'success', details: { plan: input.plan, owner: String(userId) },
   });
   try {
@@ -47,7 +50,9 @@ export async function bootstrapAccount(db: Models, vault: Vault, input: Bootstra
     const user = await db.users.create({
       _id: userId, account_id: account._id, email, name: email.split('@')[0]!, role: 'owner', password_hash: passwordHash,
     });
-    const { key } = await issueApiKey(db, {
+    // Issued as the API issues keys; the bootstrap's own record (above) stands for it.
+    const apiKeys = new ApiKeysService({ db, audit: new AuditService({ chain, log: console }) });
+    const { key } = await apiKeys.issue({
       accountId: account._id, name: 'bootstrap', scopes: [...SCOPES], expiresAt: null, createdBy: { type: 'system', id: null },
     });
     return { account_id: String(account._id), user_id: String(user._id), api_key: key };
@@ -56,7 +61,7 @@ export async function bootstrapAccount(db: Models, vault: Vault, input: Bootstra
     await db.users.deleteMany({ account_id: account._id });
     await db.apiKeys.deleteMany({ account_id: account._id });
     await db.accounts.deleteOne({ _id: account._id });
-    await appendToChain(db.auditEvents.collection, auditKey, {
+    await chain.append({
       timestamp: new Date(), ...entry, outcome: 'failure', details: { announced: String(announced._id), reason: (err as Error).message },
     }).catch(() => {});
     if ((err as { code?: number }).code === 11000) throw new ConflictError(`A user with email ${email} already exists`);

@@ -1,5 +1,5 @@
 import type { Actor } from '@xfer/shared';
-import type { AuditEntry } from '../plugins/app/audit.js';
+import type { AuditEntry } from './audit.service.js';
 
 /** One refused request. */
 export interface Denial {
@@ -21,6 +21,7 @@ interface Group {
   last: Date;
 }
 
+/** Where groups are written, and the bound on pending groups. */
 export interface DenialTallyOptions {
   record: (entry: AuditEntry) => Promise<void>;
   /** A flush starts early once this many groups are pending, so memory stays bounded under a flood. */

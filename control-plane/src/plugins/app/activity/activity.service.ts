@@ -1,7 +1,14 @@
 import type { Types } from 'mongoose';
-import type { ActivityQuery, AuditEvent } from '@xfer/shared';
-import type { AuditEventDoc } from '../../models/audit-event.model.js';
-import { BadRequestError } from '../../errors.js';
+import type { ActivityQuery, AuditEvent, PageQuery } from '@xfer/shared';
+import type { AuditEventDoc } from '../../../models/audit-event.model.js';
+import type { Models } from '../../../models/index.js';
+import { BadRequestError } from '../../../errors.js';
+import { paginate } from '../../../lib/pagination.js';
+
+/** What the activity service needs. */
+export interface ActivityServiceOptions {
+  db: Models;
+}
 
 /** One audit record as the API shows it (shared `AuditEvent`). */
 export function presentAuditEvent(doc: AuditEventDoc & { _id: Types.ObjectId }): AuditEvent {
@@ -47,4 +54,24 @@ export function activityFilter(accountId: string, query: ActivityQuery): Record<
   if (since && until && since >= until) throw new BadRequestError('querystring.since must be earlier than querystring.until');
   if (since || until) filter.timestamp = { ...(since ? { $gte: since } : {}), ...(until ? { $lt: until } : {}) };
   return filter;
+}
+
+/** Reads of the audit trail, newest first (decisions.md "Audit and rate limits"); writes go through the audit service. */
+export class ActivityService {
+  private readonly db: Models;
+
+  constructor(opts: ActivityServiceOptions) {
+    this.db = opts.db;
+  }
+
+  /** The account's records matching `query` (`activityFilter`), one page. */
+  list(accountId: string, query: ActivityQuery) {
+    return paginate(this.db.auditEvents, activityFilter(accountId, query), query, presentAuditEvent);
+  }
+
+  /** One user's sign-ins, successful and failed, one page. */
+  loginEvents(accountId: string, userId: string, query: PageQuery) {
+    const filter = { account_id: accountId, action: 'auth.login', 'actor.type': 'user', 'actor.id': userId };
+    return paginate(this.db.auditEvents, filter, query, presentAuditEvent);
+  }
 }

@@ -1,9 +1,9 @@
 import { isIPv6 } from 'node:net';
 import type { Types } from 'mongoose';
-import type { LoginLockoutConfig } from '../../config.js';
-import { RateLimitedError } from '../../errors.js';
-import { sha256Hex } from '../../lib/crypto.js';
-import type { Models } from '../../models/index.js';
+import type { LoginLockoutConfig } from '../../../config.js';
+import { RateLimitedError } from '../../../errors.js';
+import { sha256Hex } from '../../../lib/crypto.js';
+import type { Models } from '../../../models/index.js';
 
 /** What a sign-in attempt is counted against: the email (hashed) and the client address. */
 export interface LockKeys {
@@ -22,6 +22,12 @@ export type AttemptIds = Types.ObjectId[];
 
 const SWEEP_EVERY_MS = 60_000;
 
+/** What the lockout service needs: where attempts are counted, and its thresholds and delays. */
+export interface LoginLockoutServiceOptions {
+  db: Models;
+  config: LoginLockoutConfig;
+}
+
 /**
  * Refuses `/auth/login` for a growing time after repeated failures, per email and per client
  * address, across instances (docs/security.md "Sign-in lockout").
@@ -37,10 +43,15 @@ const SWEEP_EVERY_MS = 60_000;
  * Unknown emails are counted and locked exactly like known ones, and a locked attempt does no
  * password work for either, so neither the answer nor its timing says whether an email exists.
  */
-export class LoginLockout {
+export class LoginLockoutService {
+  private readonly db: Models;
+  private readonly config: LoginLockoutConfig;
   private lastSweep = 0;
 
-  constructor(private readonly db: Models, private readonly config: LoginLockoutConfig) {}
+  constructor(opts: LoginLockoutServiceOptions) {
+    this.db = opts.db;
+    this.config = opts.config;
+  }
 
   /** The stored keys: the email hashed (no plain emails of non-users kept), IPv6 clients by /64. */
   static keys(email: string, ip: string): LockKeys {
