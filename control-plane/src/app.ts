@@ -17,7 +17,7 @@ import multipartPlugin from './plugins/external/multipart.js';
 import outboxPlugin from './plugins/app/outbox.js';
 import scannerPlugin from './plugins/app/scanner.js';
 import webhookDelivererPlugin from './plugins/app/webhook-deliverer.js';
-import fileStorePlugin from './plugins/app/file-store/index.js';
+import fileStorePlugin from './plugins/app/files/store/index.js';
 import jobsPlugin from './plugins/app/jobs/index.js';
 import agentHubPlugin from './plugins/app/agent-hub.js';
 import agentRequestsPlugin from './plugins/app/agent-requests.js';

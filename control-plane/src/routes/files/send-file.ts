@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Types } from 'mongoose';
 import { RangeNotSatisfiableError, ServiceUnavailableError } from '../../errors.js';
-import { StoredObjectMissingError } from '../../plugins/app/file-store/index.js';
+import { StoredObjectMissingError } from '../../plugins/app/files/store/index.js';
 
 /** What of a file record sending its content needs. */
 export interface SendableFile {

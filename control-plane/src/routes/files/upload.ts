@@ -7,7 +7,7 @@ import { fileTypeFromBuffer } from 'file-type';
 import mime from 'mime-types';
 import { BadRequestError, PayloadTooLargeError, ServiceUnavailableError } from '../../errors.js';
 import { MULTIPART_FIELD_MAX_BYTES, multipartProblem } from '../../plugins/external/multipart.js';
-import type { PendingObject } from '../../plugins/app/file-store/index.js';
+import type { PendingObject } from '../../plugins/app/files/store/index.js';
 import type { ScanVerdict } from '../../plugins/app/scanner.js';
 import { fileNameProblem, normalizeFolder } from './files.service.js';
 
