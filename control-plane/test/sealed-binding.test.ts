@@ -3,7 +3,7 @@ import type { App } from '../src/app.js';
 import type { Sealed } from '../src/lib/vault.js';
 import { boundTo } from '../src/lib/sealed-fields.js';
 import { loadConnectionSettings } from '../src/routes/connections/connections.service.js';
-import { openWebhookSecret } from '../src/routes/webhooks/webhooks.service.js';
+import { openWebhookSecret } from '../src/plugins/app/webhooks/webhooks.service.js';
 import { auth, buildTestApp, createAccount, type TestAccount } from './helper.js';
 import { makeConnection, SECRET, sealFormat1 } from './fixtures.js';
 

@@ -7,7 +7,7 @@ import { principalOf } from '../../plugins/app/auth.js';
 import { requireMultipart } from '../../plugins/external/multipart.js';
 import {
   fileNotFound, findLiveFile, folderFilter, liveFiles, normalizeFolder, presentFile, searchFilter, type StoredFile,
-} from './files.service.js';
+} from '../../plugins/app/files/files.service.js';
 import { sendStoredFile } from './send-file.js';
 import { ClientGoneError, receiveUpload } from './upload.js';
 

@@ -8,8 +8,8 @@ import mime from 'mime-types';
 import { BadRequestError, PayloadTooLargeError, ServiceUnavailableError } from '../../errors.js';
 import { MULTIPART_FIELD_MAX_BYTES, multipartProblem } from '../../plugins/external/multipart.js';
 import type { PendingObject } from '../../plugins/app/files/store/index.js';
-import type { ScanVerdict } from '../../plugins/app/scanner.js';
-import { fileNameProblem, normalizeFolder } from './files.service.js';
+import type { ScanVerdict } from '../../plugins/app/files/scanner.js';
+import { fileNameProblem, normalizeFolder } from '../../plugins/app/files/files.service.js';
 
 /** Bytes file-type looks at (its own `reasonableDetectionSizeInBytes`). */
 const SNIFF_BYTES = 4100;

@@ -7,12 +7,12 @@ import {
 import { ForbiddenError } from '../../errors.js';
 import { callerExpiresAt, requireExpiryWithin } from '../../lib/grant-rules.js';
 import { principalOf, type Principal } from '../../plugins/app/auth.js';
-import { findLiveFile } from '../files/files.service.js';
+import { findLiveFile } from '../../plugins/app/files/files.service.js';
 import { sendStoredFile } from '../files/send-file.js';
 import {
   assertDownloadsLeft, claimDownload, createShareLink, listShareLinks, openSharedFile, releaseDownload,
   revokeShareLink, shareUrl,
-} from './shares.service.js';
+} from '../../plugins/app/files/shares.service.js';
 
 const shareNeedsRead = (p: Principal) =>
   `A share link lets anyone holding it download the file: creating one needs files:read, which ${p.kind === 'api_key' ? 'the calling key' : `your role (${p.role})`} does not hold`;

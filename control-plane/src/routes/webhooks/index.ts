@@ -8,7 +8,7 @@ import { AddressPolicy } from '../../lib/ssrf-guard.js';
 import { principalOf } from '../../plugins/app/auth.js';
 import {
   createWebhook, deleteWebhook, getWebhook, presentWebhook, updateWebhook, type WebhookDeps,
-} from './webhooks.service.js';
+} from '../../plugins/app/webhooks/webhooks.service.js';
 
 const read = { access: { scope: 'webhooks:read', teamPlan: true } } as const;
 const write = { access: { scope: 'webhooks:write', teamPlan: true } } as const;

@@ -2,12 +2,12 @@ import { Types } from 'mongoose';
 import {
   SHARE_DEFAULT_EXPIRES_IN_HOURS, ShareLinkMessages, type Actor, type Page, type PageQuery, type ShareLink, type ShareLinkStatus,
 } from '@xfer/shared';
-import type { Models } from '../../models/index.js';
-import type { ShareLinkDoc } from '../../models/share-link.model.js';
-import { GoneError, NotFoundError } from '../../errors.js';
-import { randomToken, sha256Hex } from '../../lib/crypto.js';
-import { paginate, toObjectId } from '../../lib/pagination.js';
-import { findLiveFile, liveFiles, type StoredFile } from '../files/files.service.js';
+import type { Models } from '../../../models/index.js';
+import type { ShareLinkDoc } from '../../../models/share-link.model.js';
+import { GoneError, NotFoundError } from '../../../errors.js';
+import { randomToken, sha256Hex } from '../../../lib/crypto.js';
+import { paginate, toObjectId } from '../../../lib/pagination.js';
+import { findLiveFile, liveFiles, type StoredFile } from './files.service.js';
 
 const HOUR_MS = 3600 * 1000;
 /** 32 random bytes, base64url without padding. */

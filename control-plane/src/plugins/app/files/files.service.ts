@@ -1,9 +1,9 @@
 import { Types } from 'mongoose';
 import { basePathProblem, normalizeBasePath, type FileRecord, type SearchFilesQuery } from '@xfer/shared';
-import type { Models } from '../../models/index.js';
-import type { FileDoc } from '../../models/file.model.js';
-import { toObjectId } from '../../lib/pagination.js';
-import { BadRequestError, NotFoundError } from '../../errors.js';
+import type { Models } from '../../../models/index.js';
+import type { FileDoc } from '../../../models/file.model.js';
+import { toObjectId } from '../../../lib/pagination.js';
+import { BadRequestError, NotFoundError } from '../../../errors.js';
 
 type AccountId = string | Types.ObjectId;
 export type StoredFile = FileDoc & { _id: Types.ObjectId };

@@ -3,14 +3,14 @@ import {
   isWebhookEventType, WEBHOOK_SECRET_PATTERN, WEBHOOK_SECRET_PREFIX,
   type CreateWebhookRequest, type UpdateWebhookRequest, type Webhook,
 } from '@xfer/shared';
-import type { Models } from '../../models/index.js';
-import type { WebhookDoc } from '../../models/webhook.model.js';
-import type { Sealed, Vault } from '../../lib/vault.js';
-import { boundTo } from '../../lib/sealed-fields.js';
-import { randomToken } from '../../lib/crypto.js';
-import { toObjectId } from '../../lib/pagination.js';
-import { resolveSafeTarget, UnsafeUrlError, type AddressPolicy, type Lookup } from '../../lib/ssrf-guard.js';
-import { BadRequestError, NotFoundError } from '../../errors.js';
+import type { Models } from '../../../models/index.js';
+import type { WebhookDoc } from '../../../models/webhook.model.js';
+import type { Sealed, Vault } from '../../../lib/vault.js';
+import { boundTo } from '../../../lib/sealed-fields.js';
+import { randomToken } from '../../../lib/crypto.js';
+import { toObjectId } from '../../../lib/pagination.js';
+import { resolveSafeTarget, UnsafeUrlError, type AddressPolicy, type Lookup } from '../../../lib/ssrf-guard.js';
+import { BadRequestError, NotFoundError } from '../../../errors.js';
 
 type StoredWebhook = WebhookDoc & { _id: Types.ObjectId };
 type AccountId = string | Types.ObjectId;

@@ -2,11 +2,11 @@ import fp from 'fastify-plugin';
 import { randomUUID } from 'node:crypto';
 import { Types } from 'mongoose';
 import type { WebhookTestResult } from '@xfer/shared';
-import { Loop } from '../../lib/loop.js';
-import { AddressPolicy, type Lookup } from '../../lib/ssrf-guard.js';
-import { sendWebhook, webhookBody, type SendResult } from '../../lib/webhook-sender.js';
-import { openWebhookSecret } from '../../routes/webhooks/webhooks.service.js';
-import type { WebhookDoc } from '../../models/webhook.model.js';
+import { Loop } from '../../../lib/loop.js';
+import { AddressPolicy, type Lookup } from '../../../lib/ssrf-guard.js';
+import { sendWebhook, webhookBody, type SendResult } from './sender.js';
+import { openWebhookSecret } from './webhooks.service.js';
+import type { WebhookDoc } from '../../../models/webhook.model.js';
 
 /** TLS trust and name resolution of outgoing deliveries: the system's unless replaced (tests). */
 export interface WebhookTransport {
