@@ -1,9 +1,19 @@
 import { Types } from 'mongoose';
-import { basePathProblem, normalizeBasePath, type FileRecord, type SearchFilesQuery } from '@xfer/shared';
+import type { Readable } from 'node:stream';
+import type { FastifyBaseLogger } from 'fastify';
+import {
+  basePathProblem, normalizeBasePath, type Actor, type FileRecord, type ListFilesQuery, type Page, type SearchFilesQuery,
+} from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import type { FileDoc } from '../../../models/file.model.js';
-import { toObjectId } from '../../../lib/pagination.js';
-import { BadRequestError, NotFoundError } from '../../../errors.js';
+import { paginate, toObjectId } from '../../../lib/pagination.js';
+import { BadRequestError, NotFoundError, ServiceUnavailableError } from '../../../errors.js';
+import type { Outbox } from '../webhooks/index.js';
+import { StoredObjectMissingError, type FileStore } from './store/index.js';
+import type { Scanner } from './scanner.js';
+import { scanAndStore, type BlockedUpload, type IntakeOptions, type ReceivedUpload, type ScannedContent } from './upload-intake.js';
+
+export type { BlockedUpload, ReceivedUpload, ScannedContent } from './upload-intake.js';
 
 type AccountId = string | Types.ObjectId;
 export type StoredFile = FileDoc & { _id: Types.ObjectId };
@@ -97,10 +107,146 @@ export function fileNotFound(id: string): NotFoundError {
   return new NotFoundError(`File ${id} not found`);
 }
 
-/** The caller's live file, or 404 for unknown, malformed, deleted and other accounts' ids alike. */
-export async function findLiveFile(db: Models, accountId: AccountId, id: string): Promise<StoredFile> {
-  const _id = toObjectId(id);
-  const doc = _id && await db.files.findOne({ _id, ...liveFiles(accountId) }).lean<StoredFile>();
-  if (!doc) throw fileNotFound(id);
-  return doc;
+/** What the files service needs, passed in so that it reads no globals. */
+export interface FilesServiceOptions {
+  db: Models;
+  store: FileStore;
+  scanner: Scanner;
+  outbox: Outbox;
+  /** config.uploadMaxBytes. */
+  uploadMaxBytes: number;
+  log: FastifyBaseLogger;
+}
+
+/** Who an upload or a deletion is for and by. */
+export interface FileOwner {
+  accountId: string;
+  actor: Actor;
+}
+
+/**
+ * The service's own files (`app.files`; docs/api.md "Files"): records, the upload's
+ * scan-then-commit flow into the file store, and their events. Every query is scoped to the
+ * account and to live files: a deleted file, an unknown id and another account's id are the same 404.
+ */
+export class FilesService {
+  private readonly db: Models;
+  private readonly store: FileStore;
+  private readonly outbox: Outbox;
+  private readonly log: FastifyBaseLogger;
+  private readonly intake: IntakeOptions;
+
+  constructor(options: FilesServiceOptions) {
+    this.db = options.db;
+    this.store = options.store;
+    this.outbox = options.outbox;
+    this.log = options.log;
+    this.intake = { scanner: options.scanner, store: options.store, uploadMaxBytes: options.uploadMaxBytes, log: options.log };
+  }
+
+  /** `GET /files`: a page of the live files directly in `path` (default `/`), or anywhere below it. */
+  list(accountId: AccountId, query: ListFilesQuery): Promise<Page<FileRecord>> {
+    const { path, recursive, ...page } = query;
+    const folder = normalizeFolder('querystring.path', path ?? '/');
+    return paginate(this.db.files, folderFilter(accountId, folder, recursive ?? false), page, presentFile);
+  }
+
+  /** `GET /files/search`: a page of the live files matching every given filter (searchFilter). */
+  search(accountId: AccountId, query: SearchFilesQuery): Promise<Page<FileRecord>> {
+    const { limit, cursor, ...filters } = query;
+    return paginate(this.db.files, searchFilter(accountId, filters), { limit, cursor }, presentFile);
+  }
+
+  /** The caller's live file, or 404 for unknown, malformed, deleted and other accounts' ids alike. */
+  async get(accountId: AccountId, id: string): Promise<StoredFile> {
+    const _id = toObjectId(id);
+    const doc = _id && await this.db.files.findOne({ _id, ...liveFiles(accountId) }).lean<StoredFile>();
+    if (!doc) throw fileNotFound(id);
+    return doc;
+  }
+
+  /** Marks the live file deleted (its content stays in the store) and emits `file.deleted`; 404 as `get`. */
+  async delete(owner: FileOwner, id: string): Promise<StoredFile> {
+    const _id = toObjectId(id);
+    const doc = _id && await this.db.files.findOneAndUpdate(
+      { _id, ...liveFiles(owner.accountId) },
+      { $set: { deleted_at: new Date(), deleted_by: owner.actor } },
+      { new: true },
+    ).lean<StoredFile>();
+    if (!doc) throw fileNotFound(id);
+    await this.outbox.emit(owner.accountId, 'file.deleted', { id: String(doc._id), name: doc.name, path: doc.path, size: doc.size, sha256: doc.sha256 });
+    return doc;
+  }
+
+  /**
+   * Opens the content of a file record (`range`: inclusive offsets already checked against its
+   * size). Content missing from the store is logged on `log` (the request's) as an error and
+   * rejects as ServiceUnavailableError "File content unavailable"; store errors as the store's.
+   */
+  async read(
+    file: { _id: Types.ObjectId | string; storage_key: string }, range: { start: number; end: number } | undefined, log: FastifyBaseLogger = this.log,
+  ): Promise<Readable> {
+    try {
+      return await this.store.read(file.storage_key, range);
+    } catch (err) {
+      if (!(err instanceof StoredObjectMissingError)) throw err;
+      log.error({ err, file_id: String(file._id) }, 'stored file content is missing');
+      throw new ServiceUnavailableError('File content unavailable', err);
+    }
+  }
+
+  /**
+   * Streams one uploaded file's content to the malware scanner and into the store at once
+   * (upload-intake.ts `scanAndStore`): nothing of it is committed yet.
+   */
+  receive(source: Readable & { truncated?: boolean }, name: string, signal: AbortSignal): Promise<ScannedContent> {
+    return scanAndStore(this.intake, source, name, signal);
+  }
+
+  /** Removes what `content` stored (best effort: a failure is logged, the sweep removes it later). */
+  async discard(content: ScannedContent | undefined, what = 'an upload'): Promise<void> {
+    await content?.pending?.discard().catch((err: unknown) => this.log.warn({ err }, `could not discard ${what}`));
+  }
+
+  /** An upload the scan blocked: what it stored is discarded, and what its 422, event and audit name is returned. */
+  async blocked(content: ScannedContent, name: string, folder: string | undefined): Promise<BlockedUpload> {
+    await this.discard(content, 'a blocked upload');
+    const signature = content.verdict.clean ? '' : content.verdict.signature;
+    return { blocked: true, folder: folder ?? '/', name, size: content.size, sha256: content.sha256, signature };
+  }
+
+  /** Emits `file.scan_blocked` for an upload the scan blocked. */
+  async reportBlocked(accountId: AccountId, upload: BlockedUpload): Promise<void> {
+    const { name, folder: path, size, sha256, signature } = upload;
+    await this.outbox.emit(accountId, 'file.scan_blocked', { name, path, size, sha256, signature });
+  }
+
+  /**
+   * Commits a clean upload's content and writes its record, then emits `file.uploaded`. A failed
+   * commit discards the content; a failed record write removes the committed content (logged on
+   * `log`, the request's, when it cannot be).
+   */
+  async commit(owner: FileOwner, upload: ReceivedUpload, log: FastifyBaseLogger = this.log): Promise<FileRecord> {
+    const { pending, name, folder, size, sha256, mimeType } = upload;
+    let storageKey: string;
+    try {
+      storageKey = await pending.commit();
+    } catch (err) {
+      await pending.discard().catch(() => {});
+      throw err;
+    }
+    let doc: StoredFile;
+    try {
+      doc = (await this.db.files.create({
+        account_id: owner.accountId, name, name_lower: name.toLowerCase(), path: folder, size, mime_type: mimeType, sha256,
+        storage_key: storageKey, uploaded_by: owner.actor,
+      })).toObject() as StoredFile;
+    } catch (err) {
+      await this.store.remove(storageKey).catch((e: unknown) => log.warn({ err: e }, 'could not remove the content of an unrecorded upload'));
+      throw err;
+    }
+    const file = presentFile(doc);
+    await this.outbox.emit(owner.accountId, 'file.uploaded', file);
+    return file;
+  }
 }
