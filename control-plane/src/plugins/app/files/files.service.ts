@@ -65,7 +65,7 @@ export function fileNameProblem(name: string): string | null {
 }
 
 /** `text` matching itself only, inside a regular expression. */
-export function escapeRegex(text: string): string {
+function escapeRegex(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
@@ -75,7 +75,7 @@ export function liveFiles(accountId: AccountId): Record<string, unknown> {
 }
 
 /** `GET /files`: directly in `folder`, or anywhere below it (an anchored prefix, which an index serves). */
-export function folderFilter(accountId: AccountId, folder: string, recursive: boolean): Record<string, unknown> {
+function folderFilter(accountId: AccountId, folder: string, recursive: boolean): Record<string, unknown> {
   if (!recursive) return { ...liveFiles(accountId), path: folder };
   if (folder === '/') return liveFiles(accountId);
   return { ...liveFiles(accountId), path: { $regex: `^${escapeRegex(folder)}(/|$)` } };
@@ -86,7 +86,7 @@ export function folderFilter(accountId: AccountId, folder: string, recursive: bo
  * field of the live files: `q` a literal substring of `name_lower` (no `i` flag needed), `type`
  * exact or an anchored prefix for `type/*`, sizes an inclusive range.
  */
-export function searchFilter(accountId: AccountId, query: SearchFilesQuery): Record<string, unknown> {
+function searchFilter(accountId: AccountId, query: SearchFilesQuery): Record<string, unknown> {
   const { q, type, min_size, max_size } = query;
   if (min_size !== undefined && max_size !== undefined && min_size > max_size) {
     throw new BadRequestError('querystring.min_size must not be greater than querystring.max_size');
@@ -103,7 +103,7 @@ export function searchFilter(accountId: AccountId, query: SearchFilesQuery): Rec
   return filter;
 }
 
-export function fileNotFound(id: string): NotFoundError {
+function fileNotFound(id: string): NotFoundError {
   return new NotFoundError(`File ${id} not found`);
 }
 

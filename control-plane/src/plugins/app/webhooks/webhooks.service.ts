@@ -88,7 +88,7 @@ function checkSecret(secret: string | undefined): void {
 }
 
 /** What an audit record may say about a webhook: the origin of its URL (paths and queries may carry tokens), never the secret. */
-export function auditDetails(webhook: Webhook): Record<string, unknown> {
+function auditDetails(webhook: Webhook): Record<string, unknown> {
   return { origin: new URL(webhook.url).origin, events: webhook.events, active: webhook.active };
 }
 
