@@ -69,10 +69,10 @@ const files: FastifyPluginAsync = async (fastify) => {
   });
 
   /**
-   * Streams the `file` part through the size limit, hash and sniffer to the malware scanner and
-   * the file store at once; the content is committed and the record written only when the scan
-   * is clean and the whole body was read. Blocked → 422, scanner or store down → 503, both with
-   * nothing kept.
+   * Streams the `file` part (upload.ts) through the size limit, hash and sniffer to the malware
+   * scanner and the file store at once (`app.files.receive`); the content is committed and the
+   * record written (`app.files.commit`) only when the scan is clean and the whole body was read.
+   * Blocked → 422, scanner or store down → 503, both with nothing kept.
    */
   app.post('/files/upload', {
     onRequest: requireMultipart,
