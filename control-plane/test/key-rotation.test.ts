@@ -8,7 +8,7 @@ import { Types } from 'mongoose';
 import type { App } from '../src/app.js';
 import { boundTo } from '../src/lib/sealed-fields.js';
 import { keyId, Vault, type Sealed } from '../src/lib/vault.js';
-import { openWebhookSecret } from '../src/routes/webhooks/webhooks.service.js';
+import { openWebhookSecret } from '../src/plugins/app/webhooks/webhooks.service.js';
 import { auth, buildTestApp, createAccount, login, type TestAccount } from './helper.js';
 import { makeConnection, SECRET, sealFormat1 } from './fixtures.js';
 

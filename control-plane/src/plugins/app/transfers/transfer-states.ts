@@ -3,7 +3,7 @@ import { Types } from 'mongoose';
 import { FINISHED_TRANSFER_STATUSES, type AgentToServer, type PayloadOf } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import type { TransferDoc } from '../../../models/transfer.model.js';
-import type { Outbox } from '../outbox.js';
+import type { Outbox } from '../webhooks/outbox.js';
 import { Notifier } from '../../../lib/notifier.js';
 import { KeyedMutex } from '../../../lib/keyed-mutex.js';
 

@@ -1,6 +1,6 @@
 import fp from 'fastify-plugin';
-import type { FileStoreConfig } from '../../../config.js';
-import { Loop } from '../../../lib/loop.js';
+import type { FileStoreConfig } from '../../../../config.js';
+import { Loop } from '../../../../lib/loop.js';
 import { LocalFileStore } from './local.store.js';
 import { S3FileStore } from './s3.store.js';
 import type { FileStore } from './types.js';

@@ -1,11 +1,11 @@
 import fp from 'fastify-plugin';
 import type { Readable } from 'node:stream';
-import type { ScannerConfig } from '../../config.js';
-import { PayloadTooLargeError, ServiceUnavailableError } from '../../errors.js';
-import { CLAMD_MAX_SCAN_BYTES, ClamdError, clamdPing, clamdVersion, describeAddress, instream, prematureClose, type ScanVerdict } from '../../lib/clamd.js';
-import { instreamWindows } from '../../lib/clamd-windows.js';
+import type { ScannerConfig } from '../../../config.js';
+import { PayloadTooLargeError, ServiceUnavailableError } from '../../../errors.js';
+import { CLAMD_MAX_SCAN_BYTES, ClamdError, clamdPing, clamdVersion, describeAddress, instream, prematureClose, type ScanVerdict } from '../../../lib/clamd.js';
+import { instreamWindows } from '../../../lib/clamd-windows.js';
 
-export type { ScanVerdict } from '../../lib/clamd.js';
+export type { ScanVerdict } from '../../../lib/clamd.js';
 
 export interface Scanner {
   /** 'clamd', or 'none' (XFER_SCANNER=none: everything is clean; development only). */

@@ -2,10 +2,10 @@ import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { isIP, type LookupFunction, type Socket } from 'node:net';
-import { type AddressPolicy, type Lookup, resolveSafeTarget, UnsafeUrlError } from './ssrf-guard.js';
+import { type AddressPolicy, type Lookup, resolveSafeTarget, UnsafeUrlError } from '../../../lib/ssrf-guard.js';
 
-/** The control plane's version, from its package.json (one directory above both src/ and dist/). */
-const SERVER_VERSION: string = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+/** The control plane's version, from its package.json (as many levels above this file in src/ as in dist/). */
+const SERVER_VERSION: string = (JSON.parse(readFileSync(new URL('../../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 /** `User-Agent` of every delivery. */
 export const WEBHOOK_USER_AGENT = `xfer-webhooks/${SERVER_VERSION}`;

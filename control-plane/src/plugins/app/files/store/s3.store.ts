@@ -13,7 +13,7 @@ import {
   type CompletedPart,
   type ListMultipartUploadsCommandOutput,
 } from '@aws-sdk/client-s3';
-import type { FileStoreConfig } from '../../../config.js';
+import type { FileStoreConfig } from '../../../../config.js';
 import { chunksOf, guardWrite, newObjectId, PendingContent, storageUnavailable } from './common.js';
 import { StoredObjectMissingError, type FileStore, type PendingObject } from './types.js';
 

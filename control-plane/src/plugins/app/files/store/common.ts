@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import { ServiceUnavailableError } from '../../../errors.js';
+import { ServiceUnavailableError } from '../../../../errors.js';
 import type { PendingObject } from './types.js';
 
 /** A new object id: 128 random bits as 32 hex digits (collisions are not a practical concern). */

@@ -2,11 +2,10 @@ import fp from 'fastify-plugin';
 import { randomUUID } from 'node:crypto';
 import { Types } from 'mongoose';
 import type { WebhookTestResult } from '@xfer/shared';
-import { Loop } from '../../lib/loop.js';
-import { AddressPolicy, type Lookup } from '../../lib/ssrf-guard.js';
-import { sendWebhook, webhookBody, type SendResult } from '../../lib/webhook-sender.js';
-import { openWebhookSecret } from '../../routes/webhooks/webhooks.service.js';
-import type { WebhookDoc } from '../../models/webhook.model.js';
+import { Loop } from '../../../lib/loop.js';
+import { AddressPolicy, type Lookup } from '../../../lib/ssrf-guard.js';
+import { sendWebhook, webhookBody, type SendResult } from './sender.js';
+import type { WebhookDoc } from '../../../models/webhook.model.js';
 
 /** TLS trust and name resolution of outgoing deliveries: the system's unless replaced (tests). */
 export interface WebhookTransport {
@@ -156,7 +155,7 @@ export default fp(
     async function send(webhook: Pick<WebhookDoc, 'url' | 'secret' | 'account_id'> & { _id: unknown }, delivery: Delivery): Promise<SendResult> {
       let secret: string;
       try {
-        secret = openWebhookSecret(app.vault, webhook);
+        secret = app.webhooks.openSecret(webhook);
       } catch (err) {
         app.log.error({ err, deliveryId: String(delivery._id) }, 'webhook secret could not be opened');
         return { ok: false, statusCode: null, durationMs: 0, error: 'the signing secret could not be opened (master key missing?)' };
@@ -265,5 +264,5 @@ export default fp(
       await Promise.all(running);
     });
   },
-  { name: 'webhook-deliverer', dependencies: ['mongoose', 'outbox'] },
+  { name: 'webhook-deliverer', dependencies: ['mongoose', 'outbox', 'webhooks'] },
 );
