@@ -44,6 +44,11 @@ export async function paginate<Doc, Out>(
   return { data: page.map(present), next_cursor: docs.length > limit && last ? encodeCursor(last._id) : null };
 }
 
+/** `page` with each item presented: a service pages stored documents, its route presents them. */
+export function mapPage<In, Out>(page: Page<In>, present: (item: In) => Out): Page<Out> {
+  return { data: page.data.map(present), next_cursor: page.next_cursor };
+}
+
 /** Parses a path id; malformed ids are simply not found (never reveal anything about them). */
 export function toObjectId(id: string): Types.ObjectId | null {
   return /^[0-9a-fA-F]{24}$/.test(id) ? new Types.ObjectId(id) : null;

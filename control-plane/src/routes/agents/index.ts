@@ -5,7 +5,6 @@ import {
   Page, TestResult,
 } from '@xfer/shared';
 import { ServiceUnavailableError } from '../../errors.js';
-import { paginate } from '../../lib/pagination.js';
 import { principalOf } from '../../plugins/app/access/index.js';
 import { agentNotFound, type StoredAgent } from '../../plugins/app/agents/index.js';
 import { presentAgent } from './agents.presenter.js';
@@ -26,7 +25,7 @@ const agents: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'agents:read' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    const page = await paginate(app.db.agents, { account_id: accountId }, request.query, (doc) => doc as StoredAgent);
+    const page = await app.agents.list(accountId, request.query);
     const running = await app.agents.runningJobsOf(page.data.map((a) => a._id));
     return { data: page.data.map((a) => presentAgent(a, running.get(String(a._id))!, app.agents.isOnline(a))), next_cursor: page.next_cursor };
   });

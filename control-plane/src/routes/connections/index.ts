@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
   Connection, CreateConnectionRequest, Deleted, Envelope, IdParams, ListConnectionsQuery, Page, TestResult, UpdateConnectionRequest,
 } from '@xfer/shared';
-import { paginate } from '../../lib/pagination.js';
+import { mapPage } from '../../lib/pagination.js';
 import { principalOf } from '../../plugins/app/access/index.js';
 import { presentConnection } from './connections.presenter.js';
 
@@ -19,8 +19,7 @@ const connections: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'connections:read' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    const { type, ...page } = request.query;
-    return paginate(app.db.connections, { account_id: accountId, ...(type ? { type } : {}) }, page, presentConnection);
+    return mapPage(await app.connections.list(accountId, request.query), presentConnection);
   });
 
   app.post('/connections', {

@@ -5,7 +5,7 @@ import {
   SHARE_DEFAULT_EXPIRES_IN_HOURS, SharedTokenParams,
 } from '@xfer/shared';
 import { ForbiddenError } from '../../errors.js';
-import { callerExpiresAt, principalOf, requireExpiryWithin, type Principal } from '../../plugins/app/access/index.js';
+import { principalOf, requireExpiryWithin, type Principal } from '../../plugins/app/access/index.js';
 import { shareUrl } from '../../plugins/app/files/shares.service.js';
 import { sendStoredFile } from '../files/send-file.js';
 
@@ -39,7 +39,7 @@ const shares: FastifyPluginAsync = async (fastify) => {
     if (!principal.scopes.has('files:read')) await denied('scope escalation', new ForbiddenError(shareNeedsRead(principal)));
     const linkEnd = new Date(Date.now() + (expires_in_hours ?? SHARE_DEFAULT_EXPIRES_IN_HOURS) * 3600_000);
     try {
-      requireExpiryWithin(await callerExpiresAt(app.db, principal), linkEnd, 'share link');
+      requireExpiryWithin(await app.apiKeys.callerExpiresAt(principal), linkEnd, 'share link');
     } catch (err) {
       await denied('expiry beyond the calling key', err as Error);
     }

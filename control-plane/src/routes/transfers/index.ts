@@ -5,7 +5,7 @@ import {
   ListTransfersQuery, Page, Transfer, TransferFile,
 } from '@xfer/shared';
 import { ServiceUnavailableError } from '../../errors.js';
-import { paginate } from '../../lib/pagination.js';
+import { mapPage } from '../../lib/pagination.js';
 import { principalOf } from '../../plugins/app/access/index.js';
 import { stateConflict, transferNotFound } from '../../plugins/app/transfers/index.js';
 import { executeResult, presentTransfer, presentTransferFile } from './transfers.presenter.js';
@@ -24,8 +24,7 @@ const transfers: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'transfers:read' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    const { status, ...page } = request.query;
-    return paginate(app.db.transfers, { account_id: accountId, ...(status ? { status } : {}) }, page, presentTransfer);
+    return mapPage(await app.transfers.list(accountId, request.query), presentTransfer);
   });
 
   app.post('/transfers', {
@@ -140,9 +139,7 @@ const transfers: FastifyPluginAsync = async (fastify) => {
   }, async (request) => {
     const { accountId } = principalOf(request);
     const job = await app.transfers.find(accountId, request.params.id);
-    const { status, attempt, ...page } = request.query;
-    const filter = { job_id: job._id, ...(status ? { status } : {}), ...(attempt ? { attempt } : {}) };
-    return paginate(app.db.transferFiles, filter, page, presentTransferFile);
+    return mapPage(await app.transfers.listFiles(job, request.query), presentTransferFile);
   });
 };
 

@@ -80,6 +80,14 @@ export class ApiKeysService {
    * Creates a key for the caller's account, within the caller's scopes and lifetime (no
    * escalation: docs/security.md "Escalation rules"); a refusal is audited before the 403.
    */
+  /**
+   * When what `principal` mints must end at the latest: its key's expiry, or null when it does
+   * not expire (a session, a key without expiry). A grant it makes may not outlive it.
+   */
+  callerExpiresAt(principal: Principal): Promise<Date | null> {
+    return callerExpiresAt(this.db, principal);
+  }
+
   async create(principal: Principal, by: AuditBy, input: CreateApiKeyRequest): Promise<{ record: ApiKey; key: string }> {
     const { name, scopes } = input;
     const unknown = scopes.filter((s) => !isScope(s));

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { Types } from 'mongoose';
-import type { Actor, CreateAgentRequest } from '@xfer/shared';
+import type { Actor, CreateAgentRequest, ListAgentsQuery, Page } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import type { AgentDoc } from '../../../models/agent.model.js';
 import { ConflictError, NotFoundError, ServiceUnavailableError } from '../../../errors.js';
 import { sha256Hex } from '../../../lib/crypto.js';
-import { toObjectId } from '../../../lib/pagination.js';
+import { paginate, toObjectId } from '../../../lib/pagination.js';
 import { onlineWindowMs, type AgentHub } from './hub.js';
 
 export type StoredAgent = AgentDoc & { _id: Types.ObjectId };
@@ -65,6 +65,11 @@ export class AgentsService {
     const jobs = await db.transfers.find({ status: 'in-progress', agent_id: { $in: agentIds } }, { agent_id: 1 }).sort({ _id: -1 }).lean();
     for (const job of jobs) running.get(String(job.agent_id))?.push(String(job._id));
     return running;
+  }
+
+  /** The account's agents, newest first, one page. */
+  list(accountId: AccountId, query: ListAgentsQuery): Promise<Page<StoredAgent>> {
+    return paginate(this.o.db.agents, { account_id: accountId }, query, (doc) => doc as StoredAgent);
   }
 
   /** The caller's agent, or 404 for unknown, malformed and other accounts' ids alike. */

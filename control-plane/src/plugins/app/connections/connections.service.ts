@@ -3,13 +3,13 @@ import { Types } from 'mongoose';
 import {
   CONNECTION_TYPE_SPECS, connectionProblem, credentialBindingChange, normalizeBasePath, optionsWithDefaults,
   type ConnectionFields, type ConnectionSettings, type ConnectionType,
-  type CreateConnectionRequest, type UpdateConnectionRequest,
+  type CreateConnectionRequest, type ListConnectionsQuery, type Page, type UpdateConnectionRequest,
 } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import type { ConnectionDoc } from '../../../models/connection.model.js';
 import type { Sealed, Vault } from '../../../lib/vault.js';
 import { boundTo } from '../../../lib/sealed-fields.js';
-import { toObjectId } from '../../../lib/pagination.js';
+import { paginate, toObjectId } from '../../../lib/pagination.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../../../errors.js';
 
 /** A connection as stored: its credentials sealed (never put it in a response: routes/connections presents it). */
@@ -228,8 +228,14 @@ export class ConnectionsService {
 
   /** The caller's connection, or 404 for unknown, malformed and other accounts' ids alike. */
   get(accountId: AccountId, id: string): Promise<StoredConnection> {
-      return findOwned(this.o.db, accountId, id);
-    }
+    return findOwned(this.o.db, accountId, id);
+  }
+
+  /** The account's connections, newest first, one page; `type` narrows them. */
+  list(accountId: AccountId, query: ListConnectionsQuery): Promise<Page<StoredConnection>> {
+    const { type, ...page } = query;
+    return paginate(this.o.db.connections, { account_id: accountId, ...(type ? { type } : {}) }, page, (doc) => doc as StoredConnection);
+  }
 
   /**
    * Everything a connector needs, credentials decrypted: for the dispatch of tests and transfers

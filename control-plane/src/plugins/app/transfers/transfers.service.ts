@@ -1,9 +1,12 @@
 import { Types } from 'mongoose';
-import { basePathProblem, DEFAULT_TRANSFER_OPTIONS, normalizeBasePath, type CreateTransferRequest } from '@xfer/shared';
+import {
+  basePathProblem, DEFAULT_TRANSFER_OPTIONS, normalizeBasePath, type CreateTransferRequest, type ListTransferFilesQuery, type ListTransfersQuery, type Page,
+} from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
+import type { TransferFileDoc } from '../../../models/transfer-file.model.js';
 import { TransferStates, type StoredTransfer, type TransferStatesOptions } from './transfer-states.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../../../errors.js';
-import { toObjectId } from '../../../lib/pagination.js';
+import { paginate, toObjectId } from '../../../lib/pagination.js';
 
 type AccountId = string | Types.ObjectId;
 
@@ -58,6 +61,19 @@ export class TransfersService extends TransferStates {
     const doc = _id && await this.o.db.transfers.collection.findOne<StoredTransfer>({ _id });
     if (!doc || String(doc.account_id) !== String(accountId)) throw transferNotFound(id);
     return doc;
+  }
+
+  /** The account's transfers, newest first, one page; `status` narrows them. */
+  list(accountId: AccountId, query: ListTransfersQuery): Promise<Page<StoredTransfer>> {
+    const { status, ...page } = query;
+    return paginate(this.o.db.transfers, { account_id: accountId, ...(status ? { status } : {}) }, page, (doc) => doc as StoredTransfer);
+  }
+
+  /** Per-file results of every run of `transfer`, newest first; `status` and `attempt` narrow them. */
+  listFiles(transfer: StoredTransfer, query: ListTransferFilesQuery): Promise<Page<TransferFileDoc>> {
+    const { status, attempt, ...page } = query;
+    const filter = { job_id: transfer._id, ...(status ? { status } : {}), ...(attempt ? { attempt } : {}) };
+    return paginate(this.o.db.transferFiles, filter, page, (doc) => doc);
   }
 
   /** A new queued transfer between two connections of the account (404 naming the field of one that is not). */
