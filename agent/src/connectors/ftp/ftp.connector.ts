@@ -1,3 +1,4 @@
+import { guardWrite } from '@xfer/storage';
 import { Readable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Client, FileInfo } from 'basic-ftp';
@@ -80,14 +81,6 @@ export class FtpConnector implements Connector {
     const rel = relativePath(path);
     const { signal } = options;
     if (rel === '') throw new ConnectorError('CONFLICT', 'write: the base path is a directory, not a file');
-    // Until the upload iterates it, an error of the body would be an unhandled 'error' event.
-    const ignore = () => undefined;
-    body.on('error', ignore);
-    if (signal?.aborted) {
-      body.destroy();
-      body.off('error', ignore);
-      throw aborted('write', rel, signal);
-    }
     const remote = this.remote(rel);
     let sent = 0;
     let flowing = false;
@@ -104,39 +97,39 @@ export class FtpConnector implements Connector {
       // "Failure reading network stream", or a decode error alert): an empty file needs a moment.
       if (tls && sent === 0) await delay(EMPTY_TLS_UPLOAD_GRACE_MS);
     })());
-    source.on('error', ignore);
-    const onAbort = () => source.destroy(aborted('write', rel, signal!));
-    signal?.addEventListener('abort', onAbort, { once: true });
+    source.on('error', () => undefined);
     let lease: FtpLease | undefined;
-    try {
-      lease = await this.pool.acquire(signal);
-      const { client } = lease;
-      try {
-        await client.uploadFrom(source, remote);
-      } catch (err) {
-        // Refused before any byte (vsftpd: 553 for a missing parent and for no permission alike): find out which.
-        if (flowing || replyCode(err) === undefined) throw err;
-        await this.prepareTarget(client, rel, err);
-        try {
-          await client.uploadFrom(source, remote);
-        } catch (again) {
-          if (flowing || replyCode(again) === undefined) throw again;
-          throw refused('write', rel, again);
-        }
-      }
-      const stored = await client.size(remote);
-      if (stored !== sent) throw new ConnectorError('TRANSIENT', `write ${rel}: the server stored ${stored} bytes of the ${sent} sent`);
-      return { size: sent };
-    } catch (err) {
+    const cleanup = async (err: unknown) => {
       // Leave nothing behind: once STOR was accepted (or may have been), the file exists, partial.
       if (lease && (flowing || replyCode(err) === undefined)) await this.removeQuietly(lease, remote);
       source.destroy();
-      body.destroy();
-      if (signal?.aborted) throw aborted('write', rel, signal);
-      throw ftpError(err, rel, 'write');
+    };
+    try {
+      return await guardWrite(
+        body,
+        { signal, aborted: () => aborted('write', rel, signal!), mapError: (err) => ftpError(err, rel, 'write'), cleanup, abortTarget: source },
+        async () => {
+          lease = await this.pool.acquire(signal);
+          const { client } = lease;
+          try {
+            await client.uploadFrom(source, remote);
+          } catch (err) {
+            // Refused before any byte (vsftpd: 553 for a missing parent and for no permission alike): find out which.
+            if (flowing || replyCode(err) === undefined) throw err;
+            await this.prepareTarget(client, rel, err);
+            try {
+              await client.uploadFrom(source, remote);
+            } catch (again) {
+              if (flowing || replyCode(again) === undefined) throw again;
+              throw refused('write', rel, again);
+            }
+          }
+          const stored = await client.size(remote);
+          if (stored !== sent) throw new ConnectorError('TRANSIENT', `write ${rel}: the server stored ${stored} bytes of the ${sent} sent`);
+          return { size: sent };
+        },
+      );
     } finally {
-      signal?.removeEventListener('abort', onAbort);
-      body.off('error', ignore);
       lease?.release();
     }
   }

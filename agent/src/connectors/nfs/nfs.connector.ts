@@ -1,3 +1,4 @@
+import { guardWrite } from '@xfer/storage';
 import type { Readable } from 'node:stream';
 import type { ConnectionSettings } from '@xfer/shared';
 import { baseName, joinRel, parentOf, relativePath } from '../paths.js';
@@ -86,33 +87,29 @@ export class NfsConnector implements Connector {
   }
 
   async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal } = {}): Promise<WriteResult> {
-    // Until writeBody consumes it, an error of the body would otherwise go unhandled.
-    const onBodyError = () => undefined;
-    body.on('error', onBodyError);
     const { signal } = options;
-    const onAbort = () => body.destroy(new ConnectorError('TRANSIENT', 'aborted', { cause: signal!.reason }));
-    let created: { dir: FileHandle; name: string } | null = null;
-    let rel = '';
+    let rel: string;
     try {
       rel = relativePath(path);
       if (rel === '') throw new ConnectorError('CONFLICT', 'cannot write to the base directory itself');
-      if (signal?.aborted) throw new ConnectorError('TRANSIENT', 'aborted', { cause: signal.reason });
-      signal?.addEventListener('abort', onAbort, { once: true });
+    } catch (err) {
+      body.destroy();
+      throw this.error(err, 'write', '', signal);
+    }
+    const fail = (err: unknown) => this.error(err, 'write', rel, signal);
+    let created: { dir: FileHandle; name: string } | null = null;
+    // Remove what this call created (not aborted: the signal would refuse the REMOVE too).
+    const cleanup = async () => {
+      if (created) await this.session?.then((s) => s.nfs.remove(created!.dir, created!.name, undefined)).catch(() => undefined);
+    };
+    return guardWrite(body, { signal, aborted: () => fail(new ConnectorError('TRANSIENT', 'aborted', { cause: signal!.reason })), mapError: fail, cleanup }, async () => {
       const s = await this.ready(signal);
       const dir = await this.mkdirs(s, parentOf(rel), signal);
       const fh = await s.nfs.create(dir, baseName(rel), signal);
       created = { dir, name: baseName(rel) };
       const size = await writeBody(s.nfs, fh, body, { chunkBytes: Math.min(s.info.wtmax, this.tuning.maxIoBytes), depth: this.tuning.writeDepth, signal });
       return { size };
-    } catch (err) {
-      body.destroy();
-      // Remove what this call created (not aborted: the signal would refuse the REMOVE too).
-      if (created) await this.session?.then((s) => s.nfs.remove(created!.dir, created!.name, undefined)).catch(() => undefined);
-      throw this.error(err, 'write', rel, signal);
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-      body.off('error', onBodyError);
-    }
+    });
   }
 
   async mkdir(path: string, options: { signal?: AbortSignal } = {}): Promise<void> {

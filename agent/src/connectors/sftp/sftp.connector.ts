@@ -1,3 +1,4 @@
+import { guardWrite } from '@xfer/storage';
 import type { Readable } from 'node:stream';
 import type { SFTPWrapper, Stats } from 'ssh2';
 import type { ConnectionSettings } from '@xfer/shared';
@@ -88,42 +89,29 @@ export class SftpConnector implements Connector {
     const rel = relativePath(path);
     const { signal } = options;
     if (rel === '') throw new ConnectorError('CONFLICT', 'write: the base path is a directory, not a file');
-    // Until the pipelined writer iterates it, an error of the body would be an unhandled 'error' event.
-    const ignore = () => undefined;
-    body.on('error', ignore);
-    if (signal?.aborted) {
-      body.destroy();
-      body.off('error', ignore);
-      throw abortedError(rel, 'write', signal);
-    }
     const remote = this.remote(rel);
-    const onAbort = () => body.destroy(abortedError(rel, 'write', signal!));
-    signal?.addEventListener('abort', onAbort, { once: true });
     let lease: Awaited<ReturnType<SftpSession['acquire']>> | undefined;
     let handle: Buffer | undefined;
     let created = false;
+    const cleanup = async () => {
+      if (!lease || !created) return;
+      // Leave nothing behind (only what this call created: a file we could not open stays as it was).
+      if (handle) await ops.closeFile(lease.sftp, handle).catch(() => undefined);
+      await ops.unlink(lease.sftp, remote).catch(() => undefined);
+    };
     try {
-      lease = await this.session.acquire(signal);
-      const sftp = lease.sftp;
-      handle = await this.openForWrite(sftp, rel, remote);
-      created = true;
-      const size = await pipelinedWrite(sftp, handle, body, this.tuning);
-      const closing = handle;
-      handle = undefined;
-      await ops.closeFile(sftp, closing);
-      return { size };
-    } catch (err) {
-      if (lease && created) {
-        // Leave nothing behind (only what this call created: a file we could not open stays as it was).
-        if (handle) await ops.closeFile(lease.sftp, handle).catch(() => undefined);
-        await ops.unlink(lease.sftp, remote).catch(() => undefined);
-      }
-      body.destroy();
-      if (signal?.aborted) throw abortedError(rel, 'write', signal);
-      throw sftpError(err, rel, 'write');
+      return await guardWrite(body, { signal, aborted: () => abortedError(rel, 'write', signal!), mapError: (err) => sftpError(err, rel, 'write'), cleanup }, async () => {
+        lease = await this.session.acquire(signal);
+        const sftp = lease.sftp;
+        handle = await this.openForWrite(sftp, rel, remote);
+        created = true;
+        const size = await pipelinedWrite(sftp, handle, body, this.tuning);
+        const closing = handle;
+        handle = undefined;
+        await ops.closeFile(sftp, closing);
+        return { size };
+      });
     } finally {
-      signal?.removeEventListener('abort', onAbort);
-      body.off('error', ignore);
       lease?.release();
     }
   }

@@ -1,3 +1,4 @@
+import { guardWrite } from '@xfer/storage';
 import { Readable } from 'node:stream';
 import type { ConnectionSettings } from '@xfer/shared';
 import { joinRel, parentOf, relativePath } from '../paths.js';
@@ -71,16 +72,13 @@ export class SmbConnector implements Connector {
     const rel = relativePath(path);
     const { signal } = options;
     if (rel === '') throw new ConnectorError('CONFLICT', 'write: the base path is a directory, not a file');
-    // Until the pump iterates it, an error of the body would be an unhandled 'error' event.
-    const ignore = () => undefined;
-    body.on('error', ignore);
     let opened: { client: SmbClient; handle: SmbHandle } | undefined;
-    const onAbort = () => body.destroy(signal!.reason instanceof Error ? signal!.reason : new Error('aborted'));
-    try {
-      signal?.throwIfAborted();
+    const cleanup = async () => {
+      if (opened) await this.discard(opened.client, opened.handle, rel);
+    };
+    return guardWrite(body, { signal, aborted: () => aborted('write', rel, signal!), mapError: (err) => smbError(err, rel, 'write'), cleanup }, async () => {
       opened = await this.run(signal, 'write', rel, (client) => this.openForWrite(client, rel, signal));
       const { client, handle } = opened;
-      signal?.addEventListener('abort', onAbort, { once: true });
       const sent = await writeBody(client, handle.fileId, body, { depth: this.tuning.writeDepth, chunk: client.maxWrite, signal });
       // Durable on the server's disk before the engine renames the temporary name into place.
       await client.flush(handle.fileId, signal);
@@ -91,15 +89,7 @@ export class SmbConnector implements Connector {
         throw new ConnectorError('TRANSIENT', `write ${rel}: the server stored ${stored} bytes of the ${sent} sent`);
       }
       return { size: sent };
-    } catch (err) {
-      body.destroy();
-      if (opened) await this.discard(opened.client, opened.handle, rel);
-      if (signal?.aborted) throw aborted('write', rel, signal);
-      throw smbError(err, rel, 'write');
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-      body.off('error', ignore);
-    }
+    });
   }
 
   async mkdir(path: string, options: { signal?: AbortSignal } = {}): Promise<void> {
