@@ -7,7 +7,7 @@ import { ConnectorError, type Connector, type ConnectorCapabilities, type Connec
 import { DEFAULT_NFS_TUNING, mountPathOf, nfsEndpoint, type NfsEndpoint, type NfsTuning } from './nfs.config.js';
 import { nfsError, nfsStatus } from './nfs.errors.js';
 import { MountedNfsConnector } from './nfs.mounted.js';
-import { NfsReadStream, writeBody } from './nfs.streams.js';
+import { nfsReadStream, writeBody } from './nfs.streams.js';
 import { mountBase, MOUNT_PROGRAM, portOf } from './mount.js';
 import { Nfs3, NF3DIR, NF3REG, ZERO_VERF, type Attributes, type FileHandle, type FsInfo } from './nfs3.protocol.js';
 import { RpcClient } from './rpc.client.js';
@@ -77,7 +77,7 @@ export class NfsConnector implements Connector {
       if (!found) throw new ConnectorError('NOT_FOUND', `read ${shown(rel)}: does not exist`);
       if (found.attrs.type !== NF3REG) throw new ConnectorError('CONFLICT', `read ${shown(rel)}: not a file`);
       const end = Math.min(options.end ?? Infinity, found.attrs.size - 1);
-      return new NfsReadStream(s.nfs, found.fh, options.start ?? 0, end, {
+      return nfsReadStream(s.nfs, found.fh, options.start ?? 0, end, {
         chunkBytes: Math.min(s.info.rtmax, this.tuning.maxIoBytes),
         depth: this.tuning.readDepth,
         signal,

@@ -9,7 +9,7 @@ import { DEFAULT_SFTP_TUNING, sftpEndpoint, type SftpEndpoint, type SftpTuning }
 import { SFTP_STATUS, sftpError, sftpStatus } from './sftp.errors.js';
 import * as ops from './sftp.ops.js';
 import { abortable, SftpSession } from './sftp.session.js';
-import { abortedError, pipelinedWrite, SftpReadStream } from './sftp.streams.js';
+import { abortedError, pipelinedWrite, sftpReadStream } from './sftp.streams.js';
 
 
 /** Bytes read with the size when a file is opened (see read). */
@@ -71,7 +71,7 @@ export class SftpConnector implements Connector {
       if (stats.value.isDirectory()) throw new ConnectorError('CONFLICT', `read ${shown(rel)}: is a directory`);
       if (first.status === 'rejected') throw first.reason;
       const end = Math.min(options.end ?? Infinity, stats.value.size - 1);
-      const stream = new SftpReadStream(lease.sftp, handle, rel, start, end, this.tuning, () => lease.release(), first.value);
+      const stream = sftpReadStream(lease.sftp, handle, rel, start, end, this.tuning, () => lease.release(), first.value);
       if (signal) {
         const onAbort = () => stream.destroy(abortedError(rel, 'read', signal));
         signal.addEventListener('abort', onAbort, { once: true });

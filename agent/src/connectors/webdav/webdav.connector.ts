@@ -7,6 +7,7 @@ import { ConnectorError, type Connector, type ConnectorCapabilities, type Connec
 import { DavClient, type DavResource } from './webdav.client.js';
 import { webdavConfig, type WebdavConfig } from './webdav.config.js';
 import { requestError, type WebdavErrorContext } from './webdav.errors.js';
+import { bodyChunks } from '../io/http-body.js';
 
 /**
  * WebDAV (RFC 4918) over HTTP(S) with Basic auth. Listing is PROPFIND `Depth: 1`, one collection
@@ -76,7 +77,7 @@ export class WebdavConnector implements Connector {
     // A server that ignores Range answers 200 with the whole file: cut the range out here.
     const skip = ranged && res.status === 200 ? start : 0;
     const limit = ranged && res.status === 200 && options.end !== undefined ? options.end - start + 1 : Infinity;
-    return Readable.from(bodyChunks(res.body, { skip, limit, ctx, signal: options.signal }), { objectMode: false });
+    return Readable.from(bodyChunks(res.body, { skip, limit, signal: options.signal, fail: (err) => requestError(err, ctx, options.signal) }), { objectMode: false });
   }
 
   async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal }): Promise<WriteResult> {
@@ -269,36 +270,6 @@ export class WebdavConnector implements Connector {
       ...(resource.modifiedAt ? { modifiedAt: resource.modifiedAt } : {}),
       ...(resource.etag ? { etag: resource.etag } : {}),
     };
-  }
-}
-
-/** The body's bytes, skipping `skip` and stopping after `limit`; errors and aborts as ConnectorErrors. */
-async function* bodyChunks(
-  body: IncomingMessage,
-  opts: { skip: number; limit: number; ctx: WebdavErrorContext; signal?: AbortSignal },
-): AsyncIterable<Buffer> {
-  let skip = opts.skip;
-  let left = opts.limit;
-  try {
-    for await (const data of body) {
-      if (opts.signal?.aborted) throw requestError(opts.signal.reason, opts.ctx, opts.signal);
-      let chunk = data as Buffer;
-      if (skip > 0) {
-        const cut = Math.min(skip, chunk.length);
-        skip -= cut;
-        chunk = chunk.subarray(cut);
-      }
-      if (chunk.length > left) chunk = chunk.subarray(0, left);
-      left -= chunk.length;
-      if (chunk.length > 0) yield chunk;
-      if (left <= 0) return;
-    }
-    // A connection cut mid-body ends the stream early on some Node versions instead of erroring.
-    if (!body.complete) throw new Error('the connection closed before the whole body arrived');
-  } catch (err) {
-    throw requestError(err, opts.ctx, opts.signal);
-  } finally {
-    if (!body.readableEnded) body.destroy();
   }
 }
 
