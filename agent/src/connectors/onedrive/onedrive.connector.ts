@@ -8,6 +8,7 @@ import { ConnectorError, type Connector, type ConnectorCapabilities, type Connec
 import { onedriveConfig, type OnedriveConfig } from './onedrive.config.js';
 import { requestError, type GraphErrorContext } from './onedrive.errors.js';
 import { bodyChunks } from '../io/http-body.js';
+import { SingleFlight } from '../single-flight.js';
 import { GraphClient, type DriveItem, type GraphPage } from './onedrive.graph.js';
 import { endpointOf, HttpsClient } from './onedrive.http.js';
 import { TokenSource } from './onedrive.token.js';
@@ -40,7 +41,7 @@ export class OnedriveConnector implements Connector {
   private readonly graph: GraphClient;
   private readonly tmpDir: string;
   /** mkdir chains in flight, by relative path (parallel writes into one new folder). */
-  private readonly creating = new Map<string, Promise<void>>();
+  private readonly creating = new SingleFlight<void>();
 
   constructor(settings: ConnectionSettings, options: OnedriveConnectorOptions = {}) {
     this.config = onedriveConfig(settings);
@@ -163,11 +164,7 @@ export class OnedriveConnector implements Connector {
    */
   private mkdirs(rel: string, signal?: AbortSignal): Promise<void> {
     if (rel === '') return Promise.resolve();
-    const running = this.creating.get(rel);
-    if (running) return running;
-    const created = this.createFolder(rel, signal).finally(() => this.creating.delete(rel));
-    this.creating.set(rel, created);
-    return created;
+    return this.creating.run(rel, () => this.createFolder(rel, signal));
   }
 
   private async createFolder(rel: string, signal?: AbortSignal): Promise<void> {

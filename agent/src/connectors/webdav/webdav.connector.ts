@@ -8,6 +8,7 @@ import { DavClient, type DavResource } from './webdav.client.js';
 import { webdavConfig, type WebdavConfig } from './webdav.config.js';
 import { requestError, type WebdavErrorContext } from './webdav.errors.js';
 import { bodyChunks } from '../io/http-body.js';
+import { SingleFlight } from '../single-flight.js';
 
 /**
  * WebDAV (RFC 4918) over HTTP(S) with Basic auth. Listing is PROPFIND `Depth: 1`, one collection
@@ -21,7 +22,7 @@ export class WebdavConnector implements Connector {
   private readonly config: WebdavConfig;
   private readonly dav: DavClient;
   /** mkdir chains in flight, by relative path. */
-  private readonly creating = new Map<string, Promise<void>>();
+  private readonly creating = new SingleFlight<void>();
 
   constructor(settings: ConnectionSettings, access: AgentAccess = closedAccess()) {
     this.config = webdavConfig(settings);
@@ -138,11 +139,7 @@ export class WebdavConnector implements Connector {
    */
   private mkdirs(rel: string, signal?: AbortSignal): Promise<void> {
     if (rel === '') return Promise.resolve();
-    const running = this.creating.get(rel);
-    if (running) return running;
-    const created = this.mkcol(rel, signal).finally(() => this.creating.delete(rel));
-    this.creating.set(rel, created);
-    return created;
+    return this.creating.run(rel, () => this.mkcol(rel, signal));
   }
 
   private async mkcol(rel: string, signal?: AbortSignal): Promise<void> {
