@@ -3,7 +3,8 @@ import { Readable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Client, FileInfo } from 'basic-ftp';
 import type { ConnectionSettings } from '@xfer/shared';
-import { joinRel, parentOf, relativePath, resolvePath } from '../paths.js';
+import { joinRel, parentOf, relativePath, resolvePath, shownPath } from '../paths.js';
+import { abortedError } from '../aborted.js';
 import { closedAccess, type AgentAccess } from '../access.js';
 import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
 import { DEFAULT_FTP_TUNING, ftpEndpoint, type FtpEndpoint, type FtpTuning } from './ftp.config.js';
@@ -60,8 +61,8 @@ export class FtpConnector implements Connector {
       const remote = this.remote(rel);
       const size = await abortable(lease.client, signal, () => lease.client.size(remote)).catch(async (err: unknown) => {
         if (replyCode(err) !== 550) throw err;
-        if ((await kindOf(lease.client, remote)) === 'directory') throw new ConnectorError('CONFLICT', `read ${shown(rel)}: is a directory`);
-        throw new ConnectorError('NOT_FOUND', `read ${shown(rel)}: does not exist`, { cause: err });
+        if ((await kindOf(lease.client, remote)) === 'directory') throw new ConnectorError('CONFLICT', `read ${shownPath(rel)}: is a directory`);
+        throw new ConnectorError('NOT_FOUND', `read ${shownPath(rel)}: does not exist`, { cause: err });
       });
       const start = options.start ?? 0;
       const end = Math.min(options.end ?? Infinity, size - 1);
@@ -72,7 +73,7 @@ export class FtpConnector implements Connector {
       return await rangeStream(lease, remote, rel, { start, end, size }, signal);
     } catch (err) {
       lease.release(true);
-      if (signal?.aborted) throw aborted('read', rel, signal);
+      if (signal?.aborted) throw abortedError('read', rel, signal);
       throw ftpError(err, rel, 'read');
     }
   }
@@ -107,7 +108,7 @@ export class FtpConnector implements Connector {
     try {
       return await guardWrite(
         body,
-        { signal, aborted: () => aborted('write', rel, signal!), mapError: (err) => ftpError(err, rel, 'write'), cleanup, abortTarget: source },
+        { signal, aborted: () => abortedError('write', rel, signal!), mapError: (err) => ftpError(err, rel, 'write'), cleanup, abortTarget: source },
         async () => {
           lease = await this.pool.acquire(signal);
           const { client } = lease;
@@ -215,7 +216,7 @@ export class FtpConnector implements Connector {
           this.pool.discardIdle();
           continue;
         }
-        if (signal?.aborted) throw aborted(op, rel, signal);
+        if (signal?.aborted) throw abortedError(op, rel, signal);
         throw ftpError(err, rel, op);
       } finally {
         lease.release();
@@ -236,8 +237,8 @@ export class FtpConnector implements Connector {
       } catch (err) {
         if (replyCode(err) !== 550) throw err;
         const kind = await kindOf(client, remote);
-        if (kind === null) throw new ConnectorError('NOT_FOUND', `list ${shown(rel)}: does not exist`, { cause: err });
-        if (kind === 'file' && top) throw new ConnectorError('CONFLICT', `list ${shown(rel)}: is a file, not a directory`, { cause: err });
+        if (kind === null) throw new ConnectorError('NOT_FOUND', `list ${shownPath(rel)}: does not exist`, { cause: err });
+        if (kind === 'file' && top) throw new ConnectorError('CONFLICT', `list ${shownPath(rel)}: is a file, not a directory`, { cause: err });
         if (kind === 'file') return [];
         throw refused('list', rel, err);
       }
@@ -274,7 +275,7 @@ export class FtpConnector implements Connector {
       if (replyCode(err) !== 550 && replyCode(err) !== 553) throw err;
       const kind = await kindOf(client, remote);
       if (kind === 'directory') return;
-      if (kind === 'file') throw new ConnectorError('CONFLICT', `mkdir ${shown(rel)}: a file is in the way`, { cause: err });
+      if (kind === 'file') throw new ConnectorError('CONFLICT', `mkdir ${shownPath(rel)}: a file is in the way`, { cause: err });
       if (rel === '') throw new ConnectorError('NOT_FOUND', `mkdir: the base path ${this.base} does not exist and cannot be created`, { cause: err });
       await this.mkdirs(client, parentOf(rel));
       try {
@@ -356,17 +357,11 @@ async function abortable<T>(client: Client, signal: AbortSignal | undefined, fn:
   }
 }
 
-function aborted(op: string, rel: string, signal: AbortSignal): ConnectorError {
-  return new ConnectorError('TRANSIENT', `${op} ${shown(rel)}: aborted`, { cause: signal.reason });
-}
 
 function refused(op: string, rel: string, err: unknown): ConnectorError {
-  return new ConnectorError('PERMISSION', `${op} ${shown(rel)}: the server refused (server: ${(err as Error).message?.trim()})`, { cause: err });
+  return new ConnectorError('PERMISSION', `${op} ${shownPath(rel)}: the server refused (server: ${(err as Error).message?.trim()})`, { cause: err });
 }
 
-function shown(rel: string): string {
-  return rel === '' ? '/' : rel;
-}
 
 async function ignoreMissing<T>(promise: Promise<T>): Promise<T | undefined> {
   try {

@@ -1,7 +1,7 @@
 import { guardWrite } from '@xfer/storage';
 import type { Readable } from 'node:stream';
 import type { ConnectionSettings } from '@xfer/shared';
-import { baseName, joinRel, parentOf, relativePath } from '../paths.js';
+import { baseName, joinRel, parentOf, relativePath, shownPath } from '../paths.js';
 import { closedAccess, type AgentAccess } from '../access.js';
 import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
 import { DEFAULT_NFS_TUNING, mountPathOf, nfsEndpoint, type NfsEndpoint, type NfsTuning } from './nfs.config.js';
@@ -74,8 +74,8 @@ export class NfsConnector implements Connector {
     const { signal } = options;
     return this.op('read', rel, signal, async (s) => {
       const found = await this.find(s, rel, signal);
-      if (!found) throw new ConnectorError('NOT_FOUND', `read ${shown(rel)}: does not exist`);
-      if (found.attrs.type !== NF3REG) throw new ConnectorError('CONFLICT', `read ${shown(rel)}: not a file`);
+      if (!found) throw new ConnectorError('NOT_FOUND', `read ${shownPath(rel)}: does not exist`);
+      if (found.attrs.type !== NF3REG) throw new ConnectorError('CONFLICT', `read ${shownPath(rel)}: not a file`);
       const end = Math.min(options.end ?? Infinity, found.attrs.size - 1);
       return nfsReadStream(s.nfs, found.fh, options.start ?? 0, end, {
         chunkBytes: Math.min(s.info.rtmax, this.tuning.maxIoBytes),
@@ -189,7 +189,7 @@ export class NfsConnector implements Connector {
   }
 
   private error(err: unknown, op: string, rel: string, signal: Signal): ConnectorError {
-    if (signal?.aborted) return new ConnectorError('TRANSIENT', `${op} ${shown(rel)}: aborted`, { cause: err });
+    if (signal?.aborted) return new ConnectorError('TRANSIENT', `${op} ${shownPath(rel)}: aborted`, { cause: err });
     // test() is about the connection as a whole: its messages name the base path as configured.
     if (op === 'test') return nfsError(err, 'base path', this.endpoint.path, this.endpoint.identity);
     return nfsError(err, op, rel, this.endpoint.identity);
@@ -359,9 +359,6 @@ function toEntry(rel: string, attrs: Attributes): Entry | null {
   return null;
 }
 
-function shown(rel: string): string {
-  return rel === '' ? '/' : rel;
-}
 
 function kib(bytes: number): string {
   return bytes >= 1024 * 1024 ? `${bytes / (1024 * 1024)} MiB` : `${Math.round(bytes / 1024)} KiB`;

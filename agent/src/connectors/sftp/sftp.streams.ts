@@ -1,6 +1,5 @@
 import type { Readable } from 'node:stream';
 import type { SFTPWrapper } from 'ssh2';
-import { ConnectorError } from '../types.js';
 import { ReadAtStream } from '../io/read-at.js';
 import { pipelinedWriteAt } from '../io/write-at.js';
 import { closeFile, readAt, writeAt } from './sftp.ops.js';
@@ -44,9 +43,4 @@ export function sftpReadStream(
  */
 export function pipelinedWrite(sftp: SFTPWrapper, handle: Buffer, body: AsyncIterable<unknown>, tuning: { chunkBytes: number; depth: number }): Promise<number> {
   return pipelinedWriteAt(body, { ...tuning, writeAt: (data, offset) => writeAt(sftp, handle, data, offset) });
-}
-
-/** An abort of `signal` as the contract's error. */
-export function abortedError(path: string, op: string, signal: AbortSignal): ConnectorError {
-  return new ConnectorError('TRANSIENT', `${op} ${path === '' ? '/' : path}: aborted`, { cause: signal.reason });
 }
