@@ -1,4 +1,3 @@
-import type { IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
 import { Readable } from 'node:stream';
 import type { ConnectionSettings } from '@xfer/shared';

@@ -1,4 +1,3 @@
-import type { IncomingMessage } from 'node:http';
 import { Readable } from 'node:stream';
 import type { ConnectionSettings } from '@xfer/shared';
 import { joinRel, parentOf, relativePath } from '../paths.js';
