@@ -75,11 +75,15 @@ export type UploadedBody = { single: Part } | { multipart: MultipartUpload };
 export async function uploadParts(t: MultipartTarget, body: AsyncIterable<unknown>, signal: AbortSignal | undefined): Promise<UploadedBody> {
   const reader = new PartReader(body);
   try {
-    const first = (await reader.next(t.partSize(1))) ?? { chunks: [], length: 0 };
-    const second = first.length < t.partSize(1) ? null : await reader.next(t.partSize(2));
+    let first: Part | null = (await reader.next(t.partSize(1))) ?? { chunks: [], length: 0 };
+    let second = first.length < t.partSize(1) ? null : await reader.next(t.partSize(2));
     if (!second) return { single: first };
     const upload = await MultipartUpload.create(t);
-    await upload.send(reader, [first, second], signal);
+    // Handed over in an array that send() empties, so that nothing here keeps two parts alive
+    // for the whole upload once they are sent (16 MiB of a big file's peak memory).
+    const firstParts = [first, second];
+    first = second = null;
+    await upload.send(reader, firstParts, signal);
     return { multipart: upload };
   } finally {
     await reader.close();
@@ -110,14 +114,14 @@ export class MultipartUpload {
   }
 
   /**
-   * Uploads `firstParts`, then the rest of `reader`, up to `partsInFlight` at once; aborts the
-   * upload on any failure (see `uploadParts`).
+   * Uploads `firstParts` (emptying the array), then the rest of `reader`, up to `partsInFlight`
+   * at once; aborts the upload on any failure (see `uploadParts`).
    */
   async send(reader: PartReader, firstParts: Part[], signal: AbortSignal | undefined): Promise<void> {
     const window = new InflightWindow(this.t.partsInFlight);
     try {
       signal?.throwIfAborted();
-      for (const part of firstParts) {
+      for (let part = firstParts.shift(); part; part = firstParts.shift()) {
         await window.slot();
         this.start(window, part, signal);
       }
