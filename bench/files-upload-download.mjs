@@ -15,9 +15,9 @@ import { parseArgs } from 'node:util';
 import { ensureServices, releaseServices } from '../e2e/dist/services/index.js';
 import { startStack } from '../e2e/dist/stack.js';
 import { downloadHash, keystream, rssMiB, uploadFile } from '../e2e/dist/tools/file-transfer.js';
-import { CLAMD_MAX_SCAN_BYTES } from '../control-plane/dist/lib/clamd.js';
+import { CLAMD_MAX_SCAN_BYTES } from '@xfer/control-plane/clamd';
 import { instreamWindows } from '../control-plane/dist/lib/clamd-windows.js';
-import { WINDOW_OVERLAP_BYTES } from '../control-plane/dist/plugins/app/scanner.js';
+import { WINDOW_OVERLAP_BYTES } from '../control-plane/dist/plugins/app/files/scanner.js';
 
 const { values: args } = parseArgs({ options: { mib: { type: 'string', default: '2048' } } });
 const SIZE = Number(args.mib) * 1024 * 1024;

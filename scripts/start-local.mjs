@@ -14,9 +14,9 @@ import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSy
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { clamdConf, clamdPing } from '../control-plane/dist/lib/clamd.js';
-import { DEFAULT_CLAMD } from '../control-plane/dist/config.js';
-import { findExecutable } from '../control-plane/dist/db/process.js';
+import { DEFAULT_CLAMD } from '@xfer/control-plane';
+import { clamdConf, clamdPing } from '@xfer/control-plane/clamd';
+import { findExecutable } from '@xfer/control-plane/process';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const dataDir = resolve(process.env.XFER_DATA_DIR || join(root, '.xfer'));

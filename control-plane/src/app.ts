@@ -9,19 +9,15 @@ import { vaultOf, type Vault } from './lib/vault.js';
 import { systemKeyOf } from './lib/system-keys.js';
 import mongoosePlugin from './plugins/external/mongoose.js';
 import errorHandler from './plugins/app/error-handler.js';
-import auditPlugin from './plugins/app/audit.js';
-import rateLimitPlugin from './plugins/app/rate-limit.js';
-import authPlugin from './plugins/app/auth.js';
+import accessPlugin from './plugins/app/access/index.js';
+import activityPlugin from './plugins/app/activity/index.js';
 import websocketPlugin from './plugins/external/websocket.js';
 import multipartPlugin from './plugins/external/multipart.js';
-import outboxPlugin from './plugins/app/outbox.js';
-import scannerPlugin from './plugins/app/scanner.js';
-import webhookDelivererPlugin from './plugins/app/webhook-deliverer.js';
-import fileStorePlugin from './plugins/app/file-store/index.js';
-import jobsPlugin from './plugins/app/jobs/index.js';
-import agentHubPlugin from './plugins/app/agent-hub.js';
-import agentRequestsPlugin from './plugins/app/agent-requests.js';
-import dispatcherPlugin from './plugins/app/dispatcher.js';
+import webhooksPlugin from './plugins/app/webhooks/index.js';
+import filesPlugin from './plugins/app/files/index.js';
+import connectionsPlugin from './plugins/app/connections/index.js';
+import transfersPlugin from './plugins/app/transfers/index.js';
+import agentsPlugin from './plugins/app/agents/index.js';
 import routes from './routes/index.js';
 import openapiPlugin, { openapiRoutes } from './plugins/app/openapi.js';
 
@@ -156,20 +152,17 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     sign: { algorithm: 'HS256', expiresIn: config.sessionTtlSeconds },
     verify: { algorithms: ['HS256'] },
   });
-  await app.register(auditPlugin);
-  await app.register(rateLimitPlugin, { perMinute: config.rateLimitPerMinute, syncMs: config.rateLimitSyncMs });
+  // Before access: its onRoute hook marks the docs' own pages public, which auth's checks.
   await app.register(openapiPlugin);
-  await app.register(authPlugin);
+  await app.register(accessPlugin);
+  await app.register(activityPlugin);
   await app.register(websocketPlugin);
   await app.register(multipartPlugin);
-  await app.register(outboxPlugin);
-  await app.register(scannerPlugin);
-  await app.register(webhookDelivererPlugin);
-  await app.register(fileStorePlugin);
-  await app.register(jobsPlugin);
-  await app.register(agentHubPlugin);
-  await app.register(agentRequestsPlugin);
-  await app.register(dispatcherPlugin);
+  await app.register(webhooksPlugin);
+  await app.register(filesPlugin);
+  await app.register(connectionsPlugin);
+  await app.register(transfersPlugin);
+  await app.register(agentsPlugin);
   await app.register(routes, { prefix: '/api/v1' });
   await app.register(openapiRoutes, { prefix: '/api/v1' });
   return app;

@@ -1,7 +1,7 @@
 import { Types } from 'mongoose';
 import type { App } from '../src/app.js';
-import { MAX_STOPPING } from '../src/plugins/app/agent-session.js';
-import { MAX_PENDING_FILES } from '../src/plugins/app/agent-runs.js';
+import { MAX_STOPPING } from '../src/plugins/app/agents/session.js';
+import { MAX_PENDING_FILES } from '../src/plugins/app/agents/runs.js';
 import { buildTestApp, createAccount } from './helper.js';
 import { counters, makeAgent, makeConnection, makeTransfer, sha, transferAction } from './fixtures.js';
 import { eventually, ProtocolClient } from './protocol-client.js';

@@ -120,7 +120,7 @@ describe('DELETE /api-keys/:id', () => {
   });
 });
 
-describe('no escalation through keys (lib/grant-rules.ts)', () => {
+describe('no escalation through keys (plugins/app/access/grant-rules.ts)', () => {
   const revoke = (token: string, id: string) => app.inject({ method: 'DELETE', url: `/api/v1/api-keys/${id}`, headers: auth(token) });
   const whoAmI = (key: string) => app.inject({ method: 'GET', url: '/api/v1/api-keys', headers: auth(key) });
 

@@ -1,7 +1,6 @@
 import { Types } from 'mongoose';
 import type { App } from '../src/app.js';
 import type { Sealed } from '../src/lib/vault.js';
-import { loadConnectionSettings } from '../src/routes/connections/connections.service.js';
 import { CONNECTION_TYPE_SPECS, CONNECTION_TYPES, type ConnectionType } from '@xfer/shared';
 import { auth, buildTestApp, createAccount, createKey, expectError, type TestAccount } from './helper.js';
 import { boundTo } from '../src/lib/sealed-fields.js';
@@ -243,16 +242,16 @@ describe('credentials are write-only and encrypted at rest', () => {
 
   test('loadConnectionSettings decrypts for the owner account only, resolving host, port and option defaults', async () => {
     const r2 = await create('r2');
-    const settings = await loadConnectionSettings(app.db, app.vault, owner.accountId, r2.id);
+    const settings = await app.connections.loadSettings(owner.accountId, r2.id);
     expect(settings).toMatchObject({
       id: r2.id, type: 'r2', host: 'abc123.r2.cloudflarestorage.com', port: 443, path: '/',
       credentials: { access_key_id: 'r2key', secret_access_key: SECRET, account_id: 'abc123' },
     });
     const ftp = await create('ftp');
-    expect((await loadConnectionSettings(app.db, app.vault, owner.accountId, ftp.id)).options).toEqual({ secure: 'explicit' });
+    expect((await app.connections.loadSettings(owner.accountId, ftp.id)).options).toEqual({ secure: 'explicit' });
     const nfs = await create('nfs');
-    expect((await loadConnectionSettings(app.db, app.vault, owner.accountId, nfs.id)).credentials).toEqual({});
-    await expect(loadConnectionSettings(app.db, app.vault, stranger.accountId, r2.id)).rejects.toMatchObject({ statusCode: 404 });
+    expect((await app.connections.loadSettings(owner.accountId, nfs.id)).credentials).toEqual({});
+    await expect(app.connections.loadSettings(stranger.accountId, r2.id)).rejects.toMatchObject({ statusCode: 404 });
   });
 });
 
@@ -313,7 +312,7 @@ describe('PUT /connections/:id', () => {
     expect(after).toEqual({ ...before, name, path: '/new/base', updated_at: after.updated_at });
     expect(Date.parse(after.updated_at)).toBeGreaterThanOrEqual(Date.parse(before.updated_at as string));
     // Stored credentials are kept when none are given.
-    const settings = await loadConnectionSettings(app.db, app.vault, owner.accountId, before.id);
+    const settings = await app.connections.loadSettings(owner.accountId, before.id);
     expect(settings.credentials).toEqual(VALID.sftp.credentials);
     const audit = await app.db.auditEvents.findOne({ 'resource.id': before.id, action: 'connection.update' }).lean();
     expect(audit!.details).toEqual({ name, type: 'sftp', changed: ['name', 'path'] });
@@ -322,7 +321,7 @@ describe('PUT /connections/:id', () => {
   test('credentials, when given, replace the stored ones entirely and are re-validated', async () => {
     const conn = await create('sftp');
     expect((await put(conn.id, { credentials: { username: 'v', private_key: 'KEY' } })).statusCode).toBe(200);
-    expect((await loadConnectionSettings(app.db, app.vault, owner.accountId, conn.id)).credentials).toEqual({ username: 'v', private_key: 'KEY' });
+    expect((await app.connections.loadSettings(owner.accountId, conn.id)).credentials).toEqual({ username: 'v', private_key: 'KEY' });
     expectError(await put(conn.id, { credentials: { password: 'p' } }), 400, 'credentials.username is required for sftp connections');
     expectError(await put(conn.id, { credentials: { username: 'u', password: 'p', extra: 'x' } }), 400, /unknown field 'extra'/);
   });
@@ -382,7 +381,7 @@ describe('stored credentials stay bound to where they were given (PUT without cr
     expectError(await put(conn.id, { agent_id: agentId }), 400, rebind('agent_id'));
     expectError(await put(conn.id, { name: uniqueName(), host: 'attacker.example.net' }), 400, rebind('host'));
     expect((await get(conn.id)).json().data).toEqual(conn);
-    const settings = await loadConnectionSettings(app.db, app.vault, owner.accountId, conn.id);
+    const settings = await app.connections.loadSettings(owner.accountId, conn.id);
     expect(settings.host).toBe(VALID.sftp.host);
     // Restating the current values is no change; other fields may change freely.
     expect((await put(conn.id, { host: 'SFTP.example.test', port: 22, agent_id: null, path: '/elsewhere' })).statusCode).toBe(200);

@@ -15,8 +15,8 @@ import {
   S3Client,
 } from '@aws-sdk/client-s3';
 import { ServiceUnavailableError } from '../src/errors.js';
-import { LocalFileStore, S3FileStore, StoredObjectMissingError, type FileStore, type PendingObject } from '../src/plugins/app/file-store/index.js';
-import type { S3FileStoreConfig } from '../src/plugins/app/file-store/s3.store.js';
+import { LocalFileStore, S3FileStore, StoredObjectMissingError, type FileStore, type PendingObject } from '../src/plugins/app/files/store/index.js';
+import type { S3FileStoreConfig } from '../src/plugins/app/files/store/s3.store.js';
 import { buildTestApp } from './helper.js';
 
 // The same spec runs against a local directory and against the real S3 server of the tests (the

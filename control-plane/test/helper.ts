@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { LightMyRequestResponse } from 'fastify';
 import { buildApp, type App } from '../src/app.js';
 import { parseConfig, type Config } from '../src/config.js';
-import { bootstrapAccount } from '../src/lib/bootstrap.js';
+import { bootstrapAccount } from '../src/plugins/app/access/bootstrap.js';
 import type { Plan } from '@xfer/shared';
 
 /**

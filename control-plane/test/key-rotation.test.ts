@@ -8,8 +8,7 @@ import { Types } from 'mongoose';
 import type { App } from '../src/app.js';
 import { boundTo } from '../src/lib/sealed-fields.js';
 import { keyId, Vault, type Sealed } from '../src/lib/vault.js';
-import { loadConnectionSettings } from '../src/routes/connections/connections.service.js';
-import { openWebhookSecret } from '../src/routes/webhooks/webhooks.service.js';
+import { openWebhookSecret } from '../src/plugins/app/webhooks/webhooks.service.js';
 import { auth, buildTestApp, createAccount, login, type TestAccount } from './helper.js';
 import { makeConnection, SECRET, sealFormat1 } from './fixtures.js';
 
@@ -55,7 +54,7 @@ async function fixtures() {
 }
 
 async function expectAllOpen(app: App, f: Awaited<ReturnType<typeof fixtures>>) {
-  for (const id of [f.conn, f.legacy]) expect((await loadConnectionSettings(app.db, app.vault, owner.accountId, id)).credentials).toMatchObject({ password: SECRET });
+  for (const id of [f.conn, f.legacy]) expect((await app.connections.loadSettings(owner.accountId, id)).credentials).toMatchObject({ password: SECRET });
   expect(openWebhookSecret(app.vault, (await app.db.webhooks.findById(f.hook).lean())!)).toBe(f.hookSecret);
   const user = await app.db.users.findById(f.user._id).lean();
   expect(app.vault.open(user!.mfa_secret as Sealed, boundTo('user.mfa', user!))).toBe('JBSWY3DPEHPK3PXP');
@@ -119,7 +118,7 @@ test('key files: --new-key retires master.key, a running instance on the data di
     expect(statSync(keyFile).mode & 0o777).toBe(0o600);
     expect(readFileSync(join(dataDir, 'retired-master.keys'), 'utf8')).toBe(before);
     // The running instance still seals under the key it started with, and opens the new one's values.
-    expect((await loadConnectionSettings(app.db, app.vault, acct.accountId, conn.id)).credentials).toMatchObject({ password: SECRET });
+    expect((await app.connections.loadSettings(acct.accountId, conn.id)).credentials).toMatchObject({ password: SECRET });
     const dropped = rotate(env, ['--drop-retired']);
     expect(dropped.report).toMatchObject({ retired_keys_dropped: true, resealed: 0, unreadable: 0 });
     expect(existsSync(join(dataDir, 'retired-master.keys'))).toBe(false);

@@ -1,12 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { App } from '../src/app.js';
 import type { LoginLockoutConfig } from '../src/config.js';
-import { LoginLockout } from '../src/routes/auth/login-lockout.service.js';
+import { LoginLockoutService } from '../src/plugins/app/access/login-lockout.service.js';
 import { buildTestApp, createAccount, type TestAccount } from './helper.js';
 
 /**
  * Sign-in lockout with backoff, per email and per client address, shared by every instance on
- * one database (routes/auth/login-lockout.service.ts; docs/security.md "Sign-in lockout").
+ * one database (plugins/app/access/login-lockout.service.ts; docs/security.md "Sign-in lockout").
  * Locks here are short (3 s, doubling up to 24 s) so that a test can wait one out, yet longer
  * than a password check on a busy machine takes.
  */
@@ -74,7 +74,7 @@ describe('per email', () => {
   test('each failure past the threshold doubles the lock', async () => {
     const acct = await createAccount(a);
     const address = nextAddress();
-    const { email: key } = LoginLockout.keys(acct.email, address);
+    const { email: key } = LoginLockoutService.keys(acct.email, address);
     /** Lets the lock run out without waiting for it: every attempt of the email moves back in time. */
     const timePasses = async (seconds: number) => {
       for (const doc of await a.db.loginAttempts.find({ key }).lean()) {

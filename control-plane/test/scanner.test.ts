@@ -11,7 +11,7 @@ import { freeLoopbackPort, stopPid } from '../src/db/process.js';
 import { PayloadTooLargeError, ServiceUnavailableError } from '../src/errors.js';
 import { CLAMD_MAX_SCAN_BYTES, ClamdError } from '../src/lib/clamd.js';
 import { instreamWindows } from '../src/lib/clamd-windows.js';
-import scannerPlugin, { createScanner, type Scanner } from '../src/plugins/app/scanner.js';
+import scannerPlugin, { createScanner, type Scanner } from '../src/plugins/app/files/scanner.js';
 import { clamd as clamdService, EICAR_SIGNATURE } from '../../e2e/src/services/clamd.service.js';
 import { eicar } from '../../e2e/src/tools/eicar.js';
 import { buildTestApp } from './helper.js';

@@ -2,8 +2,7 @@ import { Types } from 'mongoose';
 import type { App } from '../src/app.js';
 import type { Sealed } from '../src/lib/vault.js';
 import { boundTo } from '../src/lib/sealed-fields.js';
-import { loadConnectionSettings } from '../src/routes/connections/connections.service.js';
-import { openWebhookSecret } from '../src/routes/webhooks/webhooks.service.js';
+import { openWebhookSecret } from '../src/plugins/app/webhooks/webhooks.service.js';
 import { auth, buildTestApp, createAccount, type TestAccount } from './helper.js';
 import { makeConnection, SECRET, sealFormat1 } from './fixtures.js';
 
@@ -33,15 +32,15 @@ test('connection credentials copied into another tenant\'s connection (or anothe
   expect(stolen.v).toBe(2);
   for (const [account, target] of [[mallory, own], [alice, sibling]] as const) {
     await raw('connections').updateOne({ _id: new Types.ObjectId(target.id) }, { $set: { credentials: stolen } });
-    await expect(loadConnectionSettings(app.db, app.vault, account.accountId, target.id)).rejects.toThrow(/does not open for this record/);
+    await expect(app.connections.loadSettings(account.accountId, target.id)).rejects.toThrow(/does not open for this record/);
   }
   // The same row moved with its _id into the other account: still bound to the first account.
   const doc = await raw('connections').findOne({ _id: new Types.ObjectId(victim.id) });
   await raw('connections').updateOne({ _id: doc!._id }, { $set: { account_id: new Types.ObjectId(mallory.accountId), name: `moved-${victim.id}` } });
-  await expect(loadConnectionSettings(app.db, app.vault, mallory.accountId, victim.id)).rejects.toThrow(/does not open for this record/);
+  await expect(app.connections.loadSettings(mallory.accountId, victim.id)).rejects.toThrow(/does not open for this record/);
   // Where it belongs it opens.
   await raw('connections').updateOne({ _id: doc!._id }, { $set: { account_id: new Types.ObjectId(alice.accountId) } });
-  expect((await loadConnectionSettings(app.db, app.vault, alice.accountId, victim.id)).credentials).toMatchObject({ password: SECRET });
+  expect((await app.connections.loadSettings(alice.accountId, victim.id)).credentials).toMatchObject({ password: SECRET });
 });
 
 test('webhook secrets and MFA secrets are bound the same way', async () => {
@@ -66,13 +65,13 @@ test('a value sealed before binding (format 1, no additional data) still opens; 
   const conn = await makeConnection(app, alice.apiKey, 'sftp');
   const legacy = sealFormat1(app.config.masterKeys![0]!, { username: 'old', password: 'format-1' });
   await raw('connections').updateOne({ _id: new Types.ObjectId(conn.id) }, { $set: { credentials: legacy } });
-  expect((await loadConnectionSettings(app.db, app.vault, alice.accountId, conn.id)).credentials).toEqual({ username: 'old', password: 'format-1' });
+  expect((await app.connections.loadSettings(alice.accountId, conn.id)).credentials).toEqual({ username: 'old', password: 'format-1' });
   expect(app.vault.isStale(legacy)).toBe(true);
   // Dropping `v` from a bound value does not make it open as format 1 elsewhere: the tag covers the additional data.
   const bound = (await raw('connections').findOne({ _id: new Types.ObjectId((await makeConnection(app, alice.apiKey, 'sftp')).id) }))!.credentials as Sealed;
   const { v: _v, ...stripped } = bound;
   await raw('connections').updateOne({ _id: new Types.ObjectId(conn.id) }, { $set: { credentials: stripped } });
-  await expect(loadConnectionSettings(app.db, app.vault, alice.accountId, conn.id)).rejects.toThrow(/does not open/);
+  await expect(app.connections.loadSettings(alice.accountId, conn.id)).rejects.toThrow(/does not open/);
   await raw('connections').updateOne({ _id: new Types.ObjectId(conn.id) }, { $set: { credentials: { ...bound, v: 3 } } });
-  await expect(loadConnectionSettings(app.db, app.vault, alice.accountId, conn.id)).rejects.toThrow(/format 3 is not known/);
+  await expect(app.connections.loadSettings(alice.accountId, conn.id)).rejects.toThrow(/format 3 is not known/);
 });

@@ -267,7 +267,7 @@ describe('DELETE /users/:id', () => {
   });
 });
 
-describe('no escalation through users (lib/grant-rules.ts)', () => {
+describe('no escalation through users (plugins/app/access/grant-rules.ts)', () => {
   const usersOnly = () => createKey(app, owner.apiKey, ['users:read', 'users:write']);
   /** Every scope of `role` plus users:*, so the key may manage users of that role. */
   const keyFor = (role: Role) => createKey(app, owner.apiKey, [...new Set([...scopesForRole(role), 'users:read', 'users:write'])]);

@@ -7,8 +7,7 @@ import { PLANS, type Plan } from '@xfer/shared';
 import { readFile, mkdir, writeFile } from 'node:fs/promises';
 import { parseConfig, ConfigError, type Config } from '../config.js';
 import { buildApp, type App } from '../app.js';
-import { agentByToken, createAgent } from '../routes/agents/agents.service.js';
-import { bootstrapAccount } from '../lib/bootstrap.js';
+import { bootstrapAccount } from '../plugins/app/access/bootstrap.js';
 import { createIndexes, registerModels, type Models } from '../models/index.js';
 import { keyFiles, vaultOf } from '../lib/vault.js';
 import { dropRetiredKeyFile, generateMasterKeyFile, resealAll } from '../lib/key-rotation.js';
@@ -126,12 +125,12 @@ async function start(config: Config, local: boolean): Promise<void> {
 async function ensureLocalAgentToken(app: App, dataDir: string): Promise<string> {
   const file = join(dataDir, 'local-agent.token');
   const existing = await readFile(file, 'utf8').then((t) => t.trim(), () => null);
-  if (existing && (await agentByToken(app.db, existing))) return file;
+  if (existing && (await app.agents.byToken(existing))) return file;
   const account = await app.db.accounts.findOne({}, { _id: 1 }).sort({ _id: 1 }).lean();
   if (!account) throw new Error('no account to register the local agent in');
   const taken = await app.db.agents.exists({ account_id: account._id, name: 'local' });
   const name = taken ? `local-${randomBytes(3).toString('hex')}` : 'local';
-  const { token } = await createAgent(app.db, account._id, { name, labels: ['local'] }, { type: 'system', id: null });
+  const { token } = await app.agents.create(account._id, { name, labels: ['local'] }, { type: 'system', id: null });
   await mkdir(dataDir, { recursive: true });
   await writeFile(file, `${token}\n`, { mode: 0o600 });
   return file;

@@ -1,4 +1,3 @@
-// The embedded database, and the process helpers the test services (e2e) reuse to run their servers.
+// The embedded database (FerretDB, or mongod when installed). Its process supervision
+// (process.ts) is the package's `./process` subpath, not part of this entry.
 export { startEmbeddedMongo, defaultCacheDir, type EmbeddedMongo, type EmbeddedMongoOptions } from './embedded-mongo.js';
-export { ensureFerretdbBinary, cachedFerretdbPath, FERRETDB_VERSION, type EnsureFerretdbOptions } from './ferretdb-build.js';
-export { acceptsTcp, commandLine, findExecutable, freeLoopbackPort, isAlive, startServerProcess, stopPid, tailFile, waitForTcp, type ChildEnv, type StartServerOptions, type StartedServerProcess } from './process.js';

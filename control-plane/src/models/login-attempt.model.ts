@@ -2,7 +2,7 @@ import { Schema, type Connection, type InferSchemaType } from 'mongoose';
 
 /**
  * One document per counted sign-in attempt, per thing it is counted against (`key`: a hashed
- * email or a client address; routes/auth/login-lockout.service.ts). Attempts are inserted and
+ * email or a client address; plugins/app/access/login-lockout.service.ts). Attempts are inserted and
  * counted, never updated: concurrent updates of one counter document are not atomic on FerretDB
  * (docs/architecture.md "FerretDB and atomic updates"), inserts and counts are.
  */

@@ -2,7 +2,7 @@ import { Schema, type Connection, type InferSchemaType } from 'mongoose';
 
 /**
  * One document per TOTP time step accepted for a user's secret: the unique index lets exactly
- * one request use a code, also when two arrive at once (routes/settings/mfa.service.ts). A
+ * one request use a code, also when two arrive at once (plugins/app/access/mfa.service.ts). A
  * conditional update of the user would not do on FerretDB 1.24, where two of them can both win
  * (docs/architecture.md "FerretDB and atomic updates").
  */

@@ -2,7 +2,7 @@ import { Schema, type Connection, type InferSchemaType } from 'mongoose';
 
 /**
  * How many requests one control-plane instance admitted against a shared rate-limit key in one
- * fixed window, as of its last reconciliation (plugins/app/rate-limit.ts). Each document has a
+ * fixed window, as of its last reconciliation (plugins/app/access/rate-limit.service.ts). Each document has a
  * single writer (the instance named in it), so overwriting `count` is safe on FerretDB 1.24 too,
  * whose updates are read-modify-write and would lose concurrent `$inc`s. Old windows are removed by
  * a sweeper (no TTL indexes: FerretDB has none).

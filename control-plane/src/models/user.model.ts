@@ -15,7 +15,7 @@ const schema = new Schema(
     sessions_valid_after: { type: Date, required: true, default: () => new Date(0) },
     /** Sealed base32 TOTP secret of the active second factor; null while MFA is off. Never returned. */
     mfa_secret: { type: sealedSchema, default: null },
-    /** Sealed base32 secret of an enrolment awaiting its first code (routes/settings/mfa.service.ts). */
+    /** Sealed base32 secret of an enrolment awaiting its first code (plugins/app/access/mfa.service.ts). */
     mfa_pending_secret: { type: sealedSchema, default: null },
     /** Last TOTP time step accepted: codes of this step or earlier are refused (no replay). */
     last_otp_step: { type: Number, required: true, default: 0 },

@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmod, chown, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { acceptsTcp, findExecutable, startServerProcess } from '@xfer/control-plane';
+import { acceptsTcp, findExecutable, startServerProcess } from '@xfer/control-plane/process';
 import type { Env, ServiceDefinition } from './types.js';
 
 const MODULES = '/usr/lib/apache2/modules';

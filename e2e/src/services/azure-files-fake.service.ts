@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { acceptsTcp, startServerProcess } from '@xfer/control-plane';
+import { acceptsTcp, startServerProcess } from '@xfer/control-plane/process';
 import type { ServiceDefinition } from './types.js';
 
 /** The fake's entry point, built beside this file (e2e/dist/fakes/azure-files/main.js). */

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { acceptsTcp, startServerProcess } from '@xfer/control-plane';
+import { acceptsTcp, startServerProcess } from '@xfer/control-plane/process';
 import type { ServiceDefinition } from './types.js';
 
 const require = createRequire(import.meta.url);

@@ -3,7 +3,8 @@ import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { clamdConf, clamdPing, findExecutable, startServerProcess, stopPid } from '@xfer/control-plane';
+import { findExecutable, startServerProcess, stopPid } from '@xfer/control-plane/process';
+import { clamdConf, clamdPing } from '@xfer/control-plane/clamd';
 import { eicar } from '../tools/eicar.js';
 import type { ServiceContext, ServiceDefinition } from './types.js';
 

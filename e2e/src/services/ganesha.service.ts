@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readlinkSync } from 'node:fs';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { acceptsTcp, commandLine, findExecutable, freeLoopbackPort, isAlive, startServerProcess, stopPid } from '@xfer/control-plane';
+import { acceptsTcp, commandLine, findExecutable, freeLoopbackPort, isAlive, startServerProcess, stopPid } from '@xfer/control-plane/process';
 import type { Env, ServiceContext, ServiceDefinition } from './types.js';
 
 /** Debian 12's packages: the server, its VFS backend, the rpcbind it registers with, and libnfs's CLIs (nfs-cat, the throughput baseline). */

@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { chmod, mkdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { acceptsTcp, startServerProcess } from '@xfer/control-plane';
+import { acceptsTcp, startServerProcess } from '@xfer/control-plane/process';
 import type { ServiceDefinition } from './types.js';
 
 /** The built fake's entry point (e2e/dist/fakes/graph/graph-fake.main.js). */

@@ -1,4 +1,5 @@
-import { acceptsTcp, startEmbeddedMongo } from '@xfer/control-plane';
+import { startEmbeddedMongo } from '@xfer/control-plane';
+import { acceptsTcp } from '@xfer/control-plane/process';
 import type { ServiceDefinition } from './types.js';
 
 /**

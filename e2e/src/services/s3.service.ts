@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { access, constants, mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { acceptsTcp, findExecutable, startServerProcess, stopPid } from '@xfer/control-plane';
+import { acceptsTcp, findExecutable, startServerProcess, stopPid } from '@xfer/control-plane/process';
 import type { Env, ServiceContext, ServiceDefinition } from './types.js';
 
 /** The versitygw release the S3-family connectors are tested against (S3 gateway over a POSIX dir). */

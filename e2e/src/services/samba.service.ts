@@ -4,7 +4,7 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { acceptsTcp, findExecutable, isAlive, startServerProcess } from '@xfer/control-plane';
+import { acceptsTcp, findExecutable, isAlive, startServerProcess } from '@xfer/control-plane/process';
 import type { Env, ServiceContext, ServiceDefinition, ServiceRecord } from './types.js';
 
 /** The Unix account that owns the shares and that smbd maps the SMB user to (no shell, no home). */

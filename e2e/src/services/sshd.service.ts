@@ -3,7 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { acceptsTcp, findExecutable, startServerProcess } from '@xfer/control-plane';
+import { acceptsTcp, findExecutable, startServerProcess } from '@xfer/control-plane/process';
 import type { Env, ServiceContext, ServiceDefinition } from './types.js';
 
 /** The system user tests log in as (password and key). Only sftp is allowed: ForceCommand internal-sftp. */

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isAlive } from '@xfer/control-plane';
+import { isAlive } from '@xfer/control-plane/process';
 import type { ServiceRecord } from './types.js';
 
 /** `.xfer/services.json`: the running services of this checkout. */

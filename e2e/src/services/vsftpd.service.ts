@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { acceptsTcp, findExecutable, startServerProcess } from '@xfer/control-plane';
+import { acceptsTcp, findExecutable, startServerProcess } from '@xfer/control-plane/process';
 import { ensureUser } from './sshd.service.js';
 import type { Env, ServiceContext, ServiceDefinition } from './types.js';
 

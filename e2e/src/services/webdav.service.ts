@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { acceptsTcp, startServerProcess } from '@xfer/control-plane';
+import { acceptsTcp, startServerProcess } from '@xfer/control-plane/process';
 import { ensureRclone, RCLONE_VERSION } from '../tools/rclone.js';
 import type { ServiceDefinition } from './types.js';
 

@@ -4,7 +4,7 @@ import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import { ErrorBody } from '@xfer/shared';
 import { MULTIPART_FIELD_MAX_BYTES } from '../external/multipart.js';
-import type { RouteAccess } from './auth.js';
+import type { RouteAccess } from './access/index.js';
 
 /** Where the document and its rendering are served (both public: the API's shape is no secret). */
 const API_PREFIX = '/api/v1';

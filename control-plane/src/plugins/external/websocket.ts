@@ -7,7 +7,7 @@ import { MAX_FRAME_BYTES } from '@xfer/shared';
  * the socket (1009) before they are buffered whole. Text that is not UTF-8 is left to
  * `parseMessage`, so it closes with protocolError (4400) like every other bad frame instead of
  * ws's 1007. An error on a socket is logged and ends that socket only. Sockets are closed by the agent hub at shutdown, with
- * `CloseCodes.goingAway` (plugins/app/dispatcher.ts), not by this plugin's default.
+ * `CloseCodes.goingAway` (plugins/app/agents/dispatch.ts), not by this plugin's default.
  */
 export default fp(
   async (app) => {

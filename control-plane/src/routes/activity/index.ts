@@ -1,9 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { ActivityQuery } from '@xfer/shared';
-import { paginate } from '../../lib/pagination.js';
-import { principalOf } from '../../plugins/app/auth.js';
-import { activityFilter, presentAuditEvent } from './activity.service.js';
+import { principalOf } from '../../plugins/app/access/index.js';
 
 /** GET /activity: the caller's account's audit trail, newest first (decisions.md "Audit and rate limits"). */
 const activity: FastifyPluginAsync = async (fastify) => {
@@ -12,10 +10,7 @@ const activity: FastifyPluginAsync = async (fastify) => {
   app.get('/activity', {
     schema: { querystring: ActivityQuery },
     config: { access: { scope: 'activity:read' } },
-  }, async (request) => {
-    const { accountId } = principalOf(request);
-    return paginate(app.db.auditEvents, activityFilter(accountId, request.query), request.query, presentAuditEvent);
-  });
+  }, async (request) => app.activity.list(principalOf(request).accountId, request.query));
 };
 
 export default activity;

@@ -1,7 +1,6 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { CloseCodes, Messages } from '@xfer/shared';
-import type { AgentIdentity } from '../../plugins/app/agent-session.js';
-import { agentByToken } from './agents.service.js';
+import type { AgentIdentity } from '../../plugins/app/agents/index.js';
 
 const BEARER = /^Bearer +(\S+)$/i;
 
@@ -24,12 +23,12 @@ const connect: FastifyPluginAsync = async (app) => {
     preHandler: async (request) => {
       if (!request.ws) return;
       const token = BEARER.exec(request.headers.authorization ?? '')?.[1];
-      const agent = token ? await agentByToken(app.db, token) : null;
+      const agent = token ? await app.agents.byToken(token) : null;
       if (agent) {
         identities.set(request, { id: String(agent._id), accountId: String(agent.account_id), name: agent.name });
         return;
       }
-      // Counted like every refused credential (lib/denial-tally.ts): a flood of bad tokens writes nothing per request.
+      // Counted like every refused credential (plugins/app/access/denial-tally.ts): a flood of bad tokens writes nothing per request.
       app.authDenials.add({
         action: 'agent.connect', accountId: null, actor: { type: 'agent', id: null }, route: 'GET /api/v1/agents/connect',
         ip: request.ip, reason: token ? 'unknown or revoked agent token' : 'no bearer token', status: 401,

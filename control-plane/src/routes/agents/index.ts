@@ -6,8 +6,9 @@ import {
 } from '@xfer/shared';
 import { ServiceUnavailableError } from '../../errors.js';
 import { paginate } from '../../lib/pagination.js';
-import { principalOf } from '../../plugins/app/auth.js';
-import { agentNotFound, createAgent, findAgent, isOnline, presentAgent, runningJobsOf, type StoredAgent } from './agents.service.js';
+import { principalOf } from '../../plugins/app/access/index.js';
+import { agentNotFound, type StoredAgent } from '../../plugins/app/agents/index.js';
+import { presentAgent } from './agents.presenter.js';
 import connect from './connect.js';
 
 /**
@@ -17,7 +18,6 @@ import connect from './connect.js';
  */
 const agents: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const pollMs = app.config.dispatchPollMs;
 
   await app.register(connect);
 
@@ -27,8 +27,8 @@ const agents: FastifyPluginAsync = async (fastify) => {
   }, async (request) => {
     const { accountId } = principalOf(request);
     const page = await paginate(app.db.agents, { account_id: accountId }, request.query, (doc) => doc as StoredAgent);
-    const running = await runningJobsOf(app.db, page.data.map((a) => a._id));
-    return { data: page.data.map((a) => presentAgent(a, running.get(String(a._id))!, pollMs)), next_cursor: page.next_cursor };
+    const running = await app.agents.runningJobsOf(page.data.map((a) => a._id));
+    return { data: page.data.map((a) => presentAgent(a, running.get(String(a._id))!, app.agents.isOnline(a))), next_cursor: page.next_cursor };
   });
 
   app.post('/agents', {
@@ -36,10 +36,10 @@ const agents: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'agents:write' } },
   }, async (request, reply) => {
     const principal = principalOf(request);
-    const { doc, token } = await app.audit.change(request, (announce) => createAgent(app.db, principal.accountId, request.body, principal.actor, (id, details) => announce({
+    const { doc, token } = await app.audit.change(request, (announce) => app.agents.create(principal.accountId, request.body, principal.actor, (id, details) => announce({
       action: 'agent.create', outcome: 'success', resource: { type: 'agent', id }, details,
     })));
-    const agent = presentAgent(doc, [], pollMs);
+    const agent = presentAgent(doc, [], app.agents.isOnline(doc));
     return reply.code(201).send({ data: { ...agent, token }, warning: AGENT_TOKEN_WARNING });
   });
 
@@ -48,9 +48,9 @@ const agents: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'agents:read' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    const doc = await findAgent(app.db, accountId, request.params.id);
-    const running = await runningJobsOf(app.db, [doc._id]);
-    return { data: presentAgent(doc, running.get(String(doc._id))!, pollMs) };
+    const doc = await app.agents.find(accountId, request.params.id);
+    const running = await app.agents.runningJobsOf([doc._id]);
+    return { data: presentAgent(doc, running.get(String(doc._id))!, app.agents.isOnline(doc)) };
   });
 
   /**
@@ -62,17 +62,16 @@ const agents: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'agents:write' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    const doc = await findAgent(app.db, accountId, request.params.id);
+    const doc = await app.agents.find(accountId, request.params.id);
     const id = String(doc._id);
     // Recorded before the token stops working; the jobs it fails are named in each job's error.
     await app.audit.change(request, async (announce) => {
       await announce({ action: 'agent.revoke', outcome: 'success', resource: { type: 'agent', id }, details: { name: doc.name, token_prefix: doc.token_prefix } });
-      const removed = await app.agentHub.writeAgent(id, () => app.db.agents.findOneAndDelete({ _id: doc._id, account_id: doc.account_id }).lean());
-      if (!removed) throw agentNotFound(request.params.id);
+      if (!(await app.agents.remove(doc))) throw agentNotFound(request.params.id);
     });
     app.agentHub.closeAgent(id, CloseCodes.revoked, 'agent revoked');
     app.dispatcher.wake();
-    await app.jobs.failAllOfAgent(doc._id, `Agent ${doc.name} was revoked while the job was running`);
+    await app.transfers.failAllOfAgent(doc._id, `Agent ${doc.name} was revoked while the job was running`);
     return { data: { id, deleted: true as const } };
   });
 
@@ -82,8 +81,8 @@ const agents: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'agents:write' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    const doc = await findAgent(app.db, accountId, request.params.id);
-    if (!isOnline(doc, pollMs)) throw new ServiceUnavailableError(`Agent '${doc.name}' is offline`);
+    const doc = await app.agents.find(accountId, request.params.id);
+    if (!app.agents.isOnline(doc)) throw new ServiceUnavailableError(`Agent '${doc.name}' is offline`);
     const result = await app.agentRequests.call({ accountId, agentId: String(doc._id), kind: 'ping' }, app.dispatcher.stopping);
     await app.audit.recordRequest(request, {
       action: 'agent.test', outcome: result.success ? 'success' : 'failure',

@@ -4,11 +4,8 @@ import {
   Connection, CreateConnectionRequest, Deleted, Envelope, IdParams, ListConnectionsQuery, Page, TestResult, UpdateConnectionRequest,
 } from '@xfer/shared';
 import { paginate } from '../../lib/pagination.js';
-import { principalOf } from '../../plugins/app/auth.js';
-import { chooseAgent } from '../agents/agents.service.js';
-import {
-  createConnection, deleteConnection, getConnection, presentConnection, updateConnection,
-} from './connections.service.js';
+import { principalOf } from '../../plugins/app/access/index.js';
+import { presentConnection } from './connections.presenter.js';
 
 /**
  * Connections (api.md "Connections"; decisions.md "Connections"). Credentials are write-only:
@@ -31,10 +28,10 @@ const connections: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'connections:write' } },
   }, async (request, reply) => {
     const { accountId } = principalOf(request);
-    const connection = await app.audit.change(request, (announce) => createConnection(app.db, app.vault, accountId, request.body, ({ id, name, type }) => announce({
+    const connection = await app.audit.change(request, (announce) => app.connections.create(accountId, request.body, ({ id, name, type }) => announce({
       action: 'connection.create', outcome: 'success', resource: { type: 'connection', id }, details: { name, type },
     })));
-    return reply.code(201).send({ data: connection });
+    return reply.code(201).send({ data: presentConnection(connection) });
   });
 
   app.get('/connections/:id', {
@@ -42,7 +39,7 @@ const connections: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'connections:read' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    return { data: await getConnection(app.db, accountId, request.params.id) };
+    return { data: presentConnection(await app.connections.get(accountId, request.params.id)) };
   });
 
   app.put('/connections/:id', {
@@ -50,10 +47,10 @@ const connections: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'connections:write' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    const { connection } = await app.audit.change(request, (announce) => updateConnection(app.db, app.vault, accountId, request.params.id, request.body, ({ id, name, type, changed }) => announce({
+    const { connection } = await app.audit.change(request, (announce) => app.connections.update(accountId, request.params.id, request.body, ({ id, name, type, changed }) => announce({
       action: 'connection.update', outcome: 'success', resource: { type: 'connection', id }, details: { name, type, changed },
     })));
-    return { data: connection };
+    return { data: presentConnection(connection) };
   });
 
   app.delete('/connections/:id', {
@@ -61,10 +58,10 @@ const connections: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'connections:write' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    const deleted = await app.audit.change(request, (announce) => deleteConnection(app.db, accountId, request.params.id, ({ id, name, type }) => announce({
+    const deleted = await app.audit.change(request, (announce) => app.connections.remove(accountId, request.params.id, ({ id, name, type }) => announce({
       action: 'connection.delete', outcome: 'success', resource: { type: 'connection', id }, details: { name, type },
     })));
-    return { data: { id: deleted.id, deleted: true as const } };
+    return { data: { id: String(deleted._id), deleted: true as const } };
   });
 
   /**
@@ -76,8 +73,8 @@ const connections: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'connections:write' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    const connection = await getConnection(app.db, accountId, request.params.id);
-    const agent = await chooseAgent(app.db, accountId, [connection], app.config.dispatchPollMs);
+    const connection = presentConnection(await app.connections.get(accountId, request.params.id));
+    const agent = await app.agents.choose(accountId, [connection]);
     const result = await app.agentRequests.call(
       { accountId, agentId: String(agent._id), kind: 'connection.test', connectionId: connection.id },
       app.dispatcher.stopping,

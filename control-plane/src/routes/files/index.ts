@@ -2,12 +2,9 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Deleted, Envelope, FileRecord, IdParams, ListFilesQuery, Page, SearchFilesQuery } from '@xfer/shared';
 import { AppError, PayloadTooLargeError, UnprocessableEntityError } from '../../errors.js';
-import { paginate, toObjectId } from '../../lib/pagination.js';
-import { principalOf } from '../../plugins/app/auth.js';
+import { principalOf } from '../../plugins/app/access/index.js';
 import { requireMultipart } from '../../plugins/external/multipart.js';
-import {
-  fileNotFound, findLiveFile, folderFilter, liveFiles, normalizeFolder, presentFile, searchFilter, type StoredFile,
-} from './files.service.js';
+import { presentFile } from '../../plugins/app/files/files.service.js';
 import { sendStoredFile } from './send-file.js';
 import { ClientGoneError, receiveUpload } from './upload.js';
 
@@ -23,19 +20,14 @@ const files: FastifyPluginAsync = async (fastify) => {
     schema: { querystring: ListFilesQuery, response: { 200: Page(FileRecord) } },
     config: { access: { scope: 'files:read' } },
   }, async (request) => {
-    const { accountId } = principalOf(request);
-    const { path, recursive, ...page } = request.query;
-    const folder = normalizeFolder('querystring.path', path ?? '/');
-    return paginate(app.db.files, folderFilter(accountId, folder, recursive ?? false), page, presentFile);
+    return app.files.list(principalOf(request).accountId, request.query);
   });
 
   app.get('/files/search', {
     schema: { querystring: SearchFilesQuery, response: { 200: Page(FileRecord) } },
     config: { access: { scope: 'files:read' } },
   }, async (request) => {
-    const { accountId } = principalOf(request);
-    const { limit, cursor, ...filters } = request.query;
-    return paginate(app.db.files, searchFilter(accountId, filters), { limit, cursor }, presentFile);
+    return app.files.search(principalOf(request).accountId, request.query);
   });
 
   app.get('/files/:id', {
@@ -43,7 +35,7 @@ const files: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'files:read' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    return { data: presentFile(await findLiveFile(app.db, accountId, request.params.id)) };
+    return { data: presentFile(await app.files.get(accountId, request.params.id)) };
   });
 
   app.get('/files/:id/download', {
@@ -51,7 +43,7 @@ const files: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'files:read' } },
   }, async (request, reply) => {
     const { accountId } = principalOf(request);
-    const file = await findLiveFile(app.db, accountId, request.params.id);
+    const file = await app.files.get(accountId, request.params.id);
     const id = String(file._id);
     return sendStoredFile(app, request, reply, file, {
       beforeSend: async (status) => {
@@ -68,16 +60,8 @@ const files: FastifyPluginAsync = async (fastify) => {
     schema: { params: IdParams, response: { 200: Envelope(Deleted) } },
     config: { access: { scope: 'files:write' } },
   }, async (request) => {
-    const principal = principalOf(request);
-    const _id = toObjectId(request.params.id);
-    const doc = _id && await app.db.files.findOneAndUpdate(
-      { _id, ...liveFiles(principal.accountId) },
-      { $set: { deleted_at: new Date(), deleted_by: principal.actor } },
-      { new: true },
-    ).lean<StoredFile>();
-    if (!doc) throw fileNotFound(request.params.id);
+    const doc = await app.files.delete(principalOf(request), request.params.id);
     const id = String(doc._id);
-    await app.outbox.emit(principal.accountId, 'file.deleted', { id, name: doc.name, path: doc.path, size: doc.size, sha256: doc.sha256 });
     await app.audit.recordRequest(request, {
       action: 'file.delete', outcome: 'success', resource: { type: 'file', id }, details: { name: doc.name, path: doc.path, size: doc.size },
     });
@@ -85,10 +69,10 @@ const files: FastifyPluginAsync = async (fastify) => {
   });
 
   /**
-   * Streams the `file` part through the size limit, hash and sniffer to the malware scanner and
-   * the file store at once; the content is committed and the record written only when the scan
-   * is clean and the whole body was read. Blocked → 422, scanner or store down → 503, both with
-   * nothing kept.
+   * Streams the `file` part (upload.ts) through the size limit, hash and sniffer to the malware
+   * scanner and the file store at once (`app.files.receive`); the content is committed and the
+   * record written (`app.files.commit`) only when the scan is clean and the whole body was read.
+   * Blocked → 422, scanner or store down → 503, both with nothing kept.
    */
   app.post('/files/upload', {
     onRequest: requireMultipart,
@@ -119,33 +103,15 @@ const files: FastifyPluginAsync = async (fastify) => {
 
     if ('blocked' in received) {
       const { name, folder: path, size, sha256, signature } = received;
-      await app.outbox.emit(principal.accountId, 'file.scan_blocked', { name, path, size, sha256, signature });
+      await app.files.reportBlocked(principal.accountId, received);
       await app.audit.recordRequest(request, {
         action: 'file.upload', outcome: 'denied', details: { name, path, size, sha256, signature },
       });
       throw new UnprocessableEntityError(`File rejected: malware detected (${signature})`);
     }
 
-    const { pending, name, folder, size, sha256, mimeType } = received;
-    let storageKey: string;
-    try {
-      storageKey = await pending.commit();
-    } catch (err) {
-      await pending.discard().catch(() => {});
-      throw err;
-    }
-    let doc: StoredFile;
-    try {
-      doc = (await app.db.files.create({
-        account_id: principal.accountId, name, name_lower: name.toLowerCase(), path: folder, size, mime_type: mimeType, sha256,
-        storage_key: storageKey, uploaded_by: principal.actor,
-      })).toObject() as StoredFile;
-    } catch (err) {
-      await app.fileStore.remove(storageKey).catch((e: unknown) => request.log.warn({ err: e }, 'could not remove the content of an unrecorded upload'));
-      throw err;
-    }
-    const file = presentFile(doc);
-    await app.outbox.emit(principal.accountId, 'file.uploaded', file);
+    const file = await app.files.commit(principal, received, request.log);
+    const { name, folder, size, sha256, mimeType } = received;
     await app.audit.recordRequest(request, {
       action: 'file.upload', outcome: 'success', resource: { type: 'file', id: file.id },
       details: { name, path: folder, size, sha256, mime_type: mimeType },

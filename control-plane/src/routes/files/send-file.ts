@@ -1,8 +1,7 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Types } from 'mongoose';
-import { RangeNotSatisfiableError, ServiceUnavailableError } from '../../errors.js';
-import { StoredObjectMissingError } from '../../plugins/app/file-store/index.js';
+import { RangeNotSatisfiableError } from '../../errors.js';
 
 /** What of a file record sending its content needs. */
 export interface SendableFile {
@@ -111,15 +110,7 @@ export async function sendStoredFile(
   // The content is opened before any content header is set: a failure is answered as JSON.
   let body: Readable;
   if (request.method === 'HEAD') body = Readable.from([]);
-  else {
-    try {
-      body = await app.fileStore.read(file.storage_key, asked ?? undefined);
-    } catch (err) {
-      if (!(err instanceof StoredObjectMissingError)) throw err;
-      request.log.error({ err, file_id: String(file._id) }, 'stored file content is missing');
-      throw new ServiceUnavailableError('File content unavailable', err);
-    }
-  }
+  else body = await app.files.read(file, asked ?? undefined, request.log);
   const status = asked ? 206 : 200;
   if (options.beforeSend && request.method !== 'HEAD') {
     try {

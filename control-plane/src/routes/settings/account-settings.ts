@@ -5,7 +5,8 @@ import {
   type RetentionSetting, type ServicePrincipal, type ServicePrincipalsSetting, type TestStatus,
 } from '@xfer/shared';
 import { BadRequestError } from '../../errors.js';
-import { auditedSettingChange, consoleUserOf, isoOrNull, requireAccountAdmin, SettingsStore, type StoredSetting } from './settings.service.js';
+import { consoleUserOf, type StoredSetting } from '../../plugins/app/access/index.js';
+import { isoOrNull } from './iso-or-null.js';
 
 const consoleOnly = { access: { consoleOnly: true } } as const;
 
@@ -35,39 +36,40 @@ function rejectDuplicates(list: ServicePrincipal[], field: keyof ServicePrincipa
 /** Settings of the whole account: retention, service principals, test status. Every role reads them. */
 const accountSettings: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const store = new SettingsStore(app.db);
   const accountOf = (request: FastifyRequest) => ({ accountId: consoleUserOf(request).accountId, userId: null });
 
   app.get('/settings/retention', { config: consoleOnly }, async (request) => {
-    return { data: presentRetention(await store.get<Retention>(accountOf(request), 'retention')) };
+    return { data: presentRetention(await app.settings.get<Retention>(accountOf(request), 'retention')) };
   });
 
   /** Only the given fields change; the others keep their stored or default value. */
   app.put('/settings/retention', { schema: { body: UpdateRetentionRequest }, config: consoleOnly }, async (request) => {
-    const user = await requireAccountAdmin(app, request, 'retention');
+    const user = consoleUserOf(request);
+    await app.settings.requireAccountAdmin(user, request, 'retention');
     const owner = { accountId: user.accountId, userId: null };
-    const current = presentRetention(await store.get<Retention>(owner, 'retention'));
+    const current = presentRetention(await app.settings.get<Retention>(owner, 'retention'));
     const value: Retention = {
       audit_days: request.body.audit_days ?? current.audit_days,
       deleted_files_days: request.body.deleted_files_days ?? current.deleted_files_days,
     };
-    const stored = await auditedSettingChange(app, request, 'retention', 'account', { ...value }, () => store.put(owner, 'retention', value));
+    const stored = await app.settings.put(request, owner, 'retention', value, { ...value });
     return { data: presentRetention(stored) };
   });
 
   app.get('/settings/service-principals', { config: consoleOnly }, async (request) => {
-    return { data: presentPrincipals(await store.get<ServicePrincipal[]>(accountOf(request), 'service-principals')) };
+    return { data: presentPrincipals(await app.settings.get<ServicePrincipal[]>(accountOf(request), 'service-principals')) };
   });
 
   /** Replaces the whole list: names and client ids are unique within it. */
   app.put('/settings/service-principals', { schema: { body: UpdateServicePrincipalsRequest }, config: consoleOnly }, async (request) => {
-    const user = await requireAccountAdmin(app, request, 'service-principals');
+    const user = consoleUserOf(request);
+    await app.settings.requireAccountAdmin(user, request, 'service-principals');
     const list = request.body.service_principals.map((p) => ({ name: p.name.trim(), client_id: p.client_id }));
     rejectDuplicates(list, 'name');
     rejectDuplicates(list, 'client_id');
-    const stored = await auditedSettingChange(app, request, 'service-principals', 'account', {
+    const stored = await app.settings.put(request, { accountId: user.accountId, userId: null }, 'service-principals', list, {
       count: list.length, client_ids: list.map((p) => p.client_id),
-    }, () => store.put({ accountId: user.accountId, userId: null }, 'service-principals', list));
+    });
     return { data: presentPrincipals(stored) };
   });
 

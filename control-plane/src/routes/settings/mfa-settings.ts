@@ -1,13 +1,12 @@
-import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { UpdateMfaRequest, VerifyMfaRequest } from '@xfer/shared';
-import { consoleUserOf, settingEntry } from './settings.service.js';
-import { MfaCodeError, MfaService } from './mfa.service.js';
+import { consoleUserOf } from '../../plugins/app/access/index.js';
 
 const consoleOnly = { access: { consoleOnly: true } } as const;
 
 /**
- * The signed-in user's TOTP second factor (mfa.service.ts), three steps:
+ * The signed-in user's TOTP second factor (plugins/app/access/mfa.service.ts), three steps:
  *
  * 1. `PUT /settings/mfa {enabled: true}` enrols: a new secret, answered once as base32 and as an
  *    `otpauth://` URL for the authenticator app; MFA stays off (`pending: true`). 409 while MFA is on.
@@ -22,44 +21,19 @@ const consoleOnly = { access: { consoleOnly: true } } as const;
  */
 const mfaSettings: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const mfa = new MfaService(app.db, app.vault);
-
-  /** Runs `change`, auditing a refused code before the 400 leaves. */
-  async function auditingRefusals<T>(request: FastifyRequest, change: string, run: () => Promise<T>): Promise<T> {
-    try {
-      return await run();
-    } catch (err) {
-      if (err instanceof MfaCodeError) {
-        await app.audit.recordRequest(request, {
-          action: 'setting.update', outcome: 'failure', resource: { type: 'setting', id: 'mfa' },
-          details: { scope: 'user', change, reason: err.reason },
-        });
-      }
-      throw err;
-    }
-  }
 
   app.get('/settings/mfa', { config: consoleOnly }, async (request) => {
-    return { data: await mfa.state(consoleUserOf(request)) };
+    return { data: await app.mfa.state(consoleUserOf(request)) };
   });
 
   app.put('/settings/mfa', { schema: { body: UpdateMfaRequest }, config: consoleOnly }, async (request) => {
     const user = consoleUserOf(request);
-    // Each change is recorded write-ahead: the service announces it once the code checks pass.
-    if (request.body.enabled) {
-      const enrolment = await app.audit.change(request, (announce) => mfa.enroll(user, () => announce(settingEntry('mfa', 'user', { change: 'enroll', enabled: false }))));
-      return { data: enrolment };
-    }
-    const { setting } = await auditingRefusals(request, 'disable', () => app.audit.change(request, (announce) =>
-      mfa.disable(user, request.body.code, (change) => announce(settingEntry('mfa', 'user', { change, enabled: false })))));
-    return { data: setting };
+    if (request.body.enabled) return { data: await app.mfa.enroll(user, request) };
+    return { data: await app.mfa.disable(user, request, request.body.code) };
   });
 
   app.post('/settings/mfa/verify', { schema: { body: VerifyMfaRequest }, config: consoleOnly }, async (request) => {
-    const user = consoleUserOf(request);
-    const setting = await auditingRefusals(request, 'activate', () => app.audit.change(request, (announce) =>
-      mfa.activate(user, request.body.code, () => announce(settingEntry('mfa', 'user', { change: 'activate', enabled: true })))));
-    return { data: setting };
+    return { data: await app.mfa.activate(consoleUserOf(request), request, request.body.code) };
   });
 };
 

@@ -5,14 +5,9 @@ import {
   SHARE_DEFAULT_EXPIRES_IN_HOURS, SharedTokenParams,
 } from '@xfer/shared';
 import { ForbiddenError } from '../../errors.js';
-import { callerExpiresAt, requireExpiryWithin } from '../../lib/grant-rules.js';
-import { principalOf, type Principal } from '../../plugins/app/auth.js';
-import { findLiveFile } from '../files/files.service.js';
+import { callerExpiresAt, principalOf, requireExpiryWithin, type Principal } from '../../plugins/app/access/index.js';
+import { shareUrl } from '../../plugins/app/files/shares.service.js';
 import { sendStoredFile } from '../files/send-file.js';
-import {
-  assertDownloadsLeft, claimDownload, createShareLink, listShareLinks, openSharedFile, releaseDownload,
-  revokeShareLink, shareUrl,
-} from './shares.service.js';
 
 const shareNeedsRead = (p: Principal) =>
   `A share link lets anyone holding it download the file: creating one needs files:read, which ${p.kind === 'api_key' ? 'the calling key' : `your role (${p.role})`} does not hold`;
@@ -48,7 +43,7 @@ const shares: FastifyPluginAsync = async (fastify) => {
     } catch (err) {
       await denied('expiry beyond the calling key', err as Error);
     }
-    const { link, token } = await app.audit.change(request, (announce) => createShareLink(app.db, {
+    const { link, token } = await app.audit.change(request, (announce) => app.shares.create({
       accountId: principal.accountId, fileId: request.params.id, expiresInHours: expires_in_hours, maxDownloads: max_downloads,
       createdBy: principal.actor,
     }, (fileId, details) => announce({ action: 'file.share', outcome: 'success', resource: { type: 'file', id: fileId }, details })));
@@ -61,22 +56,20 @@ const shares: FastifyPluginAsync = async (fastify) => {
     schema: { params: IdParams, querystring: ListShareLinksQuery, response: { 200: Page(ShareLink) } },
     config: { access: { scope: 'files:read' } },
   }, async (request) => {
-    const { accountId } = principalOf(request);
-    const file = await findLiveFile(app.db, accountId, request.params.id);
-    return listShareLinks(app.db, accountId, request.query, file._id);
+    return app.shares.listOfFile(principalOf(request).accountId, request.params.id, request.query);
   });
 
   app.get('/shares', {
     schema: { querystring: ListShareLinksQuery, response: { 200: Page(ShareLink) } },
     config: { access: { scope: 'files:read' } },
-  }, async (request) => listShareLinks(app.db, principalOf(request).accountId, request.query));
+  }, async (request) => app.shares.list(principalOf(request).accountId, request.query));
 
   app.delete('/files/:id/share/:share_id', {
     schema: { params: ShareLinkParams, response: { 200: Envelope(Deleted) } },
     config: { access: { scope: 'files:write' } },
   }, async (request) => {
     const principal = principalOf(request);
-    const link = await app.audit.change(request, (announce) => revokeShareLink(app.db, principal.accountId, request.params.id, request.params.share_id, principal.actor, (l) => announce({
+    const link = await app.audit.change(request, (announce) => app.shares.revoke(principal.accountId, request.params.id, request.params.share_id, principal.actor, (l) => announce({
       action: 'file.share_revoke', outcome: 'success', resource: { type: 'file', id: String(l.file_id) }, details: { share_id: String(l._id) },
     })));
     return { data: { id: String(link._id), deleted: true as const } };
@@ -100,15 +93,15 @@ const shares: FastifyPluginAsync = async (fastify) => {
    * conditional requests too; the claim settles the requests racing past that check.
    */
   async function downloadShared(request: FastifyRequest, reply: FastifyReply, token: string): Promise<FastifyReply> {
-    const { link, file } = await openSharedFile(app.db, token);
-    await assertDownloadsLeft(app.db, link);
+    const { link, file } = await app.shares.open(token);
+    await app.shares.assertDownloadsLeft(link);
     // The URL is the credential: a page that renders the file must not pass it on as a Referer.
     reply.header('referrer-policy', 'no-referrer');
     const shareId = String(link._id);
     const fileId = String(file._id);
     return sendStoredFile(app, request, reply, file, {
       beforeSend: async (status) => {
-        const n = await claimDownload(app.db, link);
+        const n = await app.shares.claimDownload(link);
         const seen = { name: file.name, size: file.size, via: 'share_link', share_id: shareId };
         try {
           await app.audit.record({
@@ -119,7 +112,7 @@ const shares: FastifyPluginAsync = async (fastify) => {
           await app.outbox.emit(link.account_id, 'file.downloaded', { id: fileId, ...seen });
         } catch (err) {
           // Nothing is sent after all: the download is given back (best effort; the error is the answer).
-          await releaseDownload(app.db, link, n)
+          await app.shares.releaseDownload(link, n)
             .catch((failure: unknown) => request.log.error({ err: failure }, 'could not release a share-link download'));
           throw err;
         }

@@ -6,21 +6,17 @@ import {
 } from '@xfer/shared';
 import { ServiceUnavailableError } from '../../errors.js';
 import { paginate } from '../../lib/pagination.js';
-import { principalOf } from '../../plugins/app/auth.js';
-import { chooseAgent } from '../agents/agents.service.js';
-import {
-  createTransfer, executeResult, findTransfer, jobConnections, presentTransfer, presentTransferFile, stateConflict,
-  transferNotFound, waitForEnd,
-} from './transfers.service.js';
+import { principalOf } from '../../plugins/app/access/index.js';
+import { stateConflict, transferNotFound } from '../../plugins/app/transfers/index.js';
+import { executeResult, presentTransfer, presentTransferFile } from './transfers.presenter.js';
 
 /**
- * Transfer jobs (api.md "Transfers", decisions.md "Transfers"): transfers:read for reads,
- * transfers:write for the rest. A job runs on an agent; see plugins/app/dispatcher.ts for how
- * it gets there and plugins/app/jobs/job-service.ts for the state machine.
+ * Transfers (api.md "Transfers", decisions.md "Transfers"): transfers:read for reads,
+ * transfers:write for the rest. A transfer runs on an agent; see plugins/app/agents/dispatch.ts
+ * for how it gets there and plugins/app/transfers/ for its states.
  */
 const transfers: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const pollMs = app.config.dispatchPollMs;
   const resource = (id: string) => ({ type: 'transfer', id });
 
   app.get('/transfers', {
@@ -37,7 +33,7 @@ const transfers: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'transfers:write' } },
   }, async (request, reply) => {
     const { accountId } = principalOf(request);
-    const job = presentTransfer(await createTransfer(app.db, accountId, request.body));
+    const job = presentTransfer(await app.transfers.create(accountId, request.body));
     await app.audit.recordRequest(request, {
       action: 'transfer.create', outcome: 'success', resource: resource(job.id),
       details: { name: job.name, source_connection_id: job.sourceConnectionId, destination_connection_id: job.destinationConnectionId },
@@ -50,7 +46,7 @@ const transfers: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'transfers:read' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    return { data: presentTransfer(await findTransfer(app.db, accountId, request.params.id)) };
+    return { data: presentTransfer(await app.transfers.find(accountId, request.params.id)) };
   });
 
   /**
@@ -63,11 +59,11 @@ const transfers: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'transfers:write' } },
   }, async (request, reply) => {
     const { accountId } = principalOf(request);
-    const job = await findTransfer(app.db, accountId, request.params.id);
+    const job = await app.transfers.find(accountId, request.params.id);
     if (job.status !== 'queued') throw stateConflict(job, 'executed', 'queued');
-    const agent = await chooseAgent(app.db, accountId, await jobConnections(app.db, job), pollMs);
-    const started = await app.jobs.start(job, agent._id);
-    if (!started) throw stateConflict(await findTransfer(app.db, accountId, request.params.id), 'executed', 'queued');
+    const agent = await app.agents.choose(accountId, await app.transfers.connectionsOf(job));
+    const started = await app.transfers.start(job, agent._id);
+    if (!started) throw stateConflict(await app.transfers.find(accountId, request.params.id), 'executed', 'queued');
     app.dispatcher.wake();
     await app.audit.recordRequest(request, {
       action: 'transfer.execute', outcome: 'success', resource: resource(String(job._id)),
@@ -77,7 +73,7 @@ const transfers: FastifyPluginAsync = async (fastify) => {
 
     const clientGone = new AbortController();
     reply.raw.on('close', () => clientGone.abort());
-    const ended = await waitForEnd(app.db, app.jobs, job._id, pollMs, AbortSignal.any([clientGone.signal, app.dispatcher.stopping]));
+    const ended = await app.transfers.waitForEnd(job._id, AbortSignal.any([clientGone.signal, app.dispatcher.stopping]));
     if (ended) return executeResult(ended);
     if (clientGone.signal.aborted) {
       // Nobody is left to answer; the job carries on.
@@ -97,9 +93,9 @@ const transfers: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'transfers:write' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    const job = await findTransfer(app.db, accountId, request.params.id);
-    const cancelled = await app.jobs.cancel(accountId, job._id);
-    if (!cancelled) throw stateConflict(await findTransfer(app.db, accountId, request.params.id), 'cancelled', 'queued or in-progress');
+    const job = await app.transfers.find(accountId, request.params.id);
+    const cancelled = await app.transfers.cancel(accountId, job._id);
+    if (!cancelled) throw stateConflict(await app.transfers.find(accountId, request.params.id), 'cancelled', 'queued or in-progress');
     app.dispatcher.wake();
     await app.audit.recordRequest(request, {
       action: 'transfer.cancel', outcome: 'success', resource: resource(String(job._id)),
@@ -114,9 +110,9 @@ const transfers: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'transfers:write' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    const job = await findTransfer(app.db, accountId, request.params.id);
-    const retried = await app.jobs.retry(accountId, job._id);
-    if (!retried) throw stateConflict(await findTransfer(app.db, accountId, request.params.id), 'retried', 'failed or cancelled');
+    const job = await app.transfers.find(accountId, request.params.id);
+    const retried = await app.transfers.retry(accountId, job._id);
+    if (!retried) throw stateConflict(await app.transfers.find(accountId, request.params.id), 'retried', 'failed or cancelled');
     await app.audit.recordRequest(request, {
       action: 'transfer.retry', outcome: 'success', resource: resource(String(job._id)), details: { name: job.name, attempt: retried.attempt },
     });
@@ -128,9 +124,9 @@ const transfers: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'transfers:write' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    const job = await findTransfer(app.db, accountId, request.params.id);
-    const removed = await app.jobs.remove(accountId, job._id);
-    if (!removed) throw stateConflict(await findTransfer(app.db, accountId, request.params.id), 'deleted', 'completed, failed or cancelled');
+    const job = await app.transfers.find(accountId, request.params.id);
+    const removed = await app.transfers.remove(accountId, job._id);
+    if (!removed) throw stateConflict(await app.transfers.find(accountId, request.params.id), 'deleted', 'completed, failed or cancelled');
     await app.audit.recordRequest(request, {
       action: 'transfer.delete', outcome: 'success', resource: resource(String(job._id)), details: { name: job.name, status: removed.status },
     });
@@ -143,7 +139,7 @@ const transfers: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'transfers:read' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    const job = await findTransfer(app.db, accountId, request.params.id);
+    const job = await app.transfers.find(accountId, request.params.id);
     const { status, attempt, ...page } = request.query;
     const filter = { job_id: job._id, ...(status ? { status } : {}), ...(attempt ? { attempt } : {}) };
     return paginate(app.db.transferFiles, filter, page, presentTransferFile);

@@ -3,12 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
   CreateWebhookRequest, CreateWebhookResponse, Deleted, Envelope, IdParams, ListWebhooksQuery, Messages, Page, UpdateWebhookRequest, Webhook,
 } from '@xfer/shared';
-import { paginate } from '../../lib/pagination.js';
-import { AddressPolicy } from '../../lib/ssrf-guard.js';
-import { principalOf } from '../../plugins/app/auth.js';
-import {
-  createWebhook, deleteWebhook, getWebhook, presentWebhook, updateWebhook, type WebhookDeps,
-} from './webhooks.service.js';
+import { principalOf } from '../../plugins/app/access/index.js';
 
 const read = { access: { scope: 'webhooks:read', teamPlan: true } } as const;
 const write = { access: { scope: 'webhooks:write', teamPlan: true } } as const;
@@ -20,21 +15,13 @@ const write = { access: { scope: 'webhooks:write', teamPlan: true } } as const;
  */
 const webhooks: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const { unsafeAllowedAddresses } = app.config.webhooks;
-  const deps: WebhookDeps = { db: app.db, vault: app.vault, policy: new AddressPolicy(unsafeAllowedAddresses) };
-  if (deps.policy.unsafe) {
-    app.log.warn(
-      { unsafeAllowedAddresses },
-      'UNSAFE: XFER_UNSAFE_WEBHOOK_ALLOW lets webhooks target these private addresses; for tests only, never in production',
-    );
-  }
 
   app.get('/webhooks', {
     schema: { querystring: ListWebhooksQuery, response: { 200: Page(Webhook) } },
     config: read,
   }, async (request) => {
     const { accountId } = principalOf(request);
-    return paginate(app.db.webhooks, { account_id: accountId }, request.query, presentWebhook);
+    return app.webhooks.list(accountId, request.query);
   });
 
   app.post('/webhooks', {
@@ -42,7 +29,7 @@ const webhooks: FastifyPluginAsync = async (fastify) => {
     config: write,
   }, async (request, reply) => {
     const { accountId } = principalOf(request);
-    const { webhook, generatedSecret } = await app.audit.change(request, (announce) => createWebhook(deps, accountId, request.body, (id, details) => announce({
+    const { webhook, generatedSecret } = await app.audit.change(request, (announce) => app.webhooks.create(accountId, request.body, (id, details) => announce({
       action: 'webhook.create', outcome: 'success', resource: { type: 'webhook', id }, details,
     })));
     if (!generatedSecret) return reply.code(201).send({ data: webhook });
@@ -54,7 +41,7 @@ const webhooks: FastifyPluginAsync = async (fastify) => {
     config: read,
   }, async (request) => {
     const { accountId } = principalOf(request);
-    return { data: await getWebhook(app.db, accountId, request.params.id) };
+    return { data: await app.webhooks.get(accountId, request.params.id) };
   });
 
   app.put('/webhooks/:id', {
@@ -62,7 +49,7 @@ const webhooks: FastifyPluginAsync = async (fastify) => {
     config: write,
   }, async (request) => {
     const { accountId } = principalOf(request);
-    const { webhook } = await app.audit.change(request, (announce) => updateWebhook(deps, accountId, request.params.id, request.body, (id, details) => announce({
+    const { webhook } = await app.audit.change(request, (announce) => app.webhooks.update(accountId, request.params.id, request.body, (id, details) => announce({
       action: 'webhook.update', outcome: 'success', resource: { type: 'webhook', id }, details,
     })));
     return { data: webhook };
@@ -73,7 +60,7 @@ const webhooks: FastifyPluginAsync = async (fastify) => {
     config: write,
   }, async (request) => {
     const { accountId } = principalOf(request);
-    const deleted = await app.audit.change(request, (announce) => deleteWebhook(app.db, accountId, request.params.id, (id, details) => announce({
+    const deleted = await app.audit.change(request, (announce) => app.webhooks.delete(accountId, request.params.id, (id, details) => announce({
       action: 'webhook.delete', outcome: 'success', resource: { type: 'webhook', id }, details,
     })));
     return { data: { id: deleted.id, deleted: true as const } };

@@ -1,0 +1,21 @@
+import fp from 'fastify-plugin';
+import { TransfersService } from './transfers.service.js';
+
+export { TransfersService, stateConflict, transferNotFound } from './transfers.service.js';
+export type { StoredTransfer } from './transfer-states.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    transfers: TransfersService;
+  }
+}
+
+/** The transfers domain (transfers.service.ts over the state machine in transfer-states.ts), shared by the routes and the agent gateway. */
+export default fp(
+  async (app) => {
+    app.decorate('transfers', new TransfersService({
+      db: app.db, outbox: app.outbox, leaseMs: app.config.jobLeaseMs, pollMs: app.config.dispatchPollMs, log: app.log,
+    }));
+  },
+  { name: 'transfers', dependencies: ['mongoose', 'outbox'] },
+);

@@ -1,0 +1,109 @@
+import { Types } from 'mongoose';
+import { basePathProblem, DEFAULT_TRANSFER_OPTIONS, normalizeBasePath, type CreateTransferRequest } from '@xfer/shared';
+import type { Models } from '../../../models/index.js';
+import { TransferStates, type StoredTransfer, type TransferStatesOptions } from './transfer-states.js';
+import { BadRequestError, ConflictError, NotFoundError } from '../../../errors.js';
+import { toObjectId } from '../../../lib/pagination.js';
+
+type AccountId = string | Types.ObjectId;
+
+/** 404 for a transfer that is not the caller's (unknown, malformed and other accounts' ids alike). */
+export const transferNotFound = (id: string) => new NotFoundError(`Transfer ${id} not found`);
+
+/** 409 for a state change the transfer's current state does not allow, saying which states do. */
+export function stateConflict(job: Pick<StoredTransfer, '_id' | 'status'>, action: string, allowed: string): ConflictError {
+  const hint = action === 'executed' && (job.status === 'failed' || job.status === 'cancelled')
+    ? ` (POST /transfers/${String(job._id)}/retry queues it again)` : '';
+  return new ConflictError(`Transfer ${String(job._id)} is ${job.status}; only ${allowed} transfers can be ${action}${hint}`);
+}
+
+function checkedPath(field: 'sourcePath' | 'destinationPath', path: string): string {
+  const problem = basePathProblem(path);
+  if (problem) throw new BadRequestError(`body.${field} ${problem.replace(/^path /, '')}`);
+  return normalizeBasePath(path);
+}
+
+/** A connection of the account by the id given in `field`, or 404 naming the field. */
+async function ownedConnection(db: Models, accountId: AccountId, field: 'sourceConnectionId' | 'destinationConnectionId', id: string) {
+  const _id = toObjectId(id);
+  const doc = _id && await db.connections.findOne({ _id, account_id: accountId }, { name: 1, type: 1, agent_id: 1 }).lean();
+  const which = field === 'sourceConnectionId' ? 'Source' : 'Destination';
+  if (!doc) throw new NotFoundError(`${which} connection ${id} not found (body.${field})`);
+  return doc;
+}
+
+/** What TransfersService needs: the state machine's dependencies, and how often a waiter reads the database. */
+export interface TransfersServiceOptions extends TransferStatesOptions {
+  /** A blocking execute reads the transfer at least this often (its end may come from another instance). */
+  pollMs: number;
+}
+
+/**
+ * The transfers of an account (api.md "Transfers"): created by the API, moved through their
+ * states by the API and by the agent gateway (transfer-states.ts), read and waited for here.
+ * The agent protocol calls one run of a transfer a job (plugins/app/agents/index.ts).
+ */
+export class TransfersService extends TransferStates {
+  constructor(private readonly options: TransfersServiceOptions) {
+    super(options);
+  }
+
+  /** The caller's transfer, or 404 for unknown, malformed and other accounts' ids alike. */
+  async find(accountId: AccountId, id: string): Promise<StoredTransfer> {
+    const _id = toObjectId(id);
+    // By _id alone, the account checked here: FerretDB (SQLite) pushes only a bare `{_id}` filter
+    // down to its primary key; with a second field it is several times slower (docs/architecture.md
+    // "FerretDB and query pushdown"). The driver's collection, as for the key in auth.ts: a mongoose
+    // query costs more CPU than the read.
+    const doc = _id && await this.o.db.transfers.collection.findOne<StoredTransfer>({ _id });
+    if (!doc || String(doc.account_id) !== String(accountId)) throw transferNotFound(id);
+    return doc;
+  }
+
+  /** A new queued transfer between two connections of the account (404 naming the field of one that is not). */
+  async create(accountId: AccountId, input: CreateTransferRequest): Promise<StoredTransfer> {
+    const { db } = this.o;
+    const sourcePath = checkedPath('sourcePath', input.sourcePath);
+    const destinationPath = checkedPath('destinationPath', input.destinationPath);
+    const source = await ownedConnection(db, accountId, 'sourceConnectionId', input.sourceConnectionId);
+    const destination = await ownedConnection(db, accountId, 'destinationConnectionId', input.destinationConnectionId);
+    const doc = await db.transfers.create({
+      account_id: accountId,
+      name: input.name.trim(),
+      source_connection_id: source._id,
+      source_path: sourcePath,
+      destination_connection_id: destination._id,
+      destination_path: destinationPath,
+      options: { ...DEFAULT_TRANSFER_OPTIONS, ...input.options },
+    });
+    return doc.toObject() as StoredTransfer;
+  }
+
+  /**
+   * The connections of a transfer as the choice of an agent needs them (AgentsService.choose);
+   * 409 when one was deleted since the transfer was created.
+   */
+  async connectionsOf(job: StoredTransfer) {
+    const ids = [job.source_connection_id, job.destination_connection_id];
+    const docs = await this.o.db.connections.find({ _id: { $in: ids }, account_id: job.account_id }, { name: 1, type: 1, agent_id: 1 }).lean();
+    return ids.map((id, i) => {
+      const doc = docs.find((d) => d._id.equals(id));
+      if (!doc) throw new ConflictError(`The ${i === 0 ? 'source' : 'destination'} connection ${String(id)} of this transfer was deleted; it cannot run`);
+      return { id: String(doc._id), name: doc.name, type: doc.type, agent_id: doc.agent_id };
+    });
+  }
+
+  /**
+   * Waits until the transfer ends (or `signal` aborts: the client went away, or the server is
+   * shutting down) and returns it. Reads the database after every wake-up: it may end on any
+   * instance; the in-process notification only makes a local end visible at once.
+   */
+  async waitForEnd(id: Types.ObjectId, signal: AbortSignal): Promise<StoredTransfer | null> {
+    for (;;) {
+      const job = await this.o.db.transfers.findById(id).lean<StoredTransfer>();
+      if (!job || (job.status !== 'queued' && job.status !== 'in-progress')) return job;
+      if (signal.aborted) return null;
+      await this.changes.wait(String(id), this.options.pollMs, signal);
+    }
+  }
+}

@@ -1,0 +1,44 @@
+import fp from 'fastify-plugin';
+import { Types } from 'mongoose';
+import type { Models } from '../../../models/index.js';
+
+/** Event types of api.md "Events" written so far. */
+export type OutboxEventType =
+  | 'transfer.started' | 'transfer.completed' | 'transfer.failed'
+  | 'file.uploaded' | 'file.downloaded' | 'file.deleted' | 'file.shared' | 'file.scan_blocked';
+
+/** What other domains depend on: the one call that records an event. */
+export interface Outbox {
+  /**
+   * Records a domain event for delivery to the account's webhooks. Called right after the change
+   * that caused it succeeded (no transactions: a crash in between loses the event, never invents one).
+   */
+  emit(accountId: string | Types.ObjectId, type: OutboxEventType, data: Record<string, unknown>): Promise<void>;
+}
+
+/** The events outbox (`outbox_events`); deliverer.ts fans its rows out to the subscribed webhooks. */
+export class OutboxService implements Outbox {
+  private readonly db: Models;
+
+  constructor(options: { db: Models }) {
+    this.db = options.db;
+  }
+
+  async emit(accountId: string | Types.ObjectId, type: OutboxEventType, data: Record<string, unknown>): Promise<void> {
+    await this.db.outboxEvents.create({ account_id: new Types.ObjectId(String(accountId)), type, data });
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    outbox: Outbox;
+  }
+}
+
+/** Decorates `app.outbox`. */
+export default fp(
+  async (app) => {
+    app.decorate<Outbox>('outbox', new OutboxService({ db: app.db }));
+  },
+  { name: 'outbox', dependencies: ['mongoose'] },
+);

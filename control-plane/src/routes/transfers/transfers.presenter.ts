@@ -1,0 +1,48 @@
+import type { ExecuteTransferResult, JobOptions, Transfer, TransferFile, TransferStatus } from '@xfer/shared';
+import type { TransferFileDoc } from '../../models/transfer-file.model.js';
+import type { StoredTransfer } from '../../plugins/app/transfers/index.js';
+
+export function presentTransfer(doc: StoredTransfer): Transfer {
+  return {
+    id: String(doc._id),
+    name: doc.name,
+    sourceConnectionId: String(doc.source_connection_id),
+    sourcePath: doc.source_path,
+    destinationConnectionId: String(doc.destination_connection_id),
+    destinationPath: doc.destination_path,
+    options: { ...(doc.options as JobOptions) },
+    status: doc.status as TransferStatus,
+    files_total: doc.files_total,
+    files_transferred: doc.files_transferred,
+    files_skipped: doc.files_skipped,
+    files_failed: doc.files_failed,
+    bytes_transferred: doc.bytes_transferred,
+    started_at: doc.started_at ? doc.started_at.toISOString() : null,
+    completed_at: doc.completed_at ? doc.completed_at.toISOString() : null,
+    error: doc.error ?? null,
+    agent_id: doc.agent_id ? String(doc.agent_id) : null,
+    attempt: doc.attempt,
+    created_at: doc.created_at.toISOString(),
+    updated_at: doc.updated_at.toISOString(),
+  };
+}
+
+export function presentTransferFile(doc: TransferFileDoc): TransferFile {
+  return {
+    path: doc.path,
+    attempt: doc.attempt,
+    status: doc.status as TransferFile['status'],
+    size: doc.size,
+    sha256: doc.sha256 ?? null,
+    verified_by: doc.verified_by ?? null,
+    error: doc.error ?? null,
+    created_at: doc.created_at.toISOString(),
+  };
+}
+
+/** The execute answer (api.md: bare, not in `data`); the details only when it did not succeed. */
+export function executeResult(job: StoredTransfer): ExecuteTransferResult {
+  const base = { success: job.status === 'completed', files_transferred: job.files_transferred, bytes_transferred: job.bytes_transferred };
+  if (base.success) return base;
+  return { ...base, status: job.status as TransferStatus, files_total: job.files_total, error: job.error ?? (job.status === 'cancelled' ? 'Transfer cancelled' : null) };
+}
