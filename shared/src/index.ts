@@ -1,5 +1,6 @@
 export * from './scopes.js';
 export * from './messages.js';
+export * from './backoff.js';
 export * from './schemas/common.js';
 export * from './schemas/auth.js';
 export * from './schemas/api-keys.js';

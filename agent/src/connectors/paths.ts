@@ -42,3 +42,8 @@ export function baseName(rel: string): string {
 export function joinRel(...parts: string[]): string {
   return parts.filter((p) => p !== '').join('/');
 }
+
+/** A connector path as error messages show it: the base path is `/`. */
+export function shownPath(rel: string): string {
+  return rel === '' ? '/' : rel;
+}

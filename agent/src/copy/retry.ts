@@ -1,4 +1,5 @@
-import { backoffDelayMs, sleep } from '../lib/backoff.js';
+import { backoffDelayMs } from '@xfer/shared';
+import { sleep } from '../lib/sleep.js';
 import { isRetryable } from './errors.js';
 
 export interface RetryOptions {

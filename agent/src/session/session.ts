@@ -1,10 +1,9 @@
 import WebSocket from 'ws';
 import {
-  AgentToServer, CloseCodes, frame, MAX_FRAME_BYTES, parseMessage, ProtocolError, ServerToAgent, TERMINAL_CLOSE_CODES,
+  AgentToServer, Backoff, CloseCodes, frame, MAX_FRAME_BYTES, parseMessage, ProtocolError, ServerToAgent, TERMINAL_CLOSE_CODES,
   type AgentMessage, type PayloadOf, type ServerMessage,
 } from '@xfer/shared';
 import type { Logger } from 'pino';
-import { Backoff } from '../lib/backoff.js';
 import { isDurable, Outbox } from './outbox.js';
 import { DEFAULT_OUTBOX_MEMORY_BYTES } from '../config.js';
 import { isJobReport, ReportQueue } from './report-queue.js';

@@ -1,4 +1,5 @@
 /** When and how long the client waits before trying a call again. */
+import { backoffDelayMs } from '../backoff.js';
 
 /** Methods that may be sent twice without changing the outcome (RFC 9110 §9.2.2). */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
@@ -40,8 +41,7 @@ export function parseRetryAfter(value: string | null | undefined, now = Date.now
  * together do not all come back in the same instant.
  */
 export function retryDelayMs(retry: number, retryAfterMs: number | undefined, opts: Required<BackoffOptions>, random = Math.random): number {
-  const ceiling = Math.min(opts.maxMs, opts.baseMs * 2 ** (retry - 1));
-  return (retryAfterMs ?? 0) + Math.floor(random() * ceiling);
+  return (retryAfterMs ?? 0) + backoffDelayMs(retry - 1, opts.baseMs, opts.maxMs, random);
 }
 
 /** Resolves after `ms`, or rejects with the signal's reason as soon as it aborts. */

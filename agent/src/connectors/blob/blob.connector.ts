@@ -3,6 +3,8 @@ import { Readable } from 'node:stream';
 import type { BlobItem, BlobPrefix, ContainerClient } from '@azure/storage-blob';
 import type { ConnectionSettings } from '@xfer/shared';
 import { relativePath } from '../paths.js';
+import { mapErrors } from '../map-errors.js';
+import { md5Checksum } from '../azure/content-md5.js';
 import { closedAccess, type AgentAccess } from '../access.js';
 import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
 import { guardUpload } from '../upload-guard.js';
@@ -218,19 +220,11 @@ export class BlobConnector implements Connector {
   }
 
   /** Runs one SDK call, mapping any error it throws for `op` on `rel`. */
-  private async call<T>(op: string, rel: string, fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      throw blobError(err, this.context(op, rel));
-    }
+  private call<T>(op: string, rel: string, fn: () => Promise<T>): Promise<T> {
+    return mapErrors(fn, (err) => blobError(err, this.context(op, rel)));
   }
 }
 
-/** The blob's Content-MD5 property as a checksum (absent when the writer set none). */
-function md5Checksum(md5: Uint8Array | undefined): Entry['checksum'] {
-  return md5 && md5.length === 16 ? { algorithm: 'md5', value: Buffer.from(md5).toString('hex') } : undefined;
-}
 
 /** The registry's factory for `blob` connections. */
 export function createBlobConnector(settings: ConnectionSettings, context?: ConnectorContext): Connector {

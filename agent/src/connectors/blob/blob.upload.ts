@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { BlockBlobClient, BlockBlobUploadOptions } from '@azure/storage-blob';
 import { ConnectorError, type WriteResult } from '../types.js';
 import type { BlobTuning } from './blob.config.js';
-import { PartReader } from '../part-reader.js';
+import { InflightWindow, PartReader } from '@xfer/storage';
 
 const MiB = 1024 * 1024;
 /** Azure's limits: at most 50,000 committed blocks per blob, each at most 4,000 MiB. */
@@ -54,8 +54,7 @@ async function putBlocks(
   const nonce = randomBytes(6).toString('hex');
   const ids: string[] = [];
   const whole = createHash('md5');
-  const inflight = new Set<Promise<void>>();
-  let failure: { err: unknown } | undefined;
+  const window = new InflightWindow(queueBlocks);
   let size = 0;
   const stage = (data: Buffer) => {
     if (ids.length >= MAX_BLOCKS) throw new ConnectorError('CONFLICT', `the file needs more than ${MAX_BLOCKS} blocks`);
@@ -64,33 +63,23 @@ async function putBlocks(
     size += data.length;
     whole.update(data);
     const md5 = createHash('md5').update(data).digest();
-    const done: Promise<void> = blob
-      .stageBlock(id, data, data.length, { abortSignal: signal, transactionalContentMD5: md5 })
-      .then(
-        () => undefined,
-        (err: unknown) => {
-          failure ??= { err };
-        },
-      )
-      .finally(() => inflight.delete(done));
-    inflight.add(done);
+    window.add(blob.stageBlock(id, data, data.length, { abortSignal: signal, transactionalContentMD5: md5 }));
   };
   try {
     for (const block of firstBlocks) stage(block);
     for (;;) {
       // The next block is read while the others upload, so the source never waits for a free slot.
-      if (failure) break;
+      window.check();
       const block = await reader.nextBuffer(blockSize(ids.length + 1));
       if (!block) break;
-      while (inflight.size >= queueBlocks && !failure) await Promise.race(inflight);
-      if (failure) break;
+      await window.slot();
       stage(block);
     }
+    await window.drain();
   } finally {
     // Never leave a request running past the write, whatever happened.
-    await Promise.all(inflight);
+    await window.settle();
   }
-  if (failure) throw failure.err;
   signal?.throwIfAborted();
   const md5 = whole.digest();
   await blob.commitBlockList(ids, { abortSignal: signal, blobHTTPHeaders: { blobContentMD5: md5 } });

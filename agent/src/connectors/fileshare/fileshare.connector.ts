@@ -5,6 +5,8 @@ import { baseName, joinRel, parentOf, relativePath } from '../paths.js';
 import { closedAccess, type AgentAccess } from '../access.js';
 import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
 import { guardUpload } from '../upload-guard.js';
+import { mapErrors } from '../map-errors.js';
+import { md5Checksum } from '../azure/content-md5.js';
 import { connectorReadStream } from '../azure/read-stream.js';
 import { errorName } from '../azure/azure.errors.js';
 import { DEFAULT_FILESHARE_TUNING, fileshareTarget, type FileshareTarget, type FileshareTuning } from './fileshare.config.js';
@@ -243,19 +245,11 @@ export class FileshareConnector implements Connector {
   }
 
   /** Runs one SDK call, mapping any error it throws for `op` on `rel`. */
-  private async call<T>(op: string, rel: string, fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      throw fileshareError(err, this.context(op, rel));
-    }
+  private call<T>(op: string, rel: string, fn: () => Promise<T>): Promise<T> {
+    return mapErrors(fn, (err) => fileshareError(err, this.context(op, rel)));
   }
 }
 
-/** The file's Content-MD5 property as a checksum (absent when the writer set none). */
-function md5Checksum(md5: Uint8Array | undefined): Entry['checksum'] {
-  return md5 && md5.length === 16 ? { algorithm: 'md5', value: Buffer.from(md5).toString('hex') } : undefined;
-}
 
 /** The registry's factory for `fileshare` connections. */
 export function createFileshareConnector(settings: ConnectionSettings, context?: ConnectorContext): Connector {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ShareFileClient } from '@azure/storage-file-share';
 import type { WriteResult } from '../types.js';
-import { PartReader } from '../part-reader.js';
+import { InflightWindow, PartReader } from '@xfer/storage';
 import { errorName } from '../azure/azure.errors.js';
 import type { FileshareTuning } from './fileshare.config.js';
 
@@ -39,16 +39,14 @@ export async function uploadFile(
   }
   const reader = new PartReader(body);
   const whole = createHash('md5');
-  const inflight = new Set<Promise<void>>();
-  let failure: { err: unknown } | undefined;
+  const window = new InflightWindow(tuning.queueRanges);
   let offset = 0;
   try {
     for (;;) {
-      if (failure) break;
+      window.check();
       const range = await reader.nextBuffer(tuning.rangeBytes);
       if (!range) break;
-      while (inflight.size >= tuning.queueRanges && !failure) await Promise.race(inflight);
-      if (failure) break;
+      await window.slot();
       const end = offset + range.length;
       if (end > allocated) {
         // Growing never touches the ranges in flight, which all lie below the old size.
@@ -58,24 +56,15 @@ export async function uploadFile(
       }
       whole.update(range);
       const md5 = createHash('md5').update(range).digest();
-      const done: Promise<void> = file
-        .uploadRange(range, offset, range.length, { abortSignal: signal, contentMD5: md5 })
-        .then(
-          () => undefined,
-          (err: unknown) => {
-            failure ??= { err };
-          },
-        )
-        .finally(() => inflight.delete(done));
-      inflight.add(done);
+      window.add(file.uploadRange(range, offset, range.length, { abortSignal: signal, contentMD5: md5 }));
       offset = end;
     }
+    await window.drain();
   } finally {
     // Never leave a request running past the write, whatever happened.
-    await Promise.all(inflight);
+    await window.settle();
     await reader.close();
   }
-  if (failure) throw failure.err;
   signal?.throwIfAborted();
   if (allocated !== offset) await file.resize(offset, { abortSignal: signal });
   const md5 = whole.digest();

@@ -1,8 +1,10 @@
+import { guardWrite } from '@xfer/storage';
 import { Readable } from 'node:stream';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Client, FileInfo } from 'basic-ftp';
 import type { ConnectionSettings } from '@xfer/shared';
-import { joinRel, parentOf, relativePath, resolvePath } from '../paths.js';
+import { joinRel, parentOf, relativePath, resolvePath, shownPath } from '../paths.js';
+import { abortedError } from '../aborted.js';
 import { closedAccess, type AgentAccess } from '../access.js';
 import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
 import { DEFAULT_FTP_TUNING, ftpEndpoint, type FtpEndpoint, type FtpTuning } from './ftp.config.js';
@@ -59,8 +61,8 @@ export class FtpConnector implements Connector {
       const remote = this.remote(rel);
       const size = await abortable(lease.client, signal, () => lease.client.size(remote)).catch(async (err: unknown) => {
         if (replyCode(err) !== 550) throw err;
-        if ((await kindOf(lease.client, remote)) === 'directory') throw new ConnectorError('CONFLICT', `read ${shown(rel)}: is a directory`);
-        throw new ConnectorError('NOT_FOUND', `read ${shown(rel)}: does not exist`, { cause: err });
+        if ((await kindOf(lease.client, remote)) === 'directory') throw new ConnectorError('CONFLICT', `read ${shownPath(rel)}: is a directory`);
+        throw new ConnectorError('NOT_FOUND', `read ${shownPath(rel)}: does not exist`, { cause: err });
       });
       const start = options.start ?? 0;
       const end = Math.min(options.end ?? Infinity, size - 1);
@@ -71,7 +73,7 @@ export class FtpConnector implements Connector {
       return await rangeStream(lease, remote, rel, { start, end, size }, signal);
     } catch (err) {
       lease.release(true);
-      if (signal?.aborted) throw aborted('read', rel, signal);
+      if (signal?.aborted) throw abortedError('read', rel, signal);
       throw ftpError(err, rel, 'read');
     }
   }
@@ -80,14 +82,6 @@ export class FtpConnector implements Connector {
     const rel = relativePath(path);
     const { signal } = options;
     if (rel === '') throw new ConnectorError('CONFLICT', 'write: the base path is a directory, not a file');
-    // Until the upload iterates it, an error of the body would be an unhandled 'error' event.
-    const ignore = () => undefined;
-    body.on('error', ignore);
-    if (signal?.aborted) {
-      body.destroy();
-      body.off('error', ignore);
-      throw aborted('write', rel, signal);
-    }
     const remote = this.remote(rel);
     let sent = 0;
     let flowing = false;
@@ -104,39 +98,39 @@ export class FtpConnector implements Connector {
       // "Failure reading network stream", or a decode error alert): an empty file needs a moment.
       if (tls && sent === 0) await delay(EMPTY_TLS_UPLOAD_GRACE_MS);
     })());
-    source.on('error', ignore);
-    const onAbort = () => source.destroy(aborted('write', rel, signal!));
-    signal?.addEventListener('abort', onAbort, { once: true });
+    source.on('error', () => undefined);
     let lease: FtpLease | undefined;
-    try {
-      lease = await this.pool.acquire(signal);
-      const { client } = lease;
-      try {
-        await client.uploadFrom(source, remote);
-      } catch (err) {
-        // Refused before any byte (vsftpd: 553 for a missing parent and for no permission alike): find out which.
-        if (flowing || replyCode(err) === undefined) throw err;
-        await this.prepareTarget(client, rel, err);
-        try {
-          await client.uploadFrom(source, remote);
-        } catch (again) {
-          if (flowing || replyCode(again) === undefined) throw again;
-          throw refused('write', rel, again);
-        }
-      }
-      const stored = await client.size(remote);
-      if (stored !== sent) throw new ConnectorError('TRANSIENT', `write ${rel}: the server stored ${stored} bytes of the ${sent} sent`);
-      return { size: sent };
-    } catch (err) {
+    const cleanup = async (err: unknown) => {
       // Leave nothing behind: once STOR was accepted (or may have been), the file exists, partial.
       if (lease && (flowing || replyCode(err) === undefined)) await this.removeQuietly(lease, remote);
       source.destroy();
-      body.destroy();
-      if (signal?.aborted) throw aborted('write', rel, signal);
-      throw ftpError(err, rel, 'write');
+    };
+    try {
+      return await guardWrite(
+        body,
+        { signal, aborted: () => abortedError('write', rel, signal!), mapError: (err) => ftpError(err, rel, 'write'), cleanup, abortTarget: source },
+        async () => {
+          lease = await this.pool.acquire(signal);
+          const { client } = lease;
+          try {
+            await client.uploadFrom(source, remote);
+          } catch (err) {
+            // Refused before any byte (vsftpd: 553 for a missing parent and for no permission alike): find out which.
+            if (flowing || replyCode(err) === undefined) throw err;
+            await this.prepareTarget(client, rel, err);
+            try {
+              await client.uploadFrom(source, remote);
+            } catch (again) {
+              if (flowing || replyCode(again) === undefined) throw again;
+              throw refused('write', rel, again);
+            }
+          }
+          const stored = await client.size(remote);
+          if (stored !== sent) throw new ConnectorError('TRANSIENT', `write ${rel}: the server stored ${stored} bytes of the ${sent} sent`);
+          return { size: sent };
+        },
+      );
     } finally {
-      signal?.removeEventListener('abort', onAbort);
-      body.off('error', ignore);
       lease?.release();
     }
   }
@@ -222,7 +216,7 @@ export class FtpConnector implements Connector {
           this.pool.discardIdle();
           continue;
         }
-        if (signal?.aborted) throw aborted(op, rel, signal);
+        if (signal?.aborted) throw abortedError(op, rel, signal);
         throw ftpError(err, rel, op);
       } finally {
         lease.release();
@@ -243,8 +237,8 @@ export class FtpConnector implements Connector {
       } catch (err) {
         if (replyCode(err) !== 550) throw err;
         const kind = await kindOf(client, remote);
-        if (kind === null) throw new ConnectorError('NOT_FOUND', `list ${shown(rel)}: does not exist`, { cause: err });
-        if (kind === 'file' && top) throw new ConnectorError('CONFLICT', `list ${shown(rel)}: is a file, not a directory`, { cause: err });
+        if (kind === null) throw new ConnectorError('NOT_FOUND', `list ${shownPath(rel)}: does not exist`, { cause: err });
+        if (kind === 'file' && top) throw new ConnectorError('CONFLICT', `list ${shownPath(rel)}: is a file, not a directory`, { cause: err });
         if (kind === 'file') return [];
         throw refused('list', rel, err);
       }
@@ -281,7 +275,7 @@ export class FtpConnector implements Connector {
       if (replyCode(err) !== 550 && replyCode(err) !== 553) throw err;
       const kind = await kindOf(client, remote);
       if (kind === 'directory') return;
-      if (kind === 'file') throw new ConnectorError('CONFLICT', `mkdir ${shown(rel)}: a file is in the way`, { cause: err });
+      if (kind === 'file') throw new ConnectorError('CONFLICT', `mkdir ${shownPath(rel)}: a file is in the way`, { cause: err });
       if (rel === '') throw new ConnectorError('NOT_FOUND', `mkdir: the base path ${this.base} does not exist and cannot be created`, { cause: err });
       await this.mkdirs(client, parentOf(rel));
       try {
@@ -363,17 +357,11 @@ async function abortable<T>(client: Client, signal: AbortSignal | undefined, fn:
   }
 }
 
-function aborted(op: string, rel: string, signal: AbortSignal): ConnectorError {
-  return new ConnectorError('TRANSIENT', `${op} ${shown(rel)}: aborted`, { cause: signal.reason });
-}
 
 function refused(op: string, rel: string, err: unknown): ConnectorError {
-  return new ConnectorError('PERMISSION', `${op} ${shown(rel)}: the server refused (server: ${(err as Error).message?.trim()})`, { cause: err });
+  return new ConnectorError('PERMISSION', `${op} ${shownPath(rel)}: the server refused (server: ${(err as Error).message?.trim()})`, { cause: err });
 }
 
-function shown(rel: string): string {
-  return rel === '' ? '/' : rel;
-}
 
 async function ignoreMissing<T>(promise: Promise<T>): Promise<T | undefined> {
   try {

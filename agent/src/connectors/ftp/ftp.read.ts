@@ -1,4 +1,5 @@
 import { PassThrough, Writable, type Readable } from 'node:stream';
+import { shownPath } from '../paths.js';
 import { ConnectorError } from '../types.js';
 import { ftpError, replyCode } from './ftp.errors.js';
 import type { FtpLease } from './ftp.pool.js';
@@ -30,7 +31,7 @@ export async function rangeStream(
     if (broken) lease.client.close();
     lease.release(broken);
   };
-  const onAbort = () => out.destroy(new ConnectorError('TRANSIENT', `read ${shown(rel)}: aborted`, { cause: signal?.reason }));
+  const onAbort = () => out.destroy(new ConnectorError('TRANSIENT', `read ${shownPath(rel)}: aborted`, { cause: signal?.reason }));
   signal?.addEventListener('abort', onAbort, { once: true });
   // The consumer went away (destroyed, aborted) before the last byte: cut the transfer. After it,
   // the server's closing reply is still due: the download's completion returns the client.
@@ -68,9 +69,9 @@ export async function rangeStream(
     (err: unknown) => {
       // Cut by us (range end, consumer gone, abort) or by the server: either way read() must settle.
       const mapped = signal?.aborted || (done && remaining > 0)
-        ? new ConnectorError('TRANSIENT', `read ${shown(rel)}: aborted`, { cause: err })
+        ? new ConnectorError('TRANSIENT', `read ${shownPath(rel)}: aborted`, { cause: err })
         : replyCode(err) === 550
-          ? new ConnectorError('PERMISSION', `read ${shown(rel)}: the server refused to open the file (server: ${(err as Error).message.trim()})`, { cause: err })
+          ? new ConnectorError('PERMISSION', `read ${shownPath(rel)}: the server refused to open the file (server: ${(err as Error).message.trim()})`, { cause: err })
           : ftpError(err, rel, 'read');
       failed(mapped);
       if (done) return;
@@ -88,6 +89,3 @@ export async function rangeStream(
   return out;
 }
 
-function shown(rel: string): string {
-  return rel === '' ? '/' : rel;
-}

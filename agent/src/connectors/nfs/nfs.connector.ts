@@ -1,12 +1,13 @@
+import { guardWrite } from '@xfer/storage';
 import type { Readable } from 'node:stream';
 import type { ConnectionSettings } from '@xfer/shared';
-import { baseName, joinRel, parentOf, relativePath } from '../paths.js';
+import { baseName, joinRel, parentOf, relativePath, shownPath } from '../paths.js';
 import { closedAccess, type AgentAccess } from '../access.js';
 import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
 import { DEFAULT_NFS_TUNING, mountPathOf, nfsEndpoint, type NfsEndpoint, type NfsTuning } from './nfs.config.js';
 import { nfsError, nfsStatus } from './nfs.errors.js';
 import { MountedNfsConnector } from './nfs.mounted.js';
-import { NfsReadStream, writeBody } from './nfs.streams.js';
+import { nfsReadStream, writeBody } from './nfs.streams.js';
 import { mountBase, MOUNT_PROGRAM, portOf } from './mount.js';
 import { Nfs3, NF3DIR, NF3REG, ZERO_VERF, type Attributes, type FileHandle, type FsInfo } from './nfs3.protocol.js';
 import { RpcClient } from './rpc.client.js';
@@ -73,10 +74,10 @@ export class NfsConnector implements Connector {
     const { signal } = options;
     return this.op('read', rel, signal, async (s) => {
       const found = await this.find(s, rel, signal);
-      if (!found) throw new ConnectorError('NOT_FOUND', `read ${shown(rel)}: does not exist`);
-      if (found.attrs.type !== NF3REG) throw new ConnectorError('CONFLICT', `read ${shown(rel)}: not a file`);
+      if (!found) throw new ConnectorError('NOT_FOUND', `read ${shownPath(rel)}: does not exist`);
+      if (found.attrs.type !== NF3REG) throw new ConnectorError('CONFLICT', `read ${shownPath(rel)}: not a file`);
       const end = Math.min(options.end ?? Infinity, found.attrs.size - 1);
-      return new NfsReadStream(s.nfs, found.fh, options.start ?? 0, end, {
+      return nfsReadStream(s.nfs, found.fh, options.start ?? 0, end, {
         chunkBytes: Math.min(s.info.rtmax, this.tuning.maxIoBytes),
         depth: this.tuning.readDepth,
         signal,
@@ -86,33 +87,29 @@ export class NfsConnector implements Connector {
   }
 
   async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal } = {}): Promise<WriteResult> {
-    // Until writeBody consumes it, an error of the body would otherwise go unhandled.
-    const onBodyError = () => undefined;
-    body.on('error', onBodyError);
     const { signal } = options;
-    const onAbort = () => body.destroy(new ConnectorError('TRANSIENT', 'aborted', { cause: signal!.reason }));
-    let created: { dir: FileHandle; name: string } | null = null;
-    let rel = '';
+    let rel: string;
     try {
       rel = relativePath(path);
       if (rel === '') throw new ConnectorError('CONFLICT', 'cannot write to the base directory itself');
-      if (signal?.aborted) throw new ConnectorError('TRANSIENT', 'aborted', { cause: signal.reason });
-      signal?.addEventListener('abort', onAbort, { once: true });
+    } catch (err) {
+      body.destroy();
+      throw this.error(err, 'write', '', signal);
+    }
+    const fail = (err: unknown) => this.error(err, 'write', rel, signal);
+    let created: { dir: FileHandle; name: string } | null = null;
+    // Remove what this call created (not aborted: the signal would refuse the REMOVE too).
+    const cleanup = async () => {
+      if (created) await this.session?.then((s) => s.nfs.remove(created!.dir, created!.name, undefined)).catch(() => undefined);
+    };
+    return guardWrite(body, { signal, aborted: () => fail(new ConnectorError('TRANSIENT', 'aborted', { cause: signal!.reason })), mapError: fail, cleanup }, async () => {
       const s = await this.ready(signal);
       const dir = await this.mkdirs(s, parentOf(rel), signal);
       const fh = await s.nfs.create(dir, baseName(rel), signal);
       created = { dir, name: baseName(rel) };
       const size = await writeBody(s.nfs, fh, body, { chunkBytes: Math.min(s.info.wtmax, this.tuning.maxIoBytes), depth: this.tuning.writeDepth, signal });
       return { size };
-    } catch (err) {
-      body.destroy();
-      // Remove what this call created (not aborted: the signal would refuse the REMOVE too).
-      if (created) await this.session?.then((s) => s.nfs.remove(created!.dir, created!.name, undefined)).catch(() => undefined);
-      throw this.error(err, 'write', rel, signal);
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-      body.off('error', onBodyError);
-    }
+    });
   }
 
   async mkdir(path: string, options: { signal?: AbortSignal } = {}): Promise<void> {
@@ -192,7 +189,7 @@ export class NfsConnector implements Connector {
   }
 
   private error(err: unknown, op: string, rel: string, signal: Signal): ConnectorError {
-    if (signal?.aborted) return new ConnectorError('TRANSIENT', `${op} ${shown(rel)}: aborted`, { cause: err });
+    if (signal?.aborted) return new ConnectorError('TRANSIENT', `${op} ${shownPath(rel)}: aborted`, { cause: err });
     // test() is about the connection as a whole: its messages name the base path as configured.
     if (op === 'test') return nfsError(err, 'base path', this.endpoint.path, this.endpoint.identity);
     return nfsError(err, op, rel, this.endpoint.identity);
@@ -362,9 +359,6 @@ function toEntry(rel: string, attrs: Attributes): Entry | null {
   return null;
 }
 
-function shown(rel: string): string {
-  return rel === '' ? '/' : rel;
-}
 
 function kib(bytes: number): string {
   return bytes >= 1024 * 1024 ? `${bytes / (1024 * 1024)} MiB` : `${Math.round(bytes / 1024)} KiB`;

@@ -1,4 +1,3 @@
-import type { IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
 import { Readable } from 'node:stream';
 import type { ConnectionSettings } from '@xfer/shared';
@@ -7,6 +6,8 @@ import { closedAccess } from '../access.js';
 import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
 import { onedriveConfig, type OnedriveConfig } from './onedrive.config.js';
 import { requestError, type GraphErrorContext } from './onedrive.errors.js';
+import { bodyChunks } from '../io/http-body.js';
+import { SingleFlight } from '../single-flight.js';
 import { GraphClient, type DriveItem, type GraphPage } from './onedrive.graph.js';
 import { endpointOf, HttpsClient } from './onedrive.http.js';
 import { TokenSource } from './onedrive.token.js';
@@ -39,7 +40,7 @@ export class OnedriveConnector implements Connector {
   private readonly graph: GraphClient;
   private readonly tmpDir: string;
   /** mkdir chains in flight, by relative path (parallel writes into one new folder). */
-  private readonly creating = new Map<string, Promise<void>>();
+  private readonly creating = new SingleFlight<void>();
 
   constructor(settings: ConnectionSettings, options: OnedriveConnectorOptions = {}) {
     this.config = onedriveConfig(settings);
@@ -116,7 +117,7 @@ export class OnedriveConnector implements Connector {
     const skip = ranged && res.status === 200 ? start : 0;
     const limit = ranged && res.status === 200 && options.end !== undefined ? options.end - start + 1 : Infinity;
     const errCtx: GraphErrorContext = { ...ctx, endpoint };
-    return Readable.from(bodyChunks(res.body, { skip, limit, ctx: errCtx, signal: options.signal }), { objectMode: false });
+    return Readable.from(bodyChunks(res.body, { skip, limit, signal: options.signal, fail: (err) => requestError(err, errCtx, options.signal) }), { objectMode: false });
   }
 
   async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal }): Promise<WriteResult> {
@@ -162,11 +163,7 @@ export class OnedriveConnector implements Connector {
    */
   private mkdirs(rel: string, signal?: AbortSignal): Promise<void> {
     if (rel === '') return Promise.resolve();
-    const running = this.creating.get(rel);
-    if (running) return running;
-    const created = this.createFolder(rel, signal).finally(() => this.creating.delete(rel));
-    this.creating.set(rel, created);
-    return created;
+    return this.creating.run(rel, () => this.createFolder(rel, signal));
   }
 
   private async createFolder(rel: string, signal?: AbortSignal): Promise<void> {
@@ -270,32 +267,6 @@ function childPath(rel: string, name: unknown): string | null {
     return relativePath(child) === child ? child : null;
   } catch {
     return null;
-  }
-}
-
-/** The body's bytes, skipping `skip` and stopping after `limit`; errors and aborts as ConnectorErrors. */
-async function* bodyChunks(body: IncomingMessage, opts: { skip: number; limit: number; ctx: GraphErrorContext; signal?: AbortSignal }): AsyncIterable<Buffer> {
-  let skip = opts.skip;
-  let left = opts.limit;
-  try {
-    for await (const data of body) {
-      if (opts.signal?.aborted) throw requestError(opts.signal.reason, opts.ctx, opts.signal);
-      let chunk = data as Buffer;
-      if (skip > 0) {
-        const cut = Math.min(skip, chunk.length);
-        skip -= cut;
-        chunk = chunk.subarray(cut);
-      }
-      if (chunk.length > left) chunk = chunk.subarray(0, left);
-      left -= chunk.length;
-      if (chunk.length > 0) yield chunk;
-      if (left <= 0) return;
-    }
-    if (!body.complete) throw new Error('the connection closed before the whole body arrived');
-  } catch (err) {
-    throw requestError(err, opts.ctx, opts.signal);
-  } finally {
-    if (!body.readableEnded) body.destroy();
   }
 }
 

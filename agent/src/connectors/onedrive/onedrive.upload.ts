@@ -58,18 +58,8 @@ class SourceReader {
       this.left = null;
       if (!chunk) {
         if (this.ended) break;
-        let next: IteratorResult<unknown>;
-        try {
-          next = await this.iterator.next();
-        } catch (err) {
-          this.sourceError = err;
-          throw err;
-        }
-        if (next.done) {
-          this.ended = true;
-          break;
-        }
-        chunk = typeof next.value === 'string' ? Buffer.from(next.value) : (next.value as Buffer);
+        chunk = await this.pull();
+        if (!chunk) break;
         if (chunk.length === 0) continue;
       }
       if (chunk.length > n - have) {
@@ -87,20 +77,26 @@ class SourceReader {
   /** True when nothing more will come (reads ahead one chunk if needed). */
   async atEnd(): Promise<boolean> {
     while (!this.left && !this.ended) {
-      let next: IteratorResult<unknown>;
-      try {
-        next = await this.iterator.next();
-      } catch (err) {
-        this.sourceError = err;
-        throw err;
-      }
-      if (next.done) this.ended = true;
-      else {
-        const chunk = typeof next.value === 'string' ? Buffer.from(next.value) : (next.value as Buffer);
-        if (chunk.length > 0) this.left = chunk;
-      }
+      const chunk = await this.pull();
+      if (chunk && chunk.length > 0) this.left = chunk;
     }
     return !this.left;
+  }
+
+  /** The source's next chunk, or null at its end; a failure of the source is remembered as the source's. */
+  private async pull(): Promise<Buffer | null> {
+    let next: IteratorResult<unknown>;
+    try {
+      next = await this.iterator.next();
+    } catch (err) {
+      this.sourceError = err;
+      throw err;
+    }
+    if (next.done) {
+      this.ended = true;
+      return null;
+    }
+    return typeof next.value === 'string' ? Buffer.from(next.value) : (next.value as Buffer);
   }
 }
 

@@ -14,6 +14,7 @@ import {
 } from '@aws-sdk/client-s3';
 import type { ConnectionSettings } from '@xfer/shared';
 import { relativePath } from '../paths.js';
+import { mapErrors } from '../map-errors.js';
 import { closedAccess, type AgentAccess } from '../access.js';
 import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type OpenUpload, type WriteResult } from '../types.js';
 import { guardUpload } from '../upload-guard.js';
@@ -289,12 +290,8 @@ export class S3Connector implements Connector {
   }
 
   /** Runs one SDK call, mapping any error it throws for `op` on `rel`. */
-  private async call<T>(op: string, rel: string, fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      throw s3Error(err, this.context(op, rel));
-    }
+  private call<T>(op: string, rel: string, fn: () => Promise<T>): Promise<T> {
+    return mapErrors(fn, (err) => s3Error(err, this.context(op, rel)));
   }
 }
 

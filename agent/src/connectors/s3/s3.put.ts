@@ -2,6 +2,7 @@ import { createHash, createHmac, type BinaryLike } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import { SignatureV4 } from '@smithy/signature-v4';
+import { backoffDelayMs } from '@xfer/shared';
 import type { S3Target, S3Tuning } from './s3.config.js';
 
 /** Most of an error answer worth reading: S3 error documents are a few hundred bytes. */
@@ -53,7 +54,7 @@ export class DirectPut {
         return await this.send(bucket, key, body, headers, options);
       } catch (err) {
         if (attempt >= ATTEMPTS || options.signal?.aborted || !retryable(err)) throw err;
-        await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** attempt * Math.random()));
+        await new Promise((resolve) => setTimeout(resolve, backoffDelayMs(attempt, 100, Infinity)));
       }
     }
   }

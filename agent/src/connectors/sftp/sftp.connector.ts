@@ -1,14 +1,16 @@
+import { guardWrite } from '@xfer/storage';
 import type { Readable } from 'node:stream';
 import type { SFTPWrapper, Stats } from 'ssh2';
 import type { ConnectionSettings } from '@xfer/shared';
-import { joinRel, parentOf, relativePath, resolvePath } from '../paths.js';
+import { joinRel, parentOf, relativePath, resolvePath, shownPath } from '../paths.js';
 import { closedAccess, type AgentAccess } from '../access.js';
 import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
 import { DEFAULT_SFTP_TUNING, sftpEndpoint, type SftpEndpoint, type SftpTuning } from './sftp.config.js';
 import { SFTP_STATUS, sftpError, sftpStatus } from './sftp.errors.js';
 import * as ops from './sftp.ops.js';
 import { abortable, SftpSession } from './sftp.session.js';
-import { abortedError, pipelinedWrite, SftpReadStream } from './sftp.streams.js';
+import { pipelinedWrite, sftpReadStream } from './sftp.streams.js';
+import { abortedError } from '../aborted.js';
 
 
 /** Bytes read with the size when a file is opened (see read). */
@@ -67,12 +69,12 @@ export class SftpConnector implements Connector {
       const want = Math.min(PREFETCH_BYTES, this.tuning.chunkBytes, (options.end ?? Infinity) - start + 1);
       const [stats, first] = await Promise.allSettled([ops.fstat(lease.sftp, handle), want > 0 ? ops.readAt(lease.sftp, handle, want, start) : Promise.resolve(Buffer.alloc(0))]);
       if (stats.status === 'rejected') throw stats.reason;
-      if (stats.value.isDirectory()) throw new ConnectorError('CONFLICT', `read ${shown(rel)}: is a directory`);
+      if (stats.value.isDirectory()) throw new ConnectorError('CONFLICT', `read ${shownPath(rel)}: is a directory`);
       if (first.status === 'rejected') throw first.reason;
       const end = Math.min(options.end ?? Infinity, stats.value.size - 1);
-      const stream = new SftpReadStream(lease.sftp, handle, rel, start, end, this.tuning, () => lease.release(), first.value);
+      const stream = sftpReadStream(lease.sftp, handle, rel, start, end, this.tuning, () => lease.release(), first.value);
       if (signal) {
-        const onAbort = () => stream.destroy(abortedError(rel, 'read', signal));
+        const onAbort = () => stream.destroy(abortedError('read', rel, signal));
         signal.addEventListener('abort', onAbort, { once: true });
         stream.once('close', () => signal.removeEventListener('abort', onAbort));
       }
@@ -88,42 +90,29 @@ export class SftpConnector implements Connector {
     const rel = relativePath(path);
     const { signal } = options;
     if (rel === '') throw new ConnectorError('CONFLICT', 'write: the base path is a directory, not a file');
-    // Until the pipelined writer iterates it, an error of the body would be an unhandled 'error' event.
-    const ignore = () => undefined;
-    body.on('error', ignore);
-    if (signal?.aborted) {
-      body.destroy();
-      body.off('error', ignore);
-      throw abortedError(rel, 'write', signal);
-    }
     const remote = this.remote(rel);
-    const onAbort = () => body.destroy(abortedError(rel, 'write', signal!));
-    signal?.addEventListener('abort', onAbort, { once: true });
     let lease: Awaited<ReturnType<SftpSession['acquire']>> | undefined;
     let handle: Buffer | undefined;
     let created = false;
+    const cleanup = async () => {
+      if (!lease || !created) return;
+      // Leave nothing behind (only what this call created: a file we could not open stays as it was).
+      if (handle) await ops.closeFile(lease.sftp, handle).catch(() => undefined);
+      await ops.unlink(lease.sftp, remote).catch(() => undefined);
+    };
     try {
-      lease = await this.session.acquire(signal);
-      const sftp = lease.sftp;
-      handle = await this.openForWrite(sftp, rel, remote);
-      created = true;
-      const size = await pipelinedWrite(sftp, handle, body, this.tuning);
-      const closing = handle;
-      handle = undefined;
-      await ops.closeFile(sftp, closing);
-      return { size };
-    } catch (err) {
-      if (lease && created) {
-        // Leave nothing behind (only what this call created: a file we could not open stays as it was).
-        if (handle) await ops.closeFile(lease.sftp, handle).catch(() => undefined);
-        await ops.unlink(lease.sftp, remote).catch(() => undefined);
-      }
-      body.destroy();
-      if (signal?.aborted) throw abortedError(rel, 'write', signal);
-      throw sftpError(err, rel, 'write');
+      return await guardWrite(body, { signal, aborted: () => abortedError('write', rel, signal!), mapError: (err) => sftpError(err, rel, 'write'), cleanup }, async () => {
+        lease = await this.session.acquire(signal);
+        const sftp = lease.sftp;
+        handle = await this.openForWrite(sftp, rel, remote);
+        created = true;
+        const size = await pipelinedWrite(sftp, handle, body, this.tuning);
+        const closing = handle;
+        handle = undefined;
+        await ops.closeFile(sftp, closing);
+        return { size };
+      });
     } finally {
-      signal?.removeEventListener('abort', onAbort);
-      body.off('error', ignore);
       lease?.release();
     }
   }
@@ -195,7 +184,7 @@ export class SftpConnector implements Connector {
   private async run<T>(signal: AbortSignal | undefined, op: string, rel: string, fn: (sftp: SFTPWrapper) => Promise<T>): Promise<T> {
     const lease = await this.session.acquire(signal);
     try {
-      return await abortable(fn(lease.sftp), signal, `${op} ${shown(rel)}`);
+      return await abortable(fn(lease.sftp), signal, `${op} ${shownPath(rel)}`);
     } catch (err) {
       throw sftpError(err, rel, op);
     } finally {
@@ -212,7 +201,7 @@ export class SftpConnector implements Connector {
     const listing = await this.run(signal, 'list', rel, (sftp) => ops.readdir(sftp, remote)).catch(async (err: unknown) => {
       // OpenSSH answers "no such file" for a file too (ENOTDIR): say which it is.
       if (top && err instanceof ConnectorError && err.code === 'NOT_FOUND' && (await this.stat(rel, { signal }))?.kind === 'file') {
-        throw new ConnectorError('CONFLICT', `list ${shown(rel)}: is a file, not a directory`);
+        throw new ConnectorError('CONFLICT', `list ${shownPath(rel)}: is a file, not a directory`);
       }
       throw err;
     });
@@ -272,7 +261,7 @@ export class SftpConnector implements Connector {
       // It may exist already (mkdir of an existing directory fails, or is refused where we may not write).
       const stats = await ops.stat(sftp, remote).catch(() => null);
       if (stats?.isDirectory()) return;
-      if (stats) throw new ConnectorError('CONFLICT', `mkdir ${shown(rel)}: a file is in the way`, { cause: err });
+      if (stats) throw new ConnectorError('CONFLICT', `mkdir ${shownPath(rel)}: a file is in the way`, { cause: err });
       throw err;
     }
   }
@@ -317,9 +306,6 @@ function toEntry(rel: string, stats: Stats): Entry | null {
   return null;
 }
 
-function shown(rel: string): string {
-  return rel === '' ? '/' : rel;
-}
 
 async function exists(sftp: SFTPWrapper, remote: string): Promise<boolean> {
   return ops.lstat(sftp, remote).then(() => true, () => false);

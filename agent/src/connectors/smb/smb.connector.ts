@@ -1,6 +1,8 @@
+import { guardWrite } from '@xfer/storage';
 import { Readable } from 'node:stream';
 import type { ConnectionSettings } from '@xfer/shared';
-import { joinRel, parentOf, relativePath } from '../paths.js';
+import { joinRel, parentOf, relativePath, shownPath } from '../paths.js';
+import { abortedError } from '../aborted.js';
 import { closedAccess, type AgentAccess } from '../access.js';
 import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
 import type { DirectoryEntry, SmbClient, SmbHandle } from './smb.client.js';
@@ -52,7 +54,7 @@ export class SmbConnector implements Connector {
   async read(path: string, options: { start?: number; end?: number; signal?: AbortSignal } = {}): Promise<Readable> {
     const rel = relativePath(path);
     const { signal } = options;
-    const fail = (err: unknown) => (signal?.aborted ? aborted('read', rel, signal) : smbError(err, rel, 'read'));
+    const fail = (err: unknown) => (signal?.aborted ? abortedError('read', rel, signal) : smbError(err, rel, 'read'));
     const opened = await this.run(signal, 'read', rel, async (client) => {
       const handle = await client.create(this.remote(rel), { access: Access.READ_DATA | READ_ATTRS, disposition: Disposition.OPEN, options: CreateOption.NON_DIRECTORY_FILE, share: Share.READ | Share.WRITE, signal });
       return { client, handle };
@@ -71,16 +73,13 @@ export class SmbConnector implements Connector {
     const rel = relativePath(path);
     const { signal } = options;
     if (rel === '') throw new ConnectorError('CONFLICT', 'write: the base path is a directory, not a file');
-    // Until the pump iterates it, an error of the body would be an unhandled 'error' event.
-    const ignore = () => undefined;
-    body.on('error', ignore);
     let opened: { client: SmbClient; handle: SmbHandle } | undefined;
-    const onAbort = () => body.destroy(signal!.reason instanceof Error ? signal!.reason : new Error('aborted'));
-    try {
-      signal?.throwIfAborted();
+    const cleanup = async () => {
+      if (opened) await this.discard(opened.client, opened.handle, rel);
+    };
+    return guardWrite(body, { signal, aborted: () => abortedError('write', rel, signal!), mapError: (err) => smbError(err, rel, 'write'), cleanup }, async () => {
       opened = await this.run(signal, 'write', rel, (client) => this.openForWrite(client, rel, signal));
       const { client, handle } = opened;
-      signal?.addEventListener('abort', onAbort, { once: true });
       const sent = await writeBody(client, handle.fileId, body, { depth: this.tuning.writeDepth, chunk: client.maxWrite, signal });
       // Durable on the server's disk before the engine renames the temporary name into place.
       await client.flush(handle.fileId, signal);
@@ -91,15 +90,7 @@ export class SmbConnector implements Connector {
         throw new ConnectorError('TRANSIENT', `write ${rel}: the server stored ${stored} bytes of the ${sent} sent`);
       }
       return { size: sent };
-    } catch (err) {
-      body.destroy();
-      if (opened) await this.discard(opened.client, opened.handle, rel);
-      if (signal?.aborted) throw aborted('write', rel, signal);
-      throw smbError(err, rel, 'write');
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-      body.off('error', ignore);
-    }
+    });
   }
 
   async mkdir(path: string, options: { signal?: AbortSignal } = {}): Promise<void> {
@@ -165,7 +156,7 @@ export class SmbConnector implements Connector {
         return await fn(client);
       } catch (err) {
         if (!fresh && attempt === 1 && err instanceof SmbConnectionError && !signal?.aborted) continue;
-        if (signal?.aborted) throw aborted(op, rel, signal);
+        if (signal?.aborted) throw abortedError(op, rel, signal);
         throw smbError(err, rel, op);
       }
     }
@@ -189,7 +180,7 @@ export class SmbConnector implements Connector {
     try {
       dir = await client.create(this.remote(rel), { access: Access.LIST_DIRECTORY | READ_ATTRS, disposition: Disposition.OPEN, options: CreateOption.DIRECTORY_FILE, share: Share.ALL, signal });
     } catch (err) {
-      if (err instanceof SmbStatusError && err.status === Status.NOT_A_DIRECTORY && top) throw new ConnectorError('CONFLICT', `list ${shown(rel)}: is a file, not a directory`, { cause: err });
+      if (err instanceof SmbStatusError && err.status === Status.NOT_A_DIRECTORY && top) throw new ConnectorError('CONFLICT', `list ${shownPath(rel)}: is a file, not a directory`, { cause: err });
       if (err instanceof SmbStatusError && err.status === Status.NOT_A_DIRECTORY) return [];
       throw err;
     }
@@ -260,7 +251,7 @@ export class SmbConnector implements Connector {
       if (err.status === Status.OBJECT_NAME_COLLISION) {
         const there = await this.describe(client, rel, signal);
         if (there?.directory) return;
-        if (there) throw new ConnectorError('CONFLICT', `mkdir ${shown(rel)}: a file is in the way`, { cause: err });
+        if (there) throw new ConnectorError('CONFLICT', `mkdir ${shownPath(rel)}: a file is in the way`, { cause: err });
         if (rel === '') throw new ConnectorError('NOT_FOUND', `mkdir: the base path ${this.endpoint.basePath} does not exist`, { cause: err });
       } else if (!MISSING.includes(err.status) || rel === '') throw err;
       await this.mkdirs(client, parentOf(rel), signal);
@@ -268,7 +259,7 @@ export class SmbConnector implements Connector {
         await create();
       } catch (again) {
         const there = await this.describe(client, rel, signal);
-        if (there && !there.directory) throw new ConnectorError('CONFLICT', `mkdir ${shown(rel)}: a file is in the way`, { cause: again });
+        if (there && !there.directory) throw new ConnectorError('CONFLICT', `mkdir ${shownPath(rel)}: a file is in the way`, { cause: again });
         if (!there) throw again;
       }
     }
@@ -305,13 +296,7 @@ export class SmbConnector implements Connector {
   }
 }
 
-function aborted(op: string, rel: string, signal: AbortSignal): ConnectorError {
-  return new ConnectorError('TRANSIENT', `${op} ${shown(rel)}: aborted`, { cause: signal.reason });
-}
 
-function shown(rel: string): string {
-  return rel === '' ? '/' : rel;
-}
 
 /** The registry's factory for `smb` connections. */
 export function createSmbConnector(settings: ConnectionSettings, context?: ConnectorContext): Connector {

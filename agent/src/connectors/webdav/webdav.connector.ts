@@ -1,4 +1,3 @@
-import type { IncomingMessage } from 'node:http';
 import { Readable } from 'node:stream';
 import type { ConnectionSettings } from '@xfer/shared';
 import { joinRel, parentOf, relativePath } from '../paths.js';
@@ -7,6 +6,8 @@ import { ConnectorError, type Connector, type ConnectorCapabilities, type Connec
 import { DavClient, type DavResource } from './webdav.client.js';
 import { webdavConfig, type WebdavConfig } from './webdav.config.js';
 import { requestError, type WebdavErrorContext } from './webdav.errors.js';
+import { bodyChunks } from '../io/http-body.js';
+import { SingleFlight } from '../single-flight.js';
 
 /**
  * WebDAV (RFC 4918) over HTTP(S) with Basic auth. Listing is PROPFIND `Depth: 1`, one collection
@@ -20,7 +21,7 @@ export class WebdavConnector implements Connector {
   private readonly config: WebdavConfig;
   private readonly dav: DavClient;
   /** mkdir chains in flight, by relative path. */
-  private readonly creating = new Map<string, Promise<void>>();
+  private readonly creating = new SingleFlight<void>();
 
   constructor(settings: ConnectionSettings, access: AgentAccess = closedAccess()) {
     this.config = webdavConfig(settings);
@@ -76,7 +77,7 @@ export class WebdavConnector implements Connector {
     // A server that ignores Range answers 200 with the whole file: cut the range out here.
     const skip = ranged && res.status === 200 ? start : 0;
     const limit = ranged && res.status === 200 && options.end !== undefined ? options.end - start + 1 : Infinity;
-    return Readable.from(bodyChunks(res.body, { skip, limit, ctx, signal: options.signal }), { objectMode: false });
+    return Readable.from(bodyChunks(res.body, { skip, limit, signal: options.signal, fail: (err) => requestError(err, ctx, options.signal) }), { objectMode: false });
   }
 
   async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal }): Promise<WriteResult> {
@@ -137,11 +138,7 @@ export class WebdavConnector implements Connector {
    */
   private mkdirs(rel: string, signal?: AbortSignal): Promise<void> {
     if (rel === '') return Promise.resolve();
-    const running = this.creating.get(rel);
-    if (running) return running;
-    const created = this.mkcol(rel, signal).finally(() => this.creating.delete(rel));
-    this.creating.set(rel, created);
-    return created;
+    return this.creating.run(rel, () => this.mkcol(rel, signal));
   }
 
   private async mkcol(rel: string, signal?: AbortSignal): Promise<void> {
@@ -269,36 +266,6 @@ export class WebdavConnector implements Connector {
       ...(resource.modifiedAt ? { modifiedAt: resource.modifiedAt } : {}),
       ...(resource.etag ? { etag: resource.etag } : {}),
     };
-  }
-}
-
-/** The body's bytes, skipping `skip` and stopping after `limit`; errors and aborts as ConnectorErrors. */
-async function* bodyChunks(
-  body: IncomingMessage,
-  opts: { skip: number; limit: number; ctx: WebdavErrorContext; signal?: AbortSignal },
-): AsyncIterable<Buffer> {
-  let skip = opts.skip;
-  let left = opts.limit;
-  try {
-    for await (const data of body) {
-      if (opts.signal?.aborted) throw requestError(opts.signal.reason, opts.ctx, opts.signal);
-      let chunk = data as Buffer;
-      if (skip > 0) {
-        const cut = Math.min(skip, chunk.length);
-        skip -= cut;
-        chunk = chunk.subarray(cut);
-      }
-      if (chunk.length > left) chunk = chunk.subarray(0, left);
-      left -= chunk.length;
-      if (chunk.length > 0) yield chunk;
-      if (left <= 0) return;
-    }
-    // A connection cut mid-body ends the stream early on some Node versions instead of erroring.
-    if (!body.complete) throw new Error('the connection closed before the whole body arrived');
-  } catch (err) {
-    throw requestError(err, opts.ctx, opts.signal);
-  } finally {
-    if (!body.readableEnded) body.destroy();
   }
 }
 

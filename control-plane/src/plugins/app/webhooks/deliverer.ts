@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin';
 import { randomUUID } from 'node:crypto';
 import { Types } from 'mongoose';
-import type { WebhookTestResult } from '@xfer/shared';
+import { backoffDelayMs, type WebhookTestResult } from '@xfer/shared';
 import { Loop } from '../../../lib/loop.js';
 import { AddressPolicy, type Lookup } from '../../../lib/ssrf-guard.js';
 import { sendWebhook, webhookBody, type SendResult } from './sender.js';
@@ -48,7 +48,7 @@ const TEST_MESSAGE = 'This is a test event from xfer.';
  * many deliveries that failed together (a receiver coming back) instead of bunching them.
  */
 export function retryDelayMs(n: number, baseMs: number, random: () => number = Math.random): number {
-  return random() * Math.min(HOUR_MS, baseMs * 2 ** (n - 1));
+  return backoffDelayMs(n - 1, baseMs, HOUR_MS, random);
 }
 
 type Delivery = { _id: Types.ObjectId; account_id: Types.ObjectId; webhook_id: Types.ObjectId; event: string; payload: string };

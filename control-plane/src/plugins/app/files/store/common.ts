@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
+import { guardWrite as guardWriteOnce } from '@xfer/storage';
 import { ServiceUnavailableError } from '../../../../errors.js';
 import type { PendingObject } from './types.js';
 
@@ -14,33 +15,16 @@ export function storageUnavailable(reason: string, cause: unknown): ServiceUnava
 }
 
 /**
- * What both stores' `write` shares around their own streaming (`run`): an aborted signal destroys
- * the body, so a stalled source cannot keep the write waiting for its next chunk; the body's
- * errors reach `run` through its iteration, never as an unhandled 'error' event; on any failure
- * the body is destroyed, `cleanup` removes whatever was written, and the rejection is
- * `signal.reason` when the signal caused it, else what `run` threw (the body's own error as it
- * was, storage errors already made ServiceUnavailableError by the store).
+ * What both stores' `write` shares around their own streaming (`run`): @xfer/storage's write
+ * guard (the agent's connectors use it too). An aborted signal destroys the body, so a stalled
+ * source cannot keep the write waiting for its next chunk; the body's errors reach `run` through
+ * its iteration, never as an unhandled 'error' event; on any failure the body is destroyed,
+ * `cleanup` removes whatever was written, and the rejection is `signal.reason` when the signal
+ * caused it, else what `run` threw (the body's own error as it was, storage errors already made
+ * ServiceUnavailableError by the store).
  */
-export async function guardWrite<T>(body: Readable, signal: AbortSignal | undefined, run: () => Promise<T>, cleanup: () => Promise<unknown>): Promise<T> {
-  if (signal?.aborted) {
-    body.destroy();
-    throw abortReason(signal);
-  }
-  const ignore = () => undefined;
-  body.on('error', ignore);
-  const onAbort = () => body.destroy();
-  signal?.addEventListener('abort', onAbort, { once: true });
-  try {
-    return await run();
-  } catch (err) {
-    body.destroy();
-    await cleanup().catch(() => undefined);
-    if (signal?.aborted) throw abortReason(signal);
-    throw err;
-  } finally {
-    signal?.removeEventListener('abort', onAbort);
-    body.off('error', ignore);
-  }
+export function guardWrite<T>(body: Readable, signal: AbortSignal | undefined, run: () => Promise<T>, cleanup?: () => Promise<unknown>): Promise<T> {
+  return guardWriteOnce(body, { signal, aborted: () => abortReason(signal!), destroyWithAbort: false, cleanup }, run);
 }
 
 function abortReason(signal: AbortSignal): unknown {

@@ -1,27 +1,23 @@
 import type { Readable } from 'node:stream';
 import {
-  AbortMultipartUploadCommand,
-  CompleteMultipartUploadCommand,
-  CreateMultipartUploadCommand,
   DeleteObjectCommand,
   GetObjectCommand,
   HeadBucketCommand,
   ListMultipartUploadsCommand,
   PutObjectCommand,
   S3Client,
-  UploadPartCommand,
-  type CompletedPart,
   type ListMultipartUploadsCommandOutput,
 } from '@aws-sdk/client-s3';
+import { abortMultipartUpload, uploadParts, type MultipartUpload, type Part } from '@xfer/storage';
 import type { FileStoreConfig } from '../../../../config.js';
-import { chunksOf, guardWrite, newObjectId, PendingContent, storageUnavailable } from './common.js';
+import { guardWrite, newObjectId, PendingContent, storageUnavailable } from './common.js';
 import { StoredObjectMissingError, type FileStore, type PendingObject } from './types.js';
 
 export type S3FileStoreConfig = Extract<FileStoreConfig, { kind: 's3' }>;
 
 /** Tuning; the defaults are what the service runs with (tests may shrink nothing: S3 parts are ≥ 5 MiB). */
 export interface S3FileStoreOptions {
-  /** Size of every part but the last. A body shorter than this is kept in memory until commit. */
+  /** Size of every part but the last. A body of at most this is kept in memory until commit. */
   partBytes: number;
   /** Parts uploaded at once per write: memory per write is about (partsInFlight + 1) × partBytes. */
   partsInFlight: number;
@@ -36,8 +32,10 @@ const CHECK_TIMEOUT_MS = 5_000;
  * Files in an S3-compatible bucket, as `<prefix>objects/<id>`. A write is a multipart upload that
  * only `commit` completes, so nothing is visible under any key before the scan passed and nothing
  * is copied; a body that ends within its first part is kept in memory (at most one part) and PUT
- * at commit instead. `discard` aborts the multipart upload; one that a crash left behind is
- * aborted by `sweep` (ListMultipartUploads under the prefix, by initiation time).
+ * at commit instead. The upload is @xfer/storage's (uploadParts), the agent's s3 connector's
+ * too: every part carries its Content-MD5, and a failed or discarded upload is aborted until the
+ * store no longer knows it. `discard` aborts the multipart upload; one that a crash left behind
+ * is aborted by `sweep` (ListMultipartUploads under the prefix, by initiation time).
  */
 export class S3FileStore implements FileStore {
   readonly kind = 's3' as const;
@@ -94,8 +92,27 @@ export class S3FileStore implements FileStore {
   }
 
   async write(body: Readable, signal?: AbortSignal): Promise<PendingObject> {
-    const upload = new S3Upload(this, `${this.objectsPrefix}${newObjectId()}`, signal);
-    return guardWrite(body, signal, () => upload.run(body), () => upload.cleanup());
+    const key = `${this.objectsPrefix}${newObjectId()}`;
+    const { partBytes, partsInFlight } = this.options;
+    // A failed upload is aborted by uploadParts itself: nothing else to clean up.
+    return guardWrite(body, signal, async () => {
+      const uploaded = await uploadParts(
+        {
+          client: this.client,
+          bucket: this.bucket,
+          key,
+          checksum: 'md5',
+          partsInFlight,
+          partSize: () => partBytes,
+          storeError: s3Unavailable,
+          invalid: (message) => storageUnavailable(message, undefined),
+        },
+        body,
+        signal,
+      );
+      if ('single' in uploaded) return new S3Pending(this, key, uploaded.single.length, { body: uploaded.single });
+      return new S3Pending(this, key, uploaded.multipart.size, { upload: uploaded.multipart });
+    });
   }
 
   async read(key: string, range?: { start: number; end: number }): Promise<Readable> {
@@ -139,93 +156,13 @@ export class S3FileStore implements FileStore {
     this.client.destroy();
   }
 
-  /** Aborts a multipart upload; true when it did (false: already gone, or the store failed). */
+  /** Aborts a multipart upload until the store no longer knows it; true when it did (false: already gone, or the store failed). */
   async abortUpload(key: string, uploadId: string): Promise<boolean> {
-    return this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId })).then(() => true, () => false);
+    return abortMultipartUpload(this.client, this.bucket, key, uploadId);
   }
 
   private isKey(key: string): boolean {
     return typeof key === 'string' && this.keyPattern.test(key);
-  }
-}
-
-/**
- * One `write`: the body cut into parts of `partBytes` (chunk lists joined once per part), up to
- * `partsInFlight` parts uploading while the next one is read. The multipart upload is created
- * only when a first part is full, so a short body costs no request before commit.
- */
-class S3Upload {
-  private uploadId: string | null = null;
-  private readonly parts: CompletedPart[] = [];
-  private readonly inflight = new Set<Promise<void>>();
-  private failure: { err: unknown } | null = null;
-  private partNumber = 0;
-
-  constructor(private readonly store: S3FileStore, private readonly key: string, private readonly signal: AbortSignal | undefined) {}
-
-  async run(body: Readable): Promise<PendingObject> {
-    const { partBytes } = this.store.options;
-    let chunks: Buffer[] = [];
-    let have = 0;
-    let size = 0;
-    for await (const chunk of chunksOf(body)) {
-      size += chunk.length;
-      let rest = chunk;
-      while (have + rest.length >= partBytes) {
-        const head = rest.subarray(0, partBytes - have);
-        chunks.push(head);
-        rest = rest.subarray(head.length);
-        const part = Buffer.concat(chunks, partBytes);
-        chunks = [];
-        have = 0;
-        await this.send(part);
-      }
-      if (rest.length > 0) {
-        chunks.push(rest);
-        have += rest.length;
-      }
-    }
-    const tail = Buffer.concat(chunks, have);
-    if (this.uploadId === null) return new S3Pending(this.store, this.key, size, { body: tail });
-    if (have > 0) await this.send(tail);
-    await Promise.all(this.inflight);
-    this.check();
-    const parts = [...this.parts].sort((a, b) => a.PartNumber! - b.PartNumber!);
-    return new S3Pending(this.store, this.key, size, { uploadId: this.uploadId, parts });
-  }
-
-  /** Lets the parts in flight settle (aborted by the signal, or not), then aborts the multipart upload. */
-  async cleanup(): Promise<void> {
-    await Promise.allSettled(this.inflight);
-    if (this.uploadId !== null) await this.store.abortUpload(this.key, this.uploadId);
-  }
-
-  /** Starts uploading one part once a slot is free. */
-  private async send(part: Buffer): Promise<void> {
-    const { client, bucket, options } = this.store;
-    if (this.uploadId === null) {
-      // Not cut short by the signal: an abort while the store creates the upload would leave it
-      // open under an id never learnt (the sweep would still find it, a day later).
-      const created = await client.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: this.key })).catch((err: unknown) => { throw s3Unavailable(err); });
-      if (!created.UploadId) throw storageUnavailable('the S3 store started a multipart upload without an upload id', created);
-      this.uploadId = created.UploadId;
-      this.signal?.throwIfAborted();
-    }
-    while (this.inflight.size >= options.partsInFlight) await Promise.race(this.inflight);
-    this.check();
-    const partNumber = ++this.partNumber;
-    const done: Promise<void> = client
-      .send(new UploadPartCommand({ Bucket: bucket, Key: this.key, UploadId: this.uploadId, PartNumber: partNumber, Body: part, ContentLength: part.length }), { abortSignal: this.signal })
-      .then(
-        (res) => void this.parts.push({ PartNumber: partNumber, ETag: res.ETag }),
-        (err: unknown) => void (this.failure ??= { err }),
-      )
-      .finally(() => this.inflight.delete(done));
-    this.inflight.add(done);
-  }
-
-  private check(): void {
-    if (this.failure) throw s3Unavailable(this.failure.err);
   }
 }
 
@@ -235,7 +172,7 @@ class S3Pending extends PendingContent {
     private readonly store: S3FileStore,
     private readonly key: string,
     size: number,
-    private content: { body: Buffer } | { uploadId: string; parts: CompletedPart[] } | null,
+    private content: { body: Part } | { upload: MultipartUpload } | null,
   ) {
     super(size);
   }
@@ -245,12 +182,14 @@ class S3Pending extends PendingContent {
     const content = this.content!;
     try {
       if ('body' in content) {
-        await client.send(new PutObjectCommand({ Bucket: bucket, Key: this.key, Body: content.body, ContentLength: content.body.length }));
+        const { chunks, length } = content.body;
+        await client.send(new PutObjectCommand({ Bucket: bucket, Key: this.key, Body: Buffer.concat(chunks, length), ContentLength: length }));
       } else {
-        await client.send(new CompleteMultipartUploadCommand({ Bucket: bucket, Key: this.key, UploadId: content.uploadId, MultipartUpload: { Parts: content.parts } }));
+        await content.upload.complete();
       }
     } catch (err) {
-      throw s3Unavailable(err);
+      // complete() has made its failures ServiceUnavailableError already.
+      throw 'upload' in content ? err : s3Unavailable(err);
     }
     this.content = null;
     return this.key;
@@ -259,7 +198,7 @@ class S3Pending extends PendingContent {
   protected async removeTemporary(commitAttempted: boolean): Promise<void> {
     const content = this.content;
     this.content = null;
-    if (content && 'uploadId' in content) await this.store.abortUpload(this.key, content.uploadId);
+    if (content && 'upload' in content) await content.upload.abort();
     // A failed commit may have completed on the store all the same (an answer lost on the way).
     if (commitAttempted) await this.store.remove(this.key);
   }

@@ -1,9 +1,14 @@
-import { setTimeout as delay } from 'node:timers/promises';
+/**
+ * Exponential backoff with full jitter, written once for every retry loop of the platform: the
+ * API client's retries, the agent's reconnects and file retries, the control plane's webhook
+ * deliveries. Each caller keeps its own base and cap.
+ */
 
 /**
- * Exponential backoff with full jitter: a uniformly random wait in [0, min(maxMs, baseMs·2^attempt)].
- * Full jitter spreads reconnecting agents (and retrying files) apart instead of letting them
- * retry in lockstep after a shared outage.
+ * Wait before attempt `attempt` (0-based: the wait after the first failure is attempt 0): a
+ * uniformly random whole number of milliseconds in [0, min(maxMs, baseMs·2^attempt)]. Full
+ * jitter spreads clients, agents and deliveries that failed together (a shared outage, a
+ * receiver coming back) instead of letting them retry in lockstep.
  */
 export function backoffDelayMs(attempt: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
   const ceiling = Math.min(maxMs, baseMs * 2 ** Math.min(attempt, 30));
@@ -27,9 +32,4 @@ export class Backoff {
   reset(): void {
     this.attempt = 0;
   }
-}
-
-/** Waits `ms`, or rejects with the signal's reason as soon as it aborts. */
-export async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  await delay(ms, undefined, { signal });
 }
