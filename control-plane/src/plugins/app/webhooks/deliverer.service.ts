@@ -86,8 +86,6 @@ type Target = Pick<WebhookDoc, 'url' | 'secret' | 'account_id'> & { _id: unknown
  */
 export class WebhookDelivererService implements WebhookDeliverer {
   readonly transport: WebhookTransport;
-  private readonly db: Models;
-  private readonly log: FastifyBaseLogger;
   private readonly instanceId = randomUUID();
   /** Long enough for the slowest attempt (its timeout bounds it) and the writes around it. */
   private readonly leaseMs: number;
@@ -98,8 +96,6 @@ export class WebhookDelivererService implements WebhookDeliverer {
   private readonly running = new Set<Promise<void>>();
 
   constructor(private readonly o: WebhookDelivererOptions) {
-    this.db = o.db;
-    this.log = o.log;
     this.transport = o.transport ?? {};
     this.leaseMs = 2 * o.timeoutMs + 5_000;
     this.loop = new Loop(() => this.tick(), o.pollMs, (err) => o.log.warn({ err }, 'webhook delivery loop failed'));
@@ -116,8 +112,9 @@ export class WebhookDelivererService implements WebhookDeliverer {
     await Promise.all(this.running);
   }
 
+  /** One attempt now, recorded like a delivery and never retried (WebhookDeliverer.sendTest). */
   async sendTest(accountId: string, webhookId: Types.ObjectId): Promise<WebhookTestResult | null> {
-    const { db } = this;
+    const { db } = this.o;
     const webhook = await db.webhooks.findOne({ _id: webhookId, account_id: accountId }).lean();
     if (!webhook) return null;
     const now = new Date();
@@ -140,13 +137,13 @@ export class WebhookDelivererService implements WebhookDeliverer {
     try {
       await this.fanOut();
     } catch (err) {
-      this.log.warn({ err }, 'webhook fan-out failed; retrying on the next tick');
+      this.o.log.warn({ err }, 'webhook fan-out failed; retrying on the next tick');
     }
     await this.attemptDue();
   }
 
   private async fanOut(): Promise<void> {
-    const { db } = this;
+    const { db } = this.o;
     const events = await db.outboxEvents.find({ status: 'pending' }).sort({ _id: 1 }).limit(FANOUT_BATCH).lean();
     for (const event of events) {
       const hooks = await db.webhooks.find({ account_id: event.account_id, active: true, events: event.type }, { _id: 1 }).lean();
@@ -174,7 +171,7 @@ export class WebhookDelivererService implements WebhookDeliverer {
     const { perAccount, sending } = this;
     while (sending.size < PARALLEL_SENDS) {
       const atShare = [...perAccount].filter(([, n]) => n >= PER_ACCOUNT_SENDS).map(([a]) => new Types.ObjectId(a));
-      const due = await this.db.webhookDeliveries.find({
+      const due = await this.o.db.webhookDeliveries.find({
         status: 'pending', next_attempt_at: { $lte: new Date() },
         account_id: { $nin: atShare }, _id: { $nin: [...sending].map((id) => new Types.ObjectId(id)) },
       }).sort({ next_attempt_at: 1 }).limit(ATTEMPT_BATCH).lean();
@@ -197,7 +194,7 @@ export class WebhookDelivererService implements WebhookDeliverer {
     perAccount.set(account, (perAccount.get(account) ?? 0) + 1);
     sending.add(id);
     const run = this.attempt(delivery)
-      .catch((err: unknown) => this.log.warn({ err, deliveryId: id }, 'webhook attempt could not be recorded; retrying on a later tick'))
+      .catch((err: unknown) => this.o.log.warn({ err, deliveryId: id }, 'webhook attempt could not be recorded; retrying on a later tick'))
       .finally(() => {
         sending.delete(id);
         const left = perAccount.get(account)! - 1;
@@ -211,16 +208,16 @@ export class WebhookDelivererService implements WebhookDeliverer {
   }
 
   private async attempt(delivery: Delivery): Promise<void> {
-    const webhook = await this.db.webhooks.findOne({ _id: delivery.webhook_id, account_id: delivery.account_id }).lean();
+    const webhook = await this.o.db.webhooks.findOne({ _id: delivery.webhook_id, account_id: delivery.account_id }).lean();
     if (!webhook || !webhook.active) {
       // Deleted or deactivated: what it had pending is never sent.
-      await this.db.webhookDeliveries.updateOne({ _id: delivery._id, status: 'pending' }, { $set: { status: 'cancelled', next_attempt_at: null } });
+      await this.o.db.webhookDeliveries.updateOne({ _id: delivery._id, status: 'pending' }, { $set: { status: 'cancelled', next_attempt_at: null } });
       return;
     }
     const claimed = await this.claim(delivery);
     if (!claimed) return;
     const result = await this.send(webhook, delivery);
-    if (!result.ok) this.log.info({ deliveryId: String(delivery._id), webhookId: String(webhook._id), attempt: claimed.n, error: result.error }, 'webhook attempt failed');
+    if (!result.ok) this.o.log.info({ deliveryId: String(delivery._id), webhookId: String(webhook._id), attempt: claimed.n, error: result.error }, 'webhook attempt failed');
     await this.record(delivery, claimed, result, true);
   }
 
@@ -229,7 +226,7 @@ export class WebhookDelivererService implements WebhookDeliverer {
    * it (in flight under a live lease, or it won the insert) or it stopped being due.
    */
   private async claim(delivery: Delivery): Promise<Claim | null> {
-    const { db } = this;
+    const { db } = this.o;
     const now = new Date();
     const last = await db.webhookAttempts.findOne({ delivery_id: delivery._id }).sort({ n: -1 }).lean();
     if (last && !last.finished_at && last.lease_expires_at > now) return null;
@@ -266,7 +263,7 @@ export class WebhookDelivererService implements WebhookDeliverer {
     try {
       secret = this.o.webhooks.openSecret(webhook);
     } catch (err) {
-      this.log.error({ err, deliveryId: String(delivery._id) }, 'webhook secret could not be opened');
+      this.o.log.error({ err, deliveryId: String(delivery._id) }, 'webhook secret could not be opened');
       return { ok: false, statusCode: null, durationMs: 0, error: 'the signing secret could not be opened (master key missing?)' };
     }
     return sendWebhook(
@@ -281,7 +278,7 @@ export class WebhookDelivererService implements WebhookDeliverer {
    * is updated still finds the delivery not due (its next_attempt_at is this attempt's lease end).
    */
   private async record(delivery: Delivery, claimed: Claim, result: SendResult, retry: boolean): Promise<void> {
-    const { db } = this;
+    const { db } = this.o;
     const now = new Date();
     await db.webhookAttempts.updateOne({ _id: claimed.attemptId }, {
       $set: { finished_at: now, status_code: result.statusCode, duration_ms: result.durationMs, error: result.error },
