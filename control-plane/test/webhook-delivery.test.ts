@@ -4,7 +4,7 @@ import type { App } from '../src/app.js';
 import type { Config } from '../src/config.js';
 import { AddressPolicy, type Lookup } from '../src/lib/ssrf-guard.js';
 import { sendWebhook, WEBHOOK_USER_AGENT } from '../src/plugins/app/webhooks/sender.js';
-import { retryDelayMs } from '../src/plugins/app/webhooks/deliverer.js';
+import { retryDelayMs } from '../src/plugins/app/webhooks/deliverer.service.js';
 import { makeTestCertificate, WebhookReceiver, type TestCertificate } from '../../e2e/src/tools/webhook-receiver.js';
 import { auth, buildTestApp, createAccount, expectError, type TestAccount } from './helper.js';
 import { eventually } from './protocol-client.js';

@@ -2,7 +2,7 @@ import { Schema, type Connection, type InferSchemaType } from 'mongoose';
 
 /**
  * Domain events waiting for delivery (ARCHITECTURE.md "Events"), written right after the change
- * that caused them. The webhook deliverer (plugins/app/webhooks/deliverer.ts) fans each pending
+ * that caused them. The webhook deliverer (plugins/app/webhooks/deliverer.service.ts) fans each pending
  * event out into one `webhook_deliveries` row per subscribed webhook, then marks it `done`. No
  * lease is needed: the fan-out is idempotent (unique (event_id, webhook_id) on deliveries), so
  * instances running it side by side, or again after a crash, create each delivery once.

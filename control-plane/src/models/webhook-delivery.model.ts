@@ -2,7 +2,7 @@ import { Schema, type Connection, type InferSchemaType } from 'mongoose';
 import { WEBHOOK_DELIVERY_STATUSES } from '@xfer/shared';
 
 /**
- * One event for one webhook (plugins/app/webhooks/deliverer.ts). Created by the fan-out of an
+ * One event for one webhook (plugins/app/webhooks/deliverer.service.ts). Created by the fan-out of an
  * outbox event; the unique index on (event_id, webhook_id) makes a fan-out that runs twice (two
  * instances, or a crash before the event was marked done) create it once. `payload` holds the
  * exact body bytes, so every retry sends, and signs, the same body.

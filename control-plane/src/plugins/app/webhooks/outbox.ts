@@ -16,7 +16,7 @@ export interface Outbox {
   emit(accountId: string | Types.ObjectId, type: OutboxEventType, data: Record<string, unknown>): Promise<void>;
 }
 
-/** The events outbox (`outbox_events`); deliverer.ts fans its rows out to the subscribed webhooks. */
+/** The events outbox (`outbox_events`); deliverer.service.ts fans its rows out to the subscribed webhooks. */
 export class OutboxService implements Outbox {
   private readonly db: Models;
 
