@@ -12,7 +12,7 @@ import { randomBytes, randomFillSync } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { CreateBucketCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { CreateBucketCommand, DeleteBucketCommand, DeleteObjectsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { ensureServices, releaseServices } from '../e2e/dist/services/index.js';
 import { startStack } from '../e2e/dist/stack.js';
 import { ensureRclone } from '../e2e/dist/tools/rclone.js';
@@ -71,6 +71,20 @@ const s3 = new S3Client({
 });
 const bucket = `bench-${run}`;
 await s3.send(new CreateBucketCommand({ Bucket: bucket }));
+
+/**
+ * Empties and removes the run's bucket: each run writes two copies of every case (2 GiB and more
+ * by default), and a test S3 server kept up between runs would otherwise fill the disk.
+ */
+async function removeBucket() {
+  for (;;) {
+    const page = await s3.send(new ListObjectsV2Command({ Bucket: bucket, MaxKeys: 1000 }));
+    const keys = (page.Contents ?? []).map((o) => ({ Key: o.Key }));
+    if (keys.length === 0) break;
+    await s3.send(new DeleteObjectsCommand({ Bucket: bucket, Delete: { Objects: keys, Quiet: true } }));
+  }
+  await s3.send(new DeleteBucketCommand({ Bucket: bucket }));
+}
 
 /** Objects and bytes under a prefix, to check that each tool copied everything. */
 async function countObjects(prefix) {
@@ -163,5 +177,6 @@ try {
 } finally {
   await stack.stop();
   rmSync(srcRoot, { recursive: true, force: true });
+  await removeBucket().catch((err) => log(`could not remove bucket ${bucket}: ${err.message}`));
   await releaseServices(SERVICES, { env: process.env, log });
 }
