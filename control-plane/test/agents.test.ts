@@ -118,8 +118,11 @@ describe('GET /api/v1/agents/connect', () => {
     client.close();
     await client.closed;
     await eventually(async () => (await getAgent(agent.id)).json().data.status === 'offline', 'agent offline after disconnect');
-    const actions = (await app.db.auditEvents.find({ 'resource.id': agent.id }).lean()).map((e) => e.action);
-    expect(actions).toEqual(expect.arrayContaining(['agent.create', 'agent.connect', 'agent.disconnect']));
+    // The disconnect is audited right after the session is cleared (the agent shows offline in
+    // between): wait for the record rather than read in that gap.
+    const actions = async () => (await app.db.auditEvents.find({ 'resource.id': agent.id }).lean()).map((e) => e.action);
+    await eventually(async () => (await actions()).includes('agent.disconnect'), 'agent.disconnect audited');
+    expect(await actions()).toEqual(expect.arrayContaining(['agent.create', 'agent.connect', 'agent.disconnect']));
   });
 
   test('a wrong, missing or revoked token never gets a session: closed with revoked (4401), no frame', async () => {

@@ -217,22 +217,25 @@ export async function abortMultipartUpload(client: S3Client, bucket: string, key
   return aborted;
 }
 
-/** UploadPart through the SDK, the part joined into one buffer (the SDK takes no chunk list). */
+/**
+ * UploadPart through the SDK, the part joined into one buffer (the SDK takes no chunk list). Not
+ * an async function on purpose: a suspended async function keeps its arguments alive until it
+ * resolves, and the request holds the part's chunks, so every part in flight would cost its size
+ * twice (the chunks and the joined copy). Returning the SDK's promise lets the chunks go as soon
+ * as they are joined.
+ */
 function sdkSendPart(client: S3Client): PartSender {
-  return async (r, signal) => {
+  return (r, signal) => {
     const { chunks, length } = r.part;
     const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, length);
     const md5 = r.headers['content-md5'];
     const crc = r.headers['x-amz-checksum-crc32'];
-    const res = await client.send(
-      new UploadPartCommand({
-        Bucket: r.bucket, Key: r.key, UploadId: r.uploadId, PartNumber: r.partNumber, Body: body, ContentLength: length,
-        ...(md5 ? { ContentMD5: md5 } : {}),
-        ...(crc ? { ChecksumCRC32: crc } : {}),
-      }),
-      { abortSignal: signal },
-    );
-    return { etag: res.ETag };
+    const command = new UploadPartCommand({
+      Bucket: r.bucket, Key: r.key, UploadId: r.uploadId, PartNumber: r.partNumber, Body: body, ContentLength: length,
+      ...(md5 ? { ContentMD5: md5 } : {}),
+      ...(crc ? { ChecksumCRC32: crc } : {}),
+    });
+    return client.send(command, { abortSignal: signal }).then((res) => ({ etag: res.ETag }));
   };
 }
 
