@@ -4,6 +4,7 @@ import type { ScannerConfig } from '../../../config.js';
 import { PayloadTooLargeError, ServiceUnavailableError } from '../../../errors.js';
 import { CLAMD_MAX_SCAN_BYTES, ClamdError, clamdPing, clamdVersion, describeAddress, instream, prematureClose, type ScanVerdict } from '../../../lib/clamd.js';
 import { instreamWindows } from '../../../lib/clamd-windows.js';
+import type { MetricsService } from '../metrics/index.js';
 
 export type { ScanVerdict } from '../../../lib/clamd.js';
 
@@ -105,6 +106,26 @@ export function createScanner(config: ScannerConfig): Scanner {
   };
 }
 
+/** `scanner` reporting each scan's outcome and latency to the metrics. */
+function measured(scanner: Scanner, metrics: Pick<MetricsService, 'scanned'>): Scanner {
+  return {
+    kind: scanner.kind,
+    ping: () => scanner.ping(),
+    async scan(source, signal) {
+      const started = performance.now();
+      const seconds = () => (performance.now() - started) / 1000;
+      try {
+        const verdict = await scanner.scan(source, signal);
+        metrics.scanned(verdict.clean ? 'clean' : 'infected', seconds());
+        return verdict;
+      } catch (err) {
+        metrics.scanned('error', seconds());
+        throw err;
+      }
+    },
+  };
+}
+
 /**
  * Decorates `app.scanner` (docs/configuration.md "Malware scanning"). A clamd that does not
  * answer at start does not fail the start: it is logged, and uploads answer 503 until it answers.
@@ -112,7 +133,7 @@ export function createScanner(config: ScannerConfig): Scanner {
 export default fp(
   async (app) => {
     const config = app.config.scanner;
-    const scanner = createScanner(config);
+    const scanner = measured(createScanner(config), app.metrics);
     app.decorate<Scanner>('scanner', scanner);
     if (config.kind === 'none') {
       app.log.warn('XFER_SCANNER=none: uploads are NOT scanned for malware. This is unsafe outside development.');
@@ -127,5 +148,5 @@ export default fp(
       app.log.warn({ clamd: where }, `malware scanner: clamd at ${where} does not answer PING; uploads answer 503 until it does`);
     }
   },
-  { name: 'scanner' },
+  { name: 'scanner', dependencies: ['metrics'] },
 );
