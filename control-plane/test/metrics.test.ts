@@ -1,7 +1,9 @@
+import { createServer, type AddressInfo } from 'node:net';
 import type { App } from '../src/app.js';
 import { auth, buildTestApp, createAccount } from './helper.js';
 import { counters, makeAgent, makeConnection, makeTransfer, SECRET, sha, transferAction } from './fixtures.js';
 import { eventually, ProtocolClient } from './protocol-client.js';
+import { eicar, testScanner, upload } from './files-helper.js';
 
 /** Prometheus /metrics (plugins/app/metrics/): exposure, and the figures moving with real requests and a transfer. */
 const TOKEN = `metrics-token-${'x'.repeat(24)}`;
@@ -145,6 +147,50 @@ describe('on a separate port (XFER_METRICS_PORT)', () => {
     } finally {
       await guarded.close();
     }
+  });
+});
+
+describe('scans and webhook attempts', () => {
+  let app: App;
+  beforeAll(async () => {
+    app = await buildTestApp({
+      scanner: testScanner(),
+      metrics: { port: 0, host: '127.0.0.1', token: null },
+      webhooks: { timeoutMs: 700, retryWindowMs: 3_000, backoffBaseMs: 50, pollMs: 50, unsafeAllowedAddresses: ['127.0.0.1/32'] },
+    });
+  });
+  afterAll(() => app.close());
+  const scrape = async () => (await fetch(`http://127.0.0.1:${app.metricsAddress!.port}/metrics`)).text();
+
+  test('each upload\'s scan is counted by verdict, with its latency', async () => {
+    const account = await createAccount(app);
+    expect((await upload(app, account.apiKey, 'clean.txt', 'nothing to see')).statusCode).toBe(201);
+    expect((await upload(app, account.apiKey, 'eicar.com', eicar())).statusCode).toBe(422);
+    const text = await scrape();
+    expect(sample(text, 'xfer_scan_duration_seconds_count', { outcome: 'clean' })).toBe(1);
+    expect(sample(text, 'xfer_scan_duration_seconds_count', { outcome: 'infected' })).toBe(1);
+    expect(sample(text, 'xfer_scan_duration_seconds_sum', { outcome: 'clean' })).toBeGreaterThan(0);
+  });
+
+  test('a webhook attempt is counted by outcome', async () => {
+    const account = await createAccount(app);
+    // A port nobody listens on: the attempt fails, and a test send is never retried.
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, '127.0.0.1', () => {
+        const { port: free } = probe.address() as AddressInfo;
+        probe.close(() => resolve(free));
+      });
+    });
+    const created = await app.inject({
+      method: 'POST', url: '/api/v1/webhooks', headers: auth(account.apiKey),
+      payload: { url: `https://127.0.0.1:${port}/hook`, events: ['file.uploaded'], secret: `whsec_test_${'k'.repeat(24)}` },
+    });
+    expect(created.statusCode).toBe(201);
+    const sent = await app.inject({ method: 'POST', url: `/api/v1/webhooks/${created.json().data.id}/test`, headers: auth(account.apiKey) });
+    expect(sent.json().data.success).toBe(false);
+    const text = await scrape();
+    expect(sample(text, 'xfer_webhook_deliveries_total', { outcome: 'failed' })).toBe(1);
+    expect(text).not.toContain('whsec_test_');
   });
 });
 
