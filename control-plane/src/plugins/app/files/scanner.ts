@@ -79,6 +79,26 @@ function drain(source: Readable, signal?: AbortSignal): Promise<void> {
   });
 }
 
+/** `scanner` reporting each scan's outcome and latency to the metrics (wrapped by files.plugin.ts around the upload's scanner; the scanner plugin itself needs no metrics). */
+export function measured(scanner: Scanner, metrics: Pick<MetricsService, 'scanned'>): Scanner {
+  return {
+    kind: scanner.kind,
+    ping: () => scanner.ping(),
+    async scan(source, signal) {
+      const started = performance.now();
+      const seconds = () => (performance.now() - started) / 1000;
+      try {
+        const verdict = await scanner.scan(source, signal);
+        metrics.scanned(verdict.clean ? 'clean' : 'infected', seconds());
+        return verdict;
+      } catch (err) {
+        metrics.scanned('error', seconds());
+        throw err;
+      }
+    },
+  };
+}
+
 /** The scanner for `config` (the plugin below decorates the app with it). */
 export function createScanner(config: ScannerConfig): Scanner {
   if (config.kind === 'none') {
@@ -106,26 +126,6 @@ export function createScanner(config: ScannerConfig): Scanner {
   };
 }
 
-/** `scanner` reporting each scan's outcome and latency to the metrics. */
-function measured(scanner: Scanner, metrics: Pick<MetricsService, 'scanned'>): Scanner {
-  return {
-    kind: scanner.kind,
-    ping: () => scanner.ping(),
-    async scan(source, signal) {
-      const started = performance.now();
-      const seconds = () => (performance.now() - started) / 1000;
-      try {
-        const verdict = await scanner.scan(source, signal);
-        metrics.scanned(verdict.clean ? 'clean' : 'infected', seconds());
-        return verdict;
-      } catch (err) {
-        metrics.scanned('error', seconds());
-        throw err;
-      }
-    },
-  };
-}
-
 /**
  * Decorates `app.scanner` (docs/configuration.md "Malware scanning"). A clamd that does not
  * answer at start does not fail the start: it is logged, and uploads answer 503 until it answers.
@@ -133,7 +133,7 @@ function measured(scanner: Scanner, metrics: Pick<MetricsService, 'scanned'>): S
 export default fp(
   async (app) => {
     const config = app.config.scanner;
-    const scanner = measured(createScanner(config), app.metrics);
+    const scanner = createScanner(config);
     app.decorate<Scanner>('scanner', scanner);
     if (config.kind === 'none') {
       app.log.warn('XFER_SCANNER=none: uploads are NOT scanned for malware. This is unsafe outside development.');
@@ -148,5 +148,5 @@ export default fp(
       app.log.warn({ clamd: where }, `malware scanner: clamd at ${where} does not answer PING; uploads answer 503 until it does`);
     }
   },
-  { name: 'scanner', dependencies: ['metrics'] },
+  { name: 'scanner' },
 );
