@@ -1,7 +1,6 @@
-import pino from 'pino';
 import { ConnectorError, type Connector } from '../src/connectors/types.js';
 import { AgentMetrics } from '../src/metrics/agent-metrics.js';
-import { serveMetrics, type MetricsServer } from '../src/metrics/metrics-server.js';
+import { listenMetrics, type MetricsListener } from '@xfer/shared/metrics-listener';
 import { assignPayload, deferred, fsConnectors, testAgent } from './helpers/test-agent.js';
 import { TestControlPlane } from './helpers/test-control-plane.js';
 import { rmTemp, tempDir, writeTree } from './helpers/tree.js';
@@ -9,14 +8,14 @@ import { WrappedConnector } from './helpers/wrapped-connector.js';
 
 /** The agent's /metrics (`--metrics-port`) over real jobs run against the test control plane. */
 let server: TestControlPlane;
-let endpoint: MetricsServer;
+let endpoint: MetricsListener;
 let metrics: AgentMetrics;
 let src: string;
 let dst: string;
 beforeEach(async () => {
   server = await TestControlPlane.start();
   metrics = new AgentMetrics();
-  endpoint = await serveMetrics(metrics, '127.0.0.1', 0, pino({ level: 'silent' }));
+  endpoint = await listenMetrics(metrics, { host: '127.0.0.1', port: 0, onError: (err) => { throw err; } });
   src = tempDir('xfer-msrc-');
   dst = tempDir('xfer-mdst-');
 });

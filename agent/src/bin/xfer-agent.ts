@@ -10,7 +10,7 @@ import { Agent } from '../agent.js';
 import { AgentAccess } from '../connectors/access.js';
 import { isPlaintextRemote, parseAgentConfig, UsageError } from '../config.js';
 import { AgentMetrics } from '../metrics/agent-metrics.js';
-import { serveMetrics } from '../metrics/metrics-server.js';
+import { listenMetrics } from '@xfer/shared/metrics-listener';
 import { createLogger } from '../logger.js';
 import { AGENT_VERSION } from '../version.js';
 
@@ -77,7 +77,7 @@ async function main(argv: string[]): Promise<number> {
     access: new AgentAccess({ allowRoots: config.allowRoots, allowHosts: config.allowHosts, denyHosts: config.denyHosts }),
     metrics,
   });
-  const metricsServer = metrics && config.metricsPort !== null ? await serveMetrics(metrics, config.metricsHost, config.metricsPort, log) : null;
+  const metricsServer = metrics && config.metricsPort !== null ? await listenMetrics(metrics, { host: config.metricsHost, port: config.metricsPort, onError: (err) => log.warn({ err }, 'metrics scrape failed') }) : null;
   if (metricsServer) log.info({ metrics: `http://${config.metricsHost}:${metricsServer.address.port}/metrics` }, 'metrics listening');
   let signals = 0;
   const onSignal = (signal: NodeJS.Signals) => {

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync } from 'fastify';
-import { bearerMatches } from '../../plugins/app/metrics/index.js';
+import { bearerMatches } from '@xfer/shared/metrics-listener';
 import { UnauthorizedError } from '../../errors.js';
 
 /**

@@ -1,11 +1,9 @@
 import fp from 'fastify-plugin';
-import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { listenMetrics, type MetricsListener } from '@xfer/shared/metrics-listener';
 import { MetricsService } from './metrics.service.js';
-import { bearerMatches } from './bearer.js';
 
 export { MetricsService, type ScanOutcome, type WebhookOutcome } from './metrics.service.js';
-export { bearerMatches } from './bearer.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -19,8 +17,8 @@ declare module 'fastify' {
 /**
  * The metrics domain: `app.metrics`, the request histogram (an onResponse hook on every route,
  * labelled with the route's pattern: a share link's token is part of its URL), and, when
- * XFER_METRICS_PORT is set, a listener of its own serving only `GET /metrics` (a bare node:http
- * server: it has no other route, no body, no session). On the main port, `/metrics` is a route
+ * XFER_METRICS_PORT is set, a listener of its own serving only `GET /metrics` (@xfer/shared's
+ * listenMetrics, started once the app is ready). On the main port, `/metrics` is a route
  * (routes/metrics/), served only when the port is not set and a token is.
  */
 export default fp(
@@ -37,39 +35,14 @@ export default fp(
 
     const { port, host, token } = app.config.metrics;
     if (port === null) return;
-    const server: Server = createServer((req, res) => {
-      const path = (req.url ?? '').split('?')[0];
-      if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {
-        res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'Not found' }));
-        return;
-      }
-      if (token !== null && !bearerMatches(req.headers.authorization, token)) {
-        res.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer' }).end(JSON.stringify({ error: 'Unauthorized' }));
-        return;
-      }
-      metrics.render().then(
-        (text) => res.writeHead(200, { 'content-type': metrics.contentType }).end(req.method === 'HEAD' ? undefined : text),
-        (err: unknown) => {
-          app.log.warn({ err }, 'metrics scrape failed');
-          res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'Metrics unavailable' }));
-        },
-      );
-    });
+    let listener: MetricsListener | null = null;
     app.addHook('onReady', async () => {
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(port, host, () => {
-          server.off('error', reject);
-          resolve();
-        });
-      });
-      app.metricsAddress = server.address() as AddressInfo;
-      app.log.info({ metrics: `http://${host}:${app.metricsAddress.port}/metrics` }, 'metrics listening');
+      listener = await listenMetrics(metrics, { host, port, token, onError: (err) => app.log.warn({ err }, 'metrics scrape failed') });
+      app.metricsAddress = listener.address;
+      app.log.info({ metrics: `http://${host}:${listener.address.port}/metrics` }, 'metrics listening');
     });
     app.addHook('onClose', async () => {
-      if (!server.listening) return;
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await listener?.close();
     });
   },
   { name: 'metrics', dependencies: ['mongoose'] },
