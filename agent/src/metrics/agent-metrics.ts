@@ -64,6 +64,7 @@ export class AgentMetrics {
     for (const [outcome, n] of Object.entries(outcomes)) if (n > 0) this.files.inc({ source, destination, outcome }, n);
   }
 
+  /** The Prometheus text format of every metric (served by @xfer/shared's listenMetrics). */
   render(): Promise<string> {
     return this.registry.metrics();
   }

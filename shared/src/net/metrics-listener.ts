@@ -8,6 +8,7 @@ export interface MetricsSource {
   render(): Promise<string>;
 }
 
+/** Where the listener binds, and its optional bearer token. */
 export interface MetricsListenerOptions {
   host: string;
   /** 0: any free port (`address` says which). */

@@ -9,6 +9,7 @@ const HTTP_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 3
 /** Seconds; clamd scans a small file in milliseconds and a large one in minutes. */
 const SCAN_BUCKETS = [0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300];
 
+/** What MetricsService reads when scraped: the database (transfer counts). */
 export interface MetricsServiceOptions {
   db: Models;
 }
