@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { CopyTuning } from './copy/types.js';
 import { closedAccess, type AgentAccess } from './connectors/access.js';
 import { JobRunner } from './jobs/job-runner.js';
+import type { AgentMetrics } from './metrics/agent-metrics.js';
 import { reasonOf } from './copy/errors.js';
 import { truncate } from './copy/stats.js';
 import { ZERO_COUNTERS } from './jobs/payloads.js';
@@ -35,6 +36,8 @@ export interface AgentOptions {
   session?: Pick<SessionOptions, 'reconnectBaseMs' | 'reconnectMaxMs' | 'stableAfterMs' | 'handshakeTimeoutMs' | 'random'>;
   progress?: ProgressReporterOptions;
   tuning?: Partial<CopyTuning>;
+  /** The agent's metrics (`--metrics-port`), fed by the job runner; none: not measured. */
+  metrics?: AgentMetrics;
 }
 
 /** How the agent ended: 0 after a clean stop, 3 when the control plane refused it for good. */
@@ -77,8 +80,9 @@ export class Agent {
     });
     this.runner = new JobRunner({
       maxJobs: o.maxJobs, send: (m) => this.session.send(m), connectors: this.connectors, log: o.log,
-      progress: o.progress, tuning: o.tuning,
+      progress: o.progress, tuning: o.tuning, metrics: o.metrics,
     });
+    o.metrics?.countRunningWith(() => this.runner.runningJobIds().length);
   }
 
   async run(): Promise<AgentExit> {

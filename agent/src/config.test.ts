@@ -16,7 +16,19 @@ describe('agent config', () => {
       stateDir: null, outboxMemoryBytes: DEFAULT_OUTBOX_MEMORY_BYTES,
       // Closed by default: no local directory; no host list (the guard's default rules apply).
       allowRoots: [], allowHosts: [], denyHosts: [],
+      // No metrics listener unless asked for; loopback when it is.
+      metricsPort: null, metricsHost: '127.0.0.1',
     });
+  });
+
+  test('--metrics-port and --metrics-host, from flags, the environment or the file', () => {
+    const base = ['--url', 'http://127.0.0.1:8080', '--token', TOKEN];
+    expect(parse([...base, '--metrics-port', '9465'])).toMatchObject({ metricsPort: 9465, metricsHost: '127.0.0.1' });
+    expect(parse(base, { XFER_AGENT_METRICS_PORT: '9466', XFER_AGENT_METRICS_HOST: '0.0.0.0' })).toMatchObject({ metricsPort: 9466, metricsHost: '0.0.0.0' });
+    files['/etc/xfer/metrics.json'] = JSON.stringify({ metrics_port: 9467 });
+    expect(parse([...base, '--config', '/etc/xfer/metrics.json'])).toMatchObject({ metricsPort: 9467 });
+    expect(() => parse([...base, '--metrics-port', '70000'])).toThrow(new UsageError('--metrics-port must be an integer from 0 to 65535'));
+    expect(() => parse([...base, '--metrics-host', '0.0.0.0'])).toThrow(new UsageError('--metrics-host needs --metrics-port'));
   });
 
   test('flags beat the environment, which beats the config file', () => {

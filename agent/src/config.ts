@@ -24,6 +24,10 @@ export interface AgentConfig {
   allowHosts: string[];
   /** Hosts the agent never dials; beats allowHosts. Cloud metadata and link-local are denied anyway. */
   denyHosts: string[];
+  /** Port of the Prometheus `/metrics` listener (`--metrics-port`); null: none. */
+  metricsPort: number | null;
+  /** Its address; loopback unless set (it has no authentication). */
+  metricsHost: string;
   /** The config file read, if any. */
   configFile: string | null;
 }
@@ -54,6 +58,8 @@ const SETTINGS = {
   allowRoots: { flag: 'allow-roots', env: 'XFER_AGENT_ALLOW_ROOTS', key: 'allow_roots' },
   allowHosts: { flag: 'allow-hosts', env: 'XFER_AGENT_ALLOW_HOSTS', key: 'allow_hosts' },
   denyHosts: { flag: 'deny-hosts', env: 'XFER_AGENT_DENY_HOSTS', key: 'deny_hosts' },
+  metricsPort: { flag: 'metrics-port', env: 'XFER_AGENT_METRICS_PORT', key: 'metrics_port' },
+  metricsHost: { flag: 'metrics-host', env: 'XFER_AGENT_METRICS_HOST', key: 'metrics_host' },
 } satisfies Record<string, Setting>;
 
 const FILE_KEYS = new Set(Object.values(SETTINGS).map((s) => s.key));
@@ -80,7 +86,7 @@ export interface ParseInput {
 /**
  * Flags > environment > config file (`--config FILE` or `XFER_AGENT_CONFIG`, JSON with the keys
  * `url`, `token`, `max_jobs`, `log_level`, `drain_timeout_ms`, `allow_roots`, `allow_hosts`,
- * `deny_hosts`). Lists are comma-separated in flags and variables, JSON arrays (or a
+ * `deny_hosts`, `metrics_port`, `metrics_host`). Lists are comma-separated in flags and variables, JSON arrays (or a
  * comma-separated string) in the file; the first source that sets a list wins whole (lists are not
  * merged across sources). Every problem is a UsageError naming the flag, variable or key.
  */
@@ -96,6 +102,7 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
         'max-jobs': { type: 'string' }, 'log-level': { type: 'string' }, 'drain-timeout-ms': { type: 'string' },
         'state-dir': { type: 'string' }, 'outbox-memory-bytes': { type: 'string' },
         'allow-roots': { type: 'string' }, 'allow-hosts': { type: 'string' }, 'deny-hosts': { type: 'string' },
+        'metrics-port': { type: 'string' }, 'metrics-host': { type: 'string' },
       },
     });
   } catch (err) {
@@ -151,6 +158,9 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
   const token = str(SETTINGS.token);
   if (!token) throw new UsageError('the agent token is required: --token, XFER_AGENT_TOKEN or "token" in the config file');
   if (!/^agt_[\x21-\x7e]{8,}$/.test(token)) throw new UsageError('the agent token must look like agt_… (as printed by POST /agents)');
+  const metricsPort = pick(SETTINGS.metricsPort) ? int(SETTINGS.metricsPort, 0, 0, 65535) : null;
+  const metricsHost = str(SETTINGS.metricsHost);
+  if (metricsHost !== null && metricsPort === null) throw new UsageError('--metrics-host needs --metrics-port');
   const logLevel = str(SETTINGS.logLevel) ?? 'info';
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) throw new UsageError(`log level must be one of ${LOG_LEVELS.join(', ')}`);
   return {
@@ -165,6 +175,8 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
     allowRoots,
     allowHosts: hosts(SETTINGS.allowHosts),
     denyHosts: hosts(SETTINGS.denyHosts),
+    metricsPort,
+    metricsHost: metricsHost ?? '127.0.0.1',
     configFile,
   };
 }

@@ -108,6 +108,26 @@ describe('xfer-agent binary', () => {
     expect(server.connections).toHaveLength(1);
   });
 
+  test('--metrics-port serves /metrics on loopback while the agent runs, and stops with it', async () => {
+    const run = start(['start', '--url', server.baseUrl, '--token', TEST_TOKEN, '--metrics-port', '0']);
+    const conn = await server.connection(0);
+    await conn.welcome();
+    let url: string | undefined;
+    for (let i = 0; i < 100 && !url; i++) {
+      url = /"metrics":"(http:\/\/127\.0\.0\.1:\d+\/metrics)"/.exec(run.stderr())?.[1];
+      if (!url) await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(url).toBeDefined();
+    const res = await fetch(url!);
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text).toContain('xfer_agent_jobs_running 0');
+    expect(text).not.toContain(TEST_TOKEN);
+    run.kill('SIGTERM');
+    expect(await run.code).toBe(0);
+    await expect(fetch(url!)).rejects.toThrow();
+  });
+
   test('settings from the environment and a config file; SIGTERM closes with 1000 and exits 0', async () => {
     const config = join(dir, 'agent.json');
     writeFileSync(config, JSON.stringify({ token: TEST_TOKEN, max_jobs: 3 }), { mode: 0o600 });

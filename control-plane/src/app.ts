@@ -18,6 +18,8 @@ import filesPlugin from './plugins/app/files/index.js';
 import connectionsPlugin from './plugins/app/connections/index.js';
 import transfersPlugin from './plugins/app/transfers/index.js';
 import agentsPlugin from './plugins/app/agents/index.js';
+import metricsPlugin from './plugins/app/metrics/index.js';
+import metricsRoutes from './routes/metrics/index.js';
 import routes from './routes/index.js';
 import openapiPlugin, { openapiRoutes } from './plugins/app/openapi.js';
 
@@ -152,6 +154,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     sign: { algorithm: 'HS256', expiresIn: config.sessionTtlSeconds },
     verify: { algorithms: ['HS256'] },
   });
+  // Before every domain that reports to it, and before the routes its onResponse hook measures.
+  await app.register(metricsPlugin);
   // Before access: its onRoute hook marks the docs' own pages public, which auth's checks.
   await app.register(openapiPlugin);
   await app.register(accessPlugin);
@@ -165,5 +169,6 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(agentsPlugin);
   await app.register(routes, { prefix: '/api/v1' });
   await app.register(openapiRoutes, { prefix: '/api/v1' });
+  await app.register(metricsRoutes);
   return app;
 }

@@ -76,3 +76,20 @@ describe('XFER_TRUST_PROXY', () => {
     expect(fastifyTrustProxy(false)).toBe(false);
   });
 });
+
+describe('metrics settings', () => {
+  test('unset: not served; a port (bound to loopback unless a host is given), a token, or both', () => {
+    expect(parseConfig({}).metrics).toEqual({ port: null, host: '127.0.0.1', token: null });
+    expect(parseConfig({ XFER_METRICS_PORT: '9464' }).metrics).toEqual({ port: 9464, host: '127.0.0.1', token: null });
+    expect(parseConfig({ XFER_METRICS_PORT: '9464', XFER_METRICS_HOST: '0.0.0.0', XFER_METRICS_TOKEN: 'a'.repeat(32) }).metrics)
+      .toEqual({ port: 9464, host: '0.0.0.0', token: 'a'.repeat(32) });
+    expect(parseConfig({ XFER_METRICS_TOKEN: 'b'.repeat(16) }).metrics).toEqual({ port: null, host: '127.0.0.1', token: 'b'.repeat(16) });
+  });
+
+  test('a short token, a bad port, or a host without a port stops the start naming the variable', () => {
+    expect(() => parseConfig({ XFER_METRICS_TOKEN: 'short' })).toThrow(new ConfigError('XFER_METRICS_TOKEN must be at least 16 characters without spaces'));
+    expect(() => parseConfig({ XFER_METRICS_TOKEN: `${'c'.repeat(16)} d` })).toThrow(/XFER_METRICS_TOKEN/);
+    expect(() => parseConfig({ XFER_METRICS_PORT: '70000' })).toThrow(/XFER_METRICS_PORT must be an integer/);
+    expect(() => parseConfig({ XFER_METRICS_HOST: '0.0.0.0' })).toThrow(new ConfigError('XFER_METRICS_HOST needs XFER_METRICS_PORT'));
+  });
+});

@@ -54,6 +54,19 @@ export interface Config {
   webhooks: WebhookConfig;
   /** Sign-in lockout with backoff (docs/configuration.md "Sign-in lockout"). */
   loginLockout: LoginLockoutConfig;
+  /** Prometheus `/metrics` (docs/configuration.md "Metrics"). */
+  metrics: MetricsConfig;
+}
+
+/**
+ * Where `GET /metrics` is served: on its own port (`port` set), or on the main port behind the
+ * bearer token; neither configured, it is not served (404). The token, when set, is required on
+ * the separate port as well.
+ */
+export interface MetricsConfig {
+  port: number | null;
+  host: string;
+  token: string | null;
 }
 
 export interface LoginLockoutConfig {
@@ -239,6 +252,19 @@ function parseWebhooks(env: Env): WebhookConfig {
   };
 }
 
+/** Shorter tokens are refused: `/metrics` on the main port is reachable by whoever reaches the API. */
+const METRICS_TOKEN_MIN_LENGTH = 16;
+
+function parseMetrics(env: Env): MetricsConfig {
+  const token = env.XFER_METRICS_TOKEN || null;
+  if (token !== null && (token.length < METRICS_TOKEN_MIN_LENGTH || /\s/.test(token))) {
+    throw new ConfigError(`XFER_METRICS_TOKEN must be at least ${METRICS_TOKEN_MIN_LENGTH} characters without spaces`);
+  }
+  const port = env.XFER_METRICS_PORT ? int(env, 'XFER_METRICS_PORT', 0, 0, 65535) : null;
+  if (port === null && env.XFER_METRICS_HOST) throw new ConfigError('XFER_METRICS_HOST needs XFER_METRICS_PORT');
+  return { port, host: env.XFER_METRICS_HOST || '127.0.0.1', token };
+}
+
 export function parseConfig(env: Env): Config {
   const dataDir = resolve(env.XFER_DATA_DIR || '.xfer');
   const active = env.XFER_MASTER_KEY ? [parseMasterKey(env.XFER_MASTER_KEY, 'XFER_MASTER_KEY')] : null;
@@ -292,5 +318,6 @@ export function parseConfig(env: Env): Config {
       maxMs: lockMax,
       windowMs: int(env, 'XFER_LOGIN_LOCK_WINDOW_MS', 24 * 3600_000, 1000, 30 * 24 * 3600_000),
     },
+    metrics: parseMetrics(env),
   };
 }

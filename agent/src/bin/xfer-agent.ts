@@ -9,6 +9,8 @@ import { hostname } from 'node:os';
 import { Agent } from '../agent.js';
 import { AgentAccess } from '../connectors/access.js';
 import { isPlaintextRemote, parseAgentConfig, UsageError } from '../config.js';
+import { AgentMetrics } from '../metrics/agent-metrics.js';
+import { listenMetrics } from '@xfer/shared/metrics-listener';
 import { createLogger } from '../logger.js';
 import { AGENT_VERSION } from '../version.js';
 
@@ -16,7 +18,7 @@ const HELP = `xfer-agent — runs transfer jobs near the data; dials out to the 
 
 Usage:
   xfer-agent start --url URL --token agt_… [--config FILE] [--max-jobs N] [--log-level L] [--drain-timeout-ms MS]
-                   [--allow-roots DIRS] [--allow-hosts HOSTS] [--deny-hosts HOSTS]
+                   [--allow-roots DIRS] [--allow-hosts HOSTS] [--deny-hosts HOSTS] [--metrics-port N]
   xfer-agent --help | --version
 
 Run "xfer-agent start --help" for the settings.`;
@@ -35,6 +37,8 @@ Settings (flag > environment > config file):
                                                                          default any host not denied
   --deny-hosts HOSTS      XFER_AGENT_DENY_HOSTS        deny_hosts        hosts it never dials (beats --allow-hosts); cloud
                                                                          metadata and link-local are denied by default
+  --metrics-port N        XFER_AGENT_METRICS_PORT      metrics_port      serve Prometheus GET /metrics on this port (default none)
+  --metrics-host ADDR     XFER_AGENT_METRICS_HOST      metrics_host      its address (default 127.0.0.1; no authentication)
   --config FILE           XFER_AGENT_CONFIG                              JSON file with the keys above (keep it mode 0600;
                                                                          lists as JSON arrays)
 
@@ -65,12 +69,16 @@ async function main(argv: string[]): Promise<number> {
   }
   if (isPlaintextRemote(config.connectUrl)) log.warn({ url: config.connectUrl }, 'unencrypted ws:// to a remote host: the token and credentials travel in clear; use https:// or wss://');
 
+  const metrics = config.metricsPort === null ? undefined : new AgentMetrics();
   const agent = new Agent({
     url: config.connectUrl, token: config.token, version: AGENT_VERSION, hostname: hostname(),
     maxJobs: config.maxJobs, drainTimeoutMs: config.drainTimeoutMs, log,
     stateDir: config.stateDir, outboxMemoryBytes: config.outboxMemoryBytes,
     access: new AgentAccess({ allowRoots: config.allowRoots, allowHosts: config.allowHosts, denyHosts: config.denyHosts }),
+    metrics,
   });
+  const metricsServer = metrics && config.metricsPort !== null ? await listenMetrics(metrics, { host: config.metricsHost, port: config.metricsPort, onError: (err) => log.warn({ err }, 'metrics scrape failed') }) : null;
+  if (metricsServer) log.info({ metrics: `http://${config.metricsHost}:${metricsServer.address.port}/metrics` }, 'metrics listening');
   let signals = 0;
   const onSignal = (signal: NodeJS.Signals) => {
     signals++;
@@ -84,6 +92,7 @@ async function main(argv: string[]): Promise<number> {
   }, 'xfer-agent starting');
 
   const exit = await agent.run();
+  await metricsServer?.close();
   if (exit.code === 3) log.fatal({ reason: exit.reason }, 'stopping: the control plane refused this agent token; create a new token (POST /agents) and restart');
   else log.info('stopped');
   return exit.code;

@@ -9,6 +9,7 @@ import { truncate } from '../copy/stats.js';
 import type { CopyOutcome, CopyTuning } from '../copy/types.js';
 import { countersOf, ZERO_COUNTERS, type Counters } from './payloads.js';
 import { ProgressReporter, type ProgressReporterOptions } from './progress-reporter.js';
+import type { AgentMetrics, JobEnds } from '../metrics/agent-metrics.js';
 
 export type JobAssign = PayloadOf<typeof ServerToAgent, 'job.assign'>;
 
@@ -26,6 +27,8 @@ export interface JobRunnerOptions {
   log: Logger;
   progress?: ProgressReporterOptions;
   tuning?: Partial<CopyTuning>;
+  /** Counts each job's end by status and connector type (`--metrics-port`); none: not measured. */
+  metrics?: Pick<AgentMetrics, 'jobEnded'>;
 }
 
 interface RunningJob {
@@ -142,12 +145,14 @@ export class JobRunner {
       reporter.stop();
       await Promise.all(opened.map((c) => c.close().catch((e: unknown) => log.warn({ err: reasonOf(e) }, 'closing a connector failed'))));
     }
-    this.report(job, outcome, log);
+    this.report(job, outcome, log, { source: assign.source.type, destination: assign.destination.type });
   }
 
-  private report(job: RunningJob, outcome: CopyOutcome, log: Logger): void {
+  private report(job: RunningJob, outcome: CopyOutcome, log: Logger, ends: JobEnds): void {
     const counters: Counters = countersOf(outcome.counters);
-    if (outcome.status === 'cancelled' && job.reason === 'shutdown') {
+    const shutdown = outcome.status === 'cancelled' && job.reason === 'shutdown';
+    this.o.metrics?.jobEnded(shutdown ? 'failed' : outcome.status, ends, counters);
+    if (shutdown) {
       log.warn(counters, 'job stopped: agent shutting down');
       this.send('job.failed', { job_id: job.id, ...counters, error: SHUTDOWN_ERROR });
     } else if (outcome.status === 'cancelled') {

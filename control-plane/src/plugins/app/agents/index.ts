@@ -70,10 +70,12 @@ export default fp(
     });
     app.decorate('agents', new AgentsService({ db: app.db, hub, dispatchPollMs: config.dispatchPollMs }));
     app.decorate('agentHub', hub);
+    // Read when scraped: the sockets this instance holds (Prometheus sums the instances).
+    app.metrics.countAgentsWith(() => hub.openSessions().length);
     app.decorate('agentRequests', requests);
     app.decorate('dispatcher', dispatcher);
     app.addHook('onReady', async () => dispatcher.start());
     app.addHook('preClose', () => dispatcher.stop());
   },
-  { name: 'agents', dependencies: ['mongoose', 'audit', 'transfers', 'connections'] },
+  { name: 'agents', dependencies: ['mongoose', 'audit', 'transfers', 'connections', 'metrics'] },
 );

@@ -14,8 +14,8 @@ declare module 'fastify' {
 export default fp(
   async (app) => {
     app.decorate('transfers', new TransfersService({
-      db: app.db, outbox: app.outbox, leaseMs: app.config.jobLeaseMs, pollMs: app.config.dispatchPollMs, log: app.log,
+      db: app.db, outbox: app.outbox, leaseMs: app.config.jobLeaseMs, pollMs: app.config.dispatchPollMs, log: app.log, metrics: app.metrics,
     }));
   },
-  { name: 'transfers', dependencies: ['mongoose', 'outbox'] },
+  { name: 'transfers', dependencies: ['mongoose', 'outbox', 'metrics'] },
 );

@@ -6,6 +6,7 @@ import type { TransferDoc } from '../../../models/transfer.model.js';
 import type { Outbox } from '../webhooks/outbox.js';
 import { Notifier } from '../../../lib/notifier.js';
 import { KeyedMutex } from '../../../lib/keyed-mutex.js';
+import type { MetricsService } from '../metrics/index.js';
 
 /** A transfer as stored; the agent protocol calls one run of it a job (plugins/app/agents/index.ts). */
 export type StoredTransfer = TransferDoc & { _id: Types.ObjectId };
@@ -18,6 +19,8 @@ export interface TransferStatesOptions {
   outbox: Outbox;
   leaseMs: number;
   log: FastifyBaseLogger;
+  /** Counts the runs that end here, and what they moved. */
+  metrics: Pick<MetricsService, 'transferEnded'>;
 }
 
 const oid = (id: Id) => (typeof id === 'string' ? new Types.ObjectId(id) : id);
@@ -66,6 +69,7 @@ export class TransferStates {
   private async ended(job: StoredTransfer): Promise<void> {
     const id = String(job._id);
     const summary = { id, files_transferred: job.files_transferred, bytes_transferred: job.bytes_transferred };
+    this.o.metrics.transferEnded(job.status, job.bytes_transferred ?? 0, job.files_transferred ?? 0);
     if (job.status === 'completed') await this.o.outbox.emit(job.account_id, 'transfer.completed', summary);
     else await this.o.outbox.emit(job.account_id, 'transfer.failed', { ...summary, status: job.status, error: job.error ?? 'Transfer cancelled' });
     this.changes.notify(id);

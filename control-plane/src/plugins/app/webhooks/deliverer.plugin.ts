@@ -20,6 +20,7 @@ export default fp(
       db: app.db,
       webhooks: app.webhooks,
       log: app.log,
+      metrics: app.metrics,
       policy: new AddressPolicy(settings.unsafeAllowedAddresses),
       timeoutMs: settings.timeoutMs,
       retryWindowMs: settings.retryWindowMs,
@@ -30,5 +31,5 @@ export default fp(
     app.addHook('onReady', async () => deliverer.start());
     app.addHook('preClose', () => deliverer.stop());
   },
-  { name: 'webhook-deliverer', dependencies: ['mongoose', 'webhooks'] },
+  { name: 'webhook-deliverer', dependencies: ['mongoose', 'webhooks', 'metrics'] },
 );

@@ -8,6 +8,7 @@ import type { Models } from '../../../models/index.js';
 import type { WebhookDoc } from '../../../models/webhook.model.js';
 import { sendWebhook, webhookBody, type SendResult } from './sender.js';
 import type { WebhooksService } from './webhooks.service.js';
+import type { MetricsService } from '../metrics/index.js';
 
 /** TLS trust and name resolution of outgoing deliveries: the system's unless replaced (tests). */
 export interface WebhookTransport {
@@ -32,6 +33,8 @@ export interface WebhookDelivererOptions {
   /** Opens the signing secret of a webhook, only when an attempt is sent. */
   webhooks: Pick<WebhooksService, 'openSecret'>;
   log: FastifyBaseLogger;
+  /** Counts each attempt's outcome. */
+  metrics: Pick<MetricsService, 'webhookAttempt'>;
   /** The addresses a webhook URL may resolve to (config.webhooks.unsafeAllowedAddresses). */
   policy: AddressPolicy;
   /** Per-attempt timeout (config.webhooks.timeoutMs); the lease of an attempt follows from it. */
@@ -290,6 +293,7 @@ export class WebhookDelivererService implements WebhookDeliverer {
       const deadline = claimed.firstAttemptAt.getTime() + this.o.retryWindowMs;
       update = retry && next.getTime() <= deadline ? { status: 'pending', next_attempt_at: next } : { status: 'failed', next_attempt_at: null };
     }
+    this.o.metrics.webhookAttempt(result.ok ? 'delivered' : update.status === 'pending' ? 'retrying' : 'failed');
     // A later attempt claimed after this one's lease ended owns the delivery now.
     await db.webhookDeliveries.updateOne({ _id: delivery._id, status: 'pending', attempts: { $lte: claimed.n } }, { $set: update });
   }
