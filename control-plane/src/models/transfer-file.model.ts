@@ -22,6 +22,8 @@ const schema = new Schema(
 );
 schema.index({ job_id: 1, attempt: 1, path: 1 }, { unique: true });
 schema.index({ job_id: 1, _id: -1 });
+// The resume lookup: the results of given paths of a job, whatever the attempt (agents/verified-lookup.ts).
+schema.index({ job_id: 1, path: 1 });
 
 export type TransferFileDoc = InferSchemaType<typeof schema>;
 export const transferFileModel = (conn: Connection) => conn.model('TransferFile', schema);
