@@ -145,7 +145,7 @@ describe('copy engine on the fs connector', () => {
     expect(byPath).toEqual({ 'a.txt': 'skipped', 'b.txt': 'copied', 'c/d.txt': 'copied', 'e.txt': 'copied', 'f.txt': 'copied' });
     expect(outcome.files.find((f) => f.path === 'a.txt')).toEqual({ path: 'a.txt', status: 'skipped', size: 4, sha256: sha256('aaaa'), verified_by: 'attempt 1' });
     expect(asked.flat().sort()).toEqual(['a.txt', 'b.txt', 'c/d.txt', 'e.txt', 'f.txt']);
-    expect(snapshot(dst)).toEqual({ 'a.txt': sha256('AAAA'), 'b.txt': sha256('bbbb'), 'c/d.txt': sha256('dddd'), 'e.txt': sha256('eeee'), 'f.txt': sha256('ffff') });
+    expect(snapshot(dst)).toEqual({ 'a.txt': sha256('AAAA'), 'b.txt': sha256('bbbb'), 'c/': 'dir', 'c/d.txt': sha256('dddd'), 'e.txt': sha256('eeee'), 'f.txt': sha256('ffff') });
   });
 
   test('resume without an answer on earlier attempts follows the overwrite policy, never the size alone', async () => {
