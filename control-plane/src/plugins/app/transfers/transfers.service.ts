@@ -79,7 +79,7 @@ export class TransfersService extends TransferStates {
   /**
    * Of `paths`, the files an attempt before `beforeAttempt` of the transfer recorded `copied` (the
    * latest such record per path), within `accountId` (the resume lookup, agents/verified-lookup.ts).
-   * One query per batch with `$in`, served by the `{job_id, path}` index on MongoDB (FerretDB scans
+   * One query per batch with `$in`, served by the unique `{job_id, attempt, path}` index on MongoDB (FerretDB scans
    * the collection: docs/architecture.md "FerretDB and query pushdown").
    */
   async verifiedFiles(id: string, accountId: AccountId, beforeAttempt: number, paths: string[]): Promise<VerifiedFile[]> {
