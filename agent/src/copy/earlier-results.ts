@@ -6,6 +6,7 @@ import type { SourceItem } from './types.js';
 /** Asks which of these paths an earlier attempt of the job verified (jobs/verified-lookup.ts in the agent). */
 export type AskVerified = (paths: string[], signal: AbortSignal) => Promise<VerifiedFile[]>;
 
+/** Batch bounds of `withEarlierResults` (defaults: 500 items, 512 KiB of paths, 50 ms). */
 export interface EarlierResultsOptions {
   /** Items per query, at most (the protocol allows 1000). */
   maxItems?: number;

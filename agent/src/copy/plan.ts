@@ -1,6 +1,7 @@
 import type { OverwritePolicy, VerifiedFile } from '@xfer/shared';
 import type { Entry } from '../connectors/types.js';
 
+/** What the write side does with one file; a skip of a file an earlier attempt verified carries that attempt's record. */
 export type FilePlan =
   | { action: 'copy' }
   | { action: 'skip'; reason: string; verifiedBy?: VerifiedFile }

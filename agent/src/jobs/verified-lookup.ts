@@ -3,6 +3,7 @@ import { AgentToServer, frame, type AgentMessage, type PayloadOf, type VerifiedF
 /** How long one `job.verified.query` may wait for its answer before the run gives up asking. */
 export const VERIFIED_QUERY_TIMEOUT_MS = 10_000;
 
+/** How a VerifiedLookup talks to the control plane. */
 export interface VerifiedLookupOptions {
   /** Sends one message to the control plane (the session's `send`, as JobRunner gets it). */
   send: (message: AgentMessage) => void;
