@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { CopyTuning } from './copy/types.js';
 import { closedAccess, type AgentAccess } from './connectors/access.js';
 import { JobRunner } from './jobs/job-runner.js';
+import { VerifiedLookup } from './jobs/verified-lookup.js';
 import type { AgentMetrics } from './metrics/agent-metrics.js';
 import { reasonOf } from './copy/errors.js';
 import { truncate } from './copy/stats.js';
@@ -36,6 +37,8 @@ export interface AgentOptions {
   session?: Pick<SessionOptions, 'reconnectBaseMs' | 'reconnectMaxMs' | 'stableAfterMs' | 'handshakeTimeoutMs' | 'random'>;
   progress?: ProgressReporterOptions;
   tuning?: Partial<CopyTuning>;
+  /** How long a resume run waits for the control plane's answer on earlier attempts' results (default 10 s). */
+  verifiedQueryTimeoutMs?: number;
   /** The agent's metrics (`--metrics-port`), fed by the job runner; none: not measured. */
   metrics?: AgentMetrics;
 }
@@ -58,6 +61,7 @@ export const MAX_CONNECTION_TESTS = 8;
 export class Agent {
   private readonly session: AgentSession;
   private readonly runner: JobRunner;
+  private readonly verified: VerifiedLookup;
   private readonly connectors: ConnectorSource;
   private shuttingDown: Promise<void> | null = null;
   private connectionTests = 0;
@@ -78,8 +82,9 @@ export class Agent {
       onWelcome: (welcome) => this.welcome(welcome),
       onMessage: (message) => this.handle(message),
     });
+    this.verified = new VerifiedLookup({ send: (m) => this.session.send(m), timeoutMs: o.verifiedQueryTimeoutMs });
     this.runner = new JobRunner({
-      maxJobs: o.maxJobs, send: (m) => this.session.send(m), connectors: this.connectors, log: o.log,
+      maxJobs: o.maxJobs, send: (m) => this.session.send(m), verified: this.verified, connectors: this.connectors, log: o.log,
       progress: o.progress, tuning: o.tuning, metrics: o.metrics,
     });
     o.metrics?.countRunningWith(() => this.runner.runningJobIds().length);
@@ -114,6 +119,7 @@ export class Agent {
   }
 
   private welcome(welcome: Welcome): void {
+    this.verified.sessionOpened(welcome.verified_lookup === true);
     for (const id of welcome.abort_jobs) {
       if (this.runner.stop(id, 'cancel')) this.o.log.info({ job_id: id }, 'aborting a job the control plane no longer wants');
     }
@@ -142,6 +148,9 @@ export class Agent {
         return;
       case 'job.assign':
         this.runner.assign(message.payload);
+        return;
+      case 'job.verified':
+        this.verified.answered(message.payload);
         return;
       case 'job.cancel':
         // Unknown here (finished already, or never arrived): nothing runs, so the cancel is done.

@@ -53,6 +53,8 @@ function samples() {
     ping: [{ request_id: 'p' }, { request_id: '__proto__' }],
     // Acknowledgements of reports the agent never sent (or already forgot) change nothing.
     ack: [{ seqs: [1] }, { seqs: [1, 2, 999_999] }],
+    // Answers to queries the agent never sent are dropped.
+    'job.verified': [{ request_id: 'vq-x', files: [] }, { request_id: 'constructor', files: [{ path: 'a', size: 1, attempt: 1, sha256: 'a'.repeat(64) }] }],
   } satisfies Record<keyof typeof ServerToAgent, unknown[]>;
   return all;
 }

@@ -128,15 +128,49 @@ describe('copy engine on the fs connector', () => {
     });
   });
 
-  test('resume skips exactly the files present with the source size, whatever the policy', async () => {
-    writeTree(src, { 'a.txt': 'aaaa', 'b.txt': 'bbbb', 'c/d.txt': 'dddd', 'e.txt': 'eeee' });
-    // a: done earlier (same size); b: different size (an older version); c/d and e: missing.
-    writeTree(dst, { 'a.txt': 'AAAA', 'b.txt': 'old b' });
-    const outcome = await run({ resume: true, options: options({ overwrite: 'always' }) });
+  test('resume: a file an earlier attempt verified and still there is skipped; a same-size file no attempt wrote follows the policy', async () => {
+    writeTree(src, { 'a.txt': 'aaaa', 'b.txt': 'bbbb', 'c/d.txt': 'dddd', 'e.txt': 'eeee', 'f.txt': 'ffff' });
+    // a: verified by attempt 1 and there; b: verified but replaced by another size since;
+    // e: there with the source's size but no attempt recorded it; c/d, f: missing (f verified, then deleted).
+    writeTree(dst, { 'a.txt': 'AAAA', 'b.txt': 'old b', 'e.txt': 'EEEE' });
+    const asked: string[][] = [];
+    const outcome = await run({
+      resume: true, options: options({ overwrite: 'always' }),
+      askVerified: async (paths) => {
+        asked.push(paths);
+        return [{ path: 'a.txt', size: 4, attempt: 1, sha256: sha256('aaaa') }, { path: 'b.txt', size: 4, attempt: 1 }, { path: 'f.txt', size: 4, attempt: 1 }];
+      },
+    });
     const byPath = Object.fromEntries(outcome.files.map((f) => [f.path, f.status]));
-    expect(byPath).toEqual({ 'a.txt': 'skipped', 'b.txt': 'copied', 'c/d.txt': 'copied', 'e.txt': 'copied' });
-    expect(readFileSync(join(dst, 'a.txt'), 'utf8')).toBe('AAAA');
-    expect(readFileSync(join(dst, 'b.txt'), 'utf8')).toBe('bbbb');
+    expect(byPath).toEqual({ 'a.txt': 'skipped', 'b.txt': 'copied', 'c/d.txt': 'copied', 'e.txt': 'copied', 'f.txt': 'copied' });
+    expect(outcome.files.find((f) => f.path === 'a.txt')).toEqual({ path: 'a.txt', status: 'skipped', size: 4, sha256: sha256('aaaa'), verified_by: 'attempt 1' });
+    expect(asked.flat().sort()).toEqual(['a.txt', 'b.txt', 'c/d.txt', 'e.txt', 'f.txt']);
+    expect(snapshot(dst)).toEqual({ 'a.txt': sha256('AAAA'), 'b.txt': sha256('bbbb'), 'c/': 'dir', 'c/d.txt': sha256('dddd'), 'e.txt': sha256('eeee'), 'f.txt': sha256('ffff') });
+  });
+
+  test('resume without an answer on earlier attempts follows the overwrite policy, never the size alone', async () => {
+    writeTree(src, { 'a.txt': 'aaaa', 'b.txt': 'bbbb' });
+    writeTree(dst, { 'a.txt': 'AAAA' });
+    let queries = 0;
+    const outcome = await run({
+      resume: true, options: options({ overwrite: 'always' }),
+      askVerified: async () => { queries++; throw new Error('no answer from the control plane within 10 ms'); },
+    });
+    expect(outcome.status).toBe('completed');
+    expect(outcome.files.map((f) => [f.path, f.status]).sort()).toEqual([['a.txt', 'copied'], ['b.txt', 'copied']]);
+    expect(queries).toBe(1); // a failed lookup is not asked again in the same run
+    expect(readFileSync(join(dst, 'a.txt'), 'utf8')).toBe('aaaa');
+  });
+
+  test('resume asks in bounded batches as files are listed', async () => {
+    const tree: Record<string, string> = {};
+    for (let i = 0; i < 1200; i++) tree[`d${i % 7}/f${i}.txt`] = `${i}`;
+    writeTree(src, tree);
+    const sizes: number[] = [];
+    const outcome = await run({ resume: true, askVerified: async (paths) => { sizes.push(paths.length); return []; } });
+    expect(outcome.status).toBe('completed');
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(1200);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(500);
   });
 
   test('a write that corrupts a byte is caught by the re-read, retried, and fails the file without leaving it', async () => {

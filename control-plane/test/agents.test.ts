@@ -108,7 +108,7 @@ describe('GET /api/v1/agents/connect', () => {
   test('a session: hello is answered with welcome; the agent shows online with what it said', async () => {
     const agent = await createAgent();
     const { client, welcome } = await ProtocolClient.connect(app, agent.token, { version: '1.2.3', hostname: 'edge-1', connector_types: ['sftp', 's3'] });
-    expect(welcome).toEqual({ agent_id: agent.id, heartbeat_ms: 200, lease_ms: app.config.jobLeaseMs, abort_jobs: [] });
+    expect(welcome).toEqual({ agent_id: agent.id, heartbeat_ms: 200, lease_ms: app.config.jobLeaseMs, abort_jobs: [], verified_lookup: true });
     const res = await getAgent(agent.id);
     expect(res.json().data).toMatchObject({ status: 'online', version: '1.2.3', hostname: 'edge-1', connector_types: ['sftp', 's3'], running_jobs: [] });
     expect(res.json().data.last_seen_at).not.toBeNull();

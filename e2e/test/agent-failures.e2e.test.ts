@@ -1,11 +1,8 @@
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
-import { startStack, stopProc, type Stack } from '../src/stack.js';
-import { sftpAndS3, waitFor } from './support/stack-helpers.js';
-import { digestBucket, digestDir, openUploads, s3Client, treeDiff, writeRandomFile, writeTree, type Digests } from './support/trees.js';
+import { stopProc } from '../src/stack.js';
+import { sftpAndS3Suite, waitFor } from './support/stack-helpers.js';
+import { digestBucket, digestDir, openUploads, treeDiff, writeRandomFile, writeTree, type Digests } from './support/trees.js';
 
 /**
  * What happens when things go wrong, with the real binaries: cancel mid-run leaves no partial
@@ -13,81 +10,62 @@ import { digestBucket, digestDir, openUploads, s3Client, treeDiff, writeRandomFi
  * restarted agent copies only what was missing; a revoked agent is cut off at once and cannot
  * come back; a wrong token never connects.
  */
-const env = process.env;
 const LEASE_MS = 4000;
-const run = randomBytes(4).toString('hex');
-const bucket = `e2e-fail-${run}`;
-const sftpRoot = join(env.XFER_TEST_SFTP_ROOT!, `e2e-fail-${run}`);
-let stack: Stack;
-let s3: S3Client;
-const ids = { sftp: '', s3: '' };
+const suite = sftpAndS3Suite('e2e-fail', { XFER_JOB_LEASE_MS: String(LEASE_MS), XFER_AGENT_HEARTBEAT_MS: '500', XFER_DISPATCH_POLL_MS: '100' });
+const { ids, bucket, sftpRoot, chownToSftpUser } = suite;
 
-beforeAll(async () => {
-  s3 = s3Client(env);
-  await s3.send(new CreateBucketCommand({ Bucket: bucket }));
-  stack = await startStack({ env, serverEnv: { XFER_JOB_LEASE_MS: String(LEASE_MS), XFER_AGENT_HEARTBEAT_MS: '500', XFER_DISPATCH_POLL_MS: '100' } });
-  Object.assign(ids, await sftpAndS3(stack, 'fail', sftpRoot, bucket));
-}, 120_000);
-
-afterAll(async () => {
-  await stack?.stop();
-  rmSync(sftpRoot, { recursive: true, force: true });
-}, 60_000);
-
-const chownToSftpUser = () => spawnSync('chown', ['-R', `${env.XFER_TEST_SFTP_USER}:`, sftpRoot]);
-
-const job = (id: string) => stack.api.data('GET', `/transfers/${id}`);
+const job = (id: string) => suite.stack.api.data('GET', `/transfers/${id}`);
 
 async function startTransfer(name: string, from: string, sourcePath: string, to: string, destinationPath: string, options = {}) {
-  const created = await stack.api.data('POST', '/transfers', { name, sourceConnectionId: from, sourcePath, destinationConnectionId: to, destinationPath, options });
-  const res = await stack.api.call('POST', `/transfers/${created.id}/execute?wait=false`);
+  const created = await suite.stack.api.data('POST', '/transfers', { name, sourceConnectionId: from, sourcePath, destinationConnectionId: to, destinationPath, options });
+  const res = await suite.stack.api.call('POST', `/transfers/${created.id}/execute?wait=false`);
   expect(res.status).toBe(202);
   return created.id as string;
 }
 
 describe('cancel mid-run', () => {
   test('sftp → s3: no partial object and no open multipart upload; finished objects are whole', async () => {
-    const agent = await stack.startAgent('cancel-agent-1');
+    const agent = await suite.stack.startAgent('cancel-agent-1');
     const expected: Digests = new Map([['big/huge.bin', await writeRandomFile(join(sftpRoot, 'cancel-src', 'big', 'huge.bin'), 400 * 1024 * 1024)]]);
     const id = await startTransfer('cancel up', ids.sftp, '/cancel-src', ids.s3, '/cancel-dst', { concurrency: 1 });
     await waitFor('bytes moving', () => job(id), (j) => j.bytes_transferred > 0 || j.status !== 'in-progress');
-    const cancelled = await stack.api.call('POST', `/transfers/${id}/cancel`);
+    const cancelled = await suite.stack.api.call('POST', `/transfers/${id}/cancel`);
     expect(cancelled.status).toBe(200);
     expect(cancelled.body.data.status).toBe('cancelled');
     // The agent aborts the upload; allow it a moment to tell the store.
-    await waitFor('multipart uploads aborted', () => openUploads(s3, bucket), (n) => n === 0, 20_000);
-    const left = await digestBucket(s3, bucket, 'cancel-dst');
+    await waitFor('multipart uploads aborted', () => openUploads(suite.s3, bucket), (n) => n === 0, 20_000);
+    const left = await digestBucket(suite.s3, bucket, 'cancel-dst');
     expect(left.files.has('big/huge.bin')).toBe(false);
     expect(treeDiff(expected, left.files).filter((p) => !p.startsWith('missing'))).toEqual([]);
     expect((await job(id)).status).toBe('cancelled');
     await stopProc(agent.proc);
-    await stack.waitForAgent(agent.id, 'offline');
+    await suite.stack.waitForAgent(agent.id, 'offline');
   }, 180_000);
 
   test('s3 → sftp: no temporary or partial file is left at the destination', async () => {
-    const agent = await stack.startAgent('cancel-agent-2');
+    const agent = await suite.stack.startAgent('cancel-agent-2');
     chownToSftpUser();
     // Source: the tree of the previous upload is gone, so put one object in place through a copy first.
     await writeRandomFile(join(sftpRoot, 'seed', 'huge.bin'), 300 * 1024 * 1024);
     chownToSftpUser();
-    const seed = await stack.api.call('POST', `/transfers/${(await stack.api.data('POST', '/transfers', {
+    const seed = await suite.stack.api.call('POST', `/transfers/${(await suite.stack.api.data('POST', '/transfers', {
       name: 'seed', sourceConnectionId: ids.sftp, sourcePath: '/seed', destinationConnectionId: ids.s3, destinationPath: '/seed',
     })).id}/execute`);
     expect(seed.body.success).toBe(true);
 
     const id = await startTransfer('cancel down', ids.s3, '/seed', ids.sftp, '/cancel-back', { concurrency: 1 });
     await waitFor('bytes moving', () => job(id), (j) => j.bytes_transferred > 0 || j.status !== 'in-progress');
-    expect((await stack.api.call('POST', `/transfers/${id}/cancel`)).status).toBe(200);
+    expect((await suite.stack.api.call('POST', `/transfers/${id}/cancel`)).status).toBe(200);
     await waitFor('destination clean', async () => (await digestDir(join(sftpRoot, 'cancel-back'))).files, (files) => files.size === 0, 20_000);
     await stopProc(agent.proc);
-    await stack.waitForAgent(agent.id, 'offline');
+    await suite.stack.waitForAgent(agent.id, 'offline');
   }, 180_000);
 });
 
 test('kill -9 of the agent: the job fails after the lease with a clear error; retry on a restarted agent copies only what was missing', async () => {
   const expected = await writeTree(join(sftpRoot, 'kill-src'), { count: 300, bigBytes: 120 * 1024 * 1024 });
   chownToSftpUser();
-  const agent = await stack.startAgent('kill-agent');
+  const agent = await suite.stack.startAgent('kill-agent');
   const id = await startTransfer('killed', ids.sftp, '/kill-src', ids.s3, '/kill-dst', { concurrency: 4 });
   const before = await waitFor('some files copied', () => job(id), (j) => j.files_transferred >= 20 || j.status !== 'in-progress');
   expect(before.status).toBe('in-progress');
@@ -103,43 +81,43 @@ test('kill -9 of the agent: the job fails after the lease with a clear error; re
   expect(silence).not.toBeNull();
   expect(Number(silence![1])).toBeGreaterThanOrEqual(LEASE_MS / 1000);
   expect(Date.now() - killedAt).toBeGreaterThanOrEqual(LEASE_MS / 2);
-  const copiedBefore = (await digestBucket(s3, bucket, 'kill-dst')).files;
+  const copiedBefore = (await digestBucket(suite.s3, bucket, 'kill-dst')).files;
   // Nothing half-written: every object there is whole.
   expect(treeDiff(expected, copiedBefore).filter((p) => !p.startsWith('missing'))).toEqual([]);
   expect(copiedBefore.size).toBeGreaterThan(0);
   expect(copiedBefore.size).toBeLessThan(expected.size);
 
   // Executing a failed job again is a conflict; retry requeues it.
-  expect((await stack.api.call('POST', `/transfers/${id}/execute`)).status).toBe(409);
-  const retried = await stack.api.call('POST', `/transfers/${id}/retry`);
+  expect((await suite.stack.api.call('POST', `/transfers/${id}/execute`)).status).toBe(409);
+  const retried = await suite.stack.api.call('POST', `/transfers/${id}/retry`);
   expect(retried.status).toBe(200);
   expect(retried.body.data).toMatchObject({ status: 'queued', attempt: 2 });
 
-  const restarted = stack.spawnAgent(agent.token);
-  await stack.waitForAgent(agent.id, 'online');
-  const done = await stack.api.call('POST', `/transfers/${id}/execute`);
+  const restarted = suite.stack.spawnAgent(agent.token);
+  await suite.stack.waitForAgent(agent.id, 'online');
+  const done = await suite.stack.api.call('POST', `/transfers/${id}/execute`);
   expect(done.body).toMatchObject({ success: true });
   const final = await job(id);
   expect(final).toMatchObject({ status: 'completed', files_total: expected.size, files_skipped: copiedBefore.size });
   expect(final.files_transferred).toBe(expected.size - copiedBefore.size);
-  expect(treeDiff(expected, (await digestBucket(s3, bucket, 'kill-dst')).files)).toEqual([]);
+  expect(treeDiff(expected, (await digestBucket(suite.s3, bucket, 'kill-dst')).files)).toEqual([]);
   await stopProc(restarted);
 }, 600_000);
 
 test('a revoked agent is disconnected at once and cannot reconnect; a wrong token never connects', async () => {
-  const agent = await stack.startAgent('revoked-agent');
+  const agent = await suite.stack.startAgent('revoked-agent');
   const revokedAt = Date.now();
-  expect((await stack.api.call('DELETE', `/agents/${agent.id}`)).status).toBe(200);
+  expect((await suite.stack.api.call('DELETE', `/agents/${agent.id}`)).status).toBe(200);
   // Terminal close: the agent exits by itself with its "refused" code and does not retry.
   expect(await agent.proc.exited).toBe(3);
   expect(Date.now() - revokedAt).toBeLessThan(5000);
   expect(agent.proc.output()).toMatch(/revoked/i);
 
-  const again = stack.spawnAgent(agent.token);
+  const again = suite.stack.spawnAgent(agent.token);
   expect(await again.exited).toBe(3);
-  expect((await stack.api.call('GET', `/agents/${agent.id}`)).status).toBe(404);
+  expect((await suite.stack.api.call('GET', `/agents/${agent.id}`)).status).toBe(404);
 
-  const wrong = stack.spawnAgent(`agt_${randomBytes(32).toString('base64url')}`);
+  const wrong = suite.stack.spawnAgent(`agt_${randomBytes(32).toString('base64url')}`);
   expect(await wrong.exited).toBe(3);
   expect(wrong.output()).not.toMatch(/welcome|session open/i);
 }, 60_000);

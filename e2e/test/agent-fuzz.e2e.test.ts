@@ -68,6 +68,8 @@ function samples() {
     'job.cancelled': perJob((job_id) => ({ job_id, ...counters })),
     'connection.test.result': [{ request_id: oid(), success: true, message: 'ok', latency_ms: 1 }],
     pong: [{ request_id: oid() }, { request_id: 'constructor' }],
+    // About jobs this agent does not run: answered with no files.
+    'job.verified.query': perJob((job_id) => ({ job_id, request_id: oid(), paths: ['a/b.txt', 'constructor', '__proto__'] })),
     'connection.credentials': [{ connection_id: ids.source || oid(), credentials: { refresh_token: 't' }, previous_sha256: {} }, { connection_id: oid(), credentials: { password: 'p' }, previous_sha256: { password: 'b'.repeat(64) } }],
   } satisfies Record<keyof typeof AgentToServer, unknown[]>;
   return all;

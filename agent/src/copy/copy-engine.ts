@@ -5,10 +5,22 @@ import { sweepTemporaries } from './leftovers.js';
 import { relativePath } from '../connectors/paths.js';
 import { readSide } from './read-side.js';
 import { CopyStats, truncate } from './stats.js';
-import { DEFAULT_TUNING, type CopyOutcome, type CopyRequest } from './types.js';
+import { DEFAULT_TUNING, type CopyOutcome, type CopyRequest, type SourceItem } from './types.js';
+import { withEarlierResults } from './earlier-results.js';
 import { WriteSide } from './write-side.js';
 
 const MAX_ERROR_CHARS = 4000;
+
+/** The source's items; on a resume run, each with what an earlier attempt verified of it (earlier-results.ts). */
+function listed(request: CopyRequest, log?: Logger): AsyncIterable<SourceItem> {
+  const items = readSide(request.source, request.sourcePath, request.signal);
+  if (!request.resume) return items;
+  if (!request.askVerified) {
+    log?.info('resume run without the results of earlier attempts: every file follows the overwrite policy');
+    return items;
+  }
+  return withEarlierResults(items, request.askVerified, request.signal, { log });
+}
 
 /**
  * Copies `sourcePath` (a file or a directory tree) into the directory `destinationPath`.
@@ -26,7 +38,7 @@ export async function copyTree(request: CopyRequest, log?: Logger): Promise<Copy
   const tuning = { ...DEFAULT_TUNING, ...request.tuning };
   const stats = new CopyStats(request.observer);
   const writer = new WriteSide({
-    destination: request.destination, destinationPath: request.destinationPath, options, resume: request.resume,
+    destination: request.destination, destinationPath: request.destinationPath, options,
     run: request.run, signal, stats, tuning, log,
   });
   // Beside the copy: temporary files of earlier runs (leftovers.ts). It never fails the run.
@@ -39,7 +51,7 @@ export async function copyTree(request: CopyRequest, log?: Logger): Promise<Copy
   const prepared = writer.prepare();
   prepared.catch(() => undefined);
   try {
-    for await (const item of readSide(request.source, request.sourcePath, signal)) {
+    for await (const item of listed(request, log)) {
       await prepared;
       if (signal.aborted) break;
       if (item.entry.kind === 'file') stats.fileListed();

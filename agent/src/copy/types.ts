@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
-import type { FileResult, JobOptions } from '@xfer/shared';
+import type { FileResult, JobOptions, VerifiedFile } from '@xfer/shared';
+import type { AskVerified } from './earlier-results.js';
 import type { Connector, Entry } from '../connectors/types.js';
 
 /** Cumulative counters of one run, named as in `job.progress`. */
@@ -44,8 +45,14 @@ export interface CopyRequest {
   destination: Connector;
   destinationPath: string;
   options: JobOptions;
-  /** A retry run: files already at the destination with the source's size are skipped. */
+  /**
+   * A run after the first (a retry, a takeover): with `askVerified`, files an earlier attempt
+   * recorded verified and still at the destination are skipped (plan.ts); without it (an older
+   * control plane) every file follows the overwrite policy.
+   */
   resume: boolean;
+  /** The control plane's stored results of earlier attempts, asked in batches as files are listed (copy/earlier-results.ts). */
+  askVerified?: AskVerified;
   /** The job and attempt this run is: named in its temporary names, and its earlier attempts' leftovers are removed (copy/leftovers.ts). */
   run?: { jobId: string; attempt: number };
   signal: AbortSignal;
@@ -73,4 +80,6 @@ export interface SourceItem {
    * stream) throws a non-transient error on the second call, which fails the file.
    */
   open(signal: AbortSignal): Promise<Readable>;
+  /** What an earlier attempt of the job recorded verified for this file (resume runs only; copy/earlier-results.ts). */
+  earlier?: VerifiedFile;
 }

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
-import type { FileResult, JobOptions } from '@xfer/shared';
+import type { FileResult, JobOptions, VerifiedFile } from '@xfer/shared';
 import type { Logger } from 'pino';
 import { baseName, joinRel, parentOf, relativePath } from '../connectors/paths.js';
 import type { Checksum, Connector, WriteResult } from '../connectors/types.js';
@@ -16,7 +16,6 @@ export interface WriteSideOptions {
   destination: Connector;
   destinationPath: string;
   options: JobOptions;
-  resume: boolean;
   run?: RunRef;
   signal: AbortSignal;
   stats: CopyStats;
@@ -85,18 +84,18 @@ export class WriteSide {
 
   private async file(item: SourceItem): Promise<FileResult | null> {
     const destPath = joinRel(this.root, item.path);
-    const { destination, options, resume, signal } = this.o;
+    const { destination, options, signal } = this.o;
     let attempts = 0;
     await this.earlier?.reached(destPath);
     try {
       return await this.retrying(item.path, async () => {
         attempts++;
         // `always` needs to know nothing of the destination (a stat per file is a round trip,
-        // and on object stores a 404 per new file); a resuming run does.
-        const needsStat = options.overwrite !== 'always' || resume;
+        // and on object stores a 404 per new file); a file an earlier attempt verified does.
+        const needsStat = options.overwrite !== 'always' || item.earlier !== undefined;
         const existing = needsStat ? await destination.stat(destPath, { signal }) : null;
-        const plan = planFile(item.entry, existing, options.overwrite, resume);
-        if (plan.action === 'skip') return { path: item.path, status: 'skipped', size: item.entry.size };
+        const plan = planFile(item.entry, existing, options.overwrite, item.earlier);
+        if (plan.action === 'skip') return skipped(item, plan.verifiedBy);
         if (plan.action === 'fail') throw new CopyJobError(plan.reason);
         return await this.copyOnce(item, destPath);
       });
@@ -214,6 +213,16 @@ export function tempPathFor(destPath: string, run?: RunRef): string {
   const random = `${run ? `${runTag(run)}-` : ''}${randomBytes(6).toString('hex')}`;
   const temp = Buffer.byteLength(name) <= MAX_NAME_IN_TEMP ? `.${name}.xfer-${random}.part` : `.xfer-${random}.part`;
   return joinRel(parentOf(destPath), temp);
+}
+
+/**
+ * A skipped file's result. One an earlier attempt verified says so: `verified_by` is
+ * `attempt <n>` and `sha256` the one that attempt recorded (docs/api.md "per-file results").
+ */
+function skipped(item: SourceItem, verifiedBy: VerifiedFile | undefined): FileResult {
+  const result: FileResult = { path: item.path, status: 'skipped', size: item.entry.size };
+  if (!verifiedBy) return result;
+  return { ...result, verified_by: `attempt ${verifiedBy.attempt}`, ...(verifiedBy.sha256 ? { sha256: verifiedBy.sha256 } : {}) };
 }
 
 function isMd5Like(sum: Checksum | undefined): boolean {

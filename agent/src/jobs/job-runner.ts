@@ -10,6 +10,7 @@ import type { CopyOutcome, CopyTuning } from '../copy/types.js';
 import { countersOf, ZERO_COUNTERS, type Counters } from './payloads.js';
 import { ProgressReporter, type ProgressReporterOptions } from './progress-reporter.js';
 import type { AgentMetrics, JobEnds } from '../metrics/agent-metrics.js';
+import type { VerifiedLookup } from './verified-lookup.js';
 
 export type JobAssign = PayloadOf<typeof ServerToAgent, 'job.assign'>;
 
@@ -27,6 +28,8 @@ export interface JobRunnerOptions {
   log: Logger;
   progress?: ProgressReporterOptions;
   tuning?: Partial<CopyTuning>;
+  /** Asks the control plane what earlier attempts verified (resume runs); none: resume follows the overwrite policy alone. */
+  verified?: Pick<VerifiedLookup, 'query'>;
   /** Counts each job's end by status and connector type (`--metrics-port`); none: not measured. */
   metrics?: Pick<AgentMetrics, 'jobEnded'>;
 }
@@ -136,7 +139,9 @@ export class JobRunner {
       reporter.start();
       outcome = await copyTree({
         source, sourcePath: assign.source_path, destination, destinationPath: assign.destination_path,
-        options: assign.options, resume: assign.resume, run: { jobId: job.id, attempt: assign.attempt }, signal: job.controller.signal, observer: reporter, tuning: this.o.tuning,
+        options: assign.options, resume: assign.resume,
+        askVerified: assign.resume && this.o.verified ? (paths, signal) => this.o.verified!.query(job.id, paths, signal) : undefined,
+        run: { jobId: job.id, attempt: assign.attempt }, signal: job.controller.signal, observer: reporter, tuning: this.o.tuning,
       }, log);
     } catch (err) {
       // copyTree never rejects: this is a connector that could not even be built (unsupported type, bad settings).

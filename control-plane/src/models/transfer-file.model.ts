@@ -21,6 +21,9 @@ const schema = new Schema(
   { collection: 'transfer_files', autoIndex: false, versionKey: false },
 );
 schema.index({ job_id: 1, attempt: 1, path: 1 }, { unique: true });
+// The unique index also serves the resume lookup (agents/verified-lookup.ts: job_id, attempt below the
+// current one, path $in the batch): job_id fixed, a few attempt values, each seeking the batch's
+// paths. A `{job_id, path}` index would serve it no better and cost every insert of a file result.
 schema.index({ job_id: 1, _id: -1 });
 
 export type TransferFileDoc = InferSchemaType<typeof schema>;

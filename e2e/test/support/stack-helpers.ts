@@ -1,4 +1,10 @@
-import type { Stack } from '../../src/stack.js';
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
+import { startStack, type Stack } from '../../src/stack.js';
+import { s3Client } from './trees.js';
 
 /** Polls `get` until `ok` holds; throws with the last value after `timeoutMs`. */
 export async function waitFor<T>(what: string, get: () => Promise<T>, ok: (value: T) => boolean, timeoutMs = 60_000): Promise<T> {
@@ -27,4 +33,41 @@ export async function sftpAndS3(stack: Stack, name: string, sftpRoot: string, bu
     credentials: { access_key_id: env.XFER_TEST_S3_ACCESS_KEY, secret_access_key: env.XFER_TEST_S3_SECRET_KEY },
   })).id as string;
   return { sftp, s3 };
+}
+
+/** What `sftpAndS3Suite` sets up: filled in by its beforeAll. */
+export interface SftpAndS3Suite {
+  stack: Stack;
+  s3: S3Client;
+  ids: { sftp: string; s3: string };
+  /** A bucket of this suite's own, and a directory of its own on the test sshd (the sftp connection's base). */
+  bucket: string;
+  sftpRoot: string;
+  /** Gives what the test wrote below `sftpRoot` to the sftp user. */
+  chownToSftpUser: () => void;
+}
+
+/**
+ * Registers the beforeAll/afterAll of a suite that runs a stack with an sftp and an s3 connection
+ * of its own (`name` prefixes the bucket and the directory), the control plane started with `serverEnv`.
+ */
+export function sftpAndS3Suite(name: string, serverEnv: Record<string, string>): SftpAndS3Suite {
+  const env = process.env;
+  const run = randomBytes(4).toString('hex');
+  const sftpRoot = join(env.XFER_TEST_SFTP_ROOT!, `${name}-${run}`);
+  const suite = {
+    bucket: `${name}-${run}`, sftpRoot, ids: { sftp: '', s3: '' },
+    chownToSftpUser: () => { spawnSync('chown', ['-R', `${env.XFER_TEST_SFTP_USER}:`, sftpRoot]); },
+  } as SftpAndS3Suite;
+  beforeAll(async () => {
+    suite.s3 = s3Client(env);
+    await suite.s3.send(new CreateBucketCommand({ Bucket: suite.bucket }));
+    suite.stack = await startStack({ env, serverEnv });
+    Object.assign(suite.ids, await sftpAndS3(suite.stack, name, sftpRoot, suite.bucket));
+  }, 120_000);
+  afterAll(async () => {
+    await suite.stack?.stop();
+    rmSync(sftpRoot, { recursive: true, force: true });
+  }, 60_000);
+  return suite;
 }

@@ -59,9 +59,9 @@ export const FileResult = Type.Object({
   path: Type.String(),
   status: StringEnum(['copied', 'skipped', 'failed'] as const),
   size: Type.Integer({ minimum: 0 }),
-  /** Hex SHA-256 of the bytes read from the source (absent for skipped files). */
+  /** Hex SHA-256 of the bytes read from the source (absent for skipped files, but for one an earlier attempt verified: the SHA-256 it recorded). */
   sha256: Type.Optional(Type.String({ pattern: '^[0-9a-f]{64}$' })),
-  /** What the destination was verified with: `sha256`, `md5`, `etag` (the store's checksum), `md5-parts` (a multipart upload the store confirmed part by part), `reread`, `size`. */
+  /** What the destination was verified with (`attempt <n>` for a file skipped because that earlier attempt verified it): `sha256`, `md5`, `etag` (the store's checksum), `md5-parts` (a multipart upload the store confirmed part by part), `reread`, `size`. */
   verified_by: Type.Optional(Type.String({ maxLength: 32 })),
   error: Type.Optional(Type.String({ maxLength: 2000 })),
 });
@@ -85,6 +85,47 @@ const JobRef = { job_id: Type.String({ minLength: 1, maxLength: 64 }) };
  * before acknowledgements still talk (docs/architecture.md "Agents and jobs").
  */
 const Seq = { seq: Type.Optional(Type.Integer({ minimum: 1 })) };
+
+// ---------------------------------------------------------------------------------------------
+// Resume (issue 14): the stored per-file results of earlier attempts, asked for in batches.
+// ---------------------------------------------------------------------------------------------
+
+/** Paths one `job.verified.query` may name. */
+export const MAX_VERIFIED_QUERY_PATHS = 1000;
+/** UTF-8 bytes of all the paths of one query together (the control plane closes the session past it): the reply stays far below MAX_FRAME_BYTES. */
+export const MAX_VERIFIED_QUERY_BYTES = 1024 * 1024;
+
+const ResumeAgentToServer = {
+  /**
+   * Which of these files (paths relative to the job's source path, as in `FileResult`) an earlier
+   * attempt of the job recorded `copied`. Answered with `job.verified` carrying the same
+   * `request_id`, only for a job this session runs now (its current attempt) and only from the
+   * agent's own account's results; for any other job the answer is empty. Sent only to a control
+   * plane whose welcome set `verified_lookup`.
+   */
+  'job.verified.query': Type.Object({
+    ...JobRef,
+    request_id: Type.String({ minLength: 1, maxLength: 64 }),
+    paths: Type.Array(Type.String({ maxLength: 4096 }), { maxItems: MAX_VERIFIED_QUERY_PATHS }),
+  }),
+} as const;
+
+/** One file an earlier attempt copied and verified: what it wrote (size, SHA-256 of the bytes read) and which attempt. */
+export const VerifiedFile = Type.Object({
+  path: Type.String({ maxLength: 4096 }),
+  size: Type.Integer({ minimum: 0 }),
+  sha256: Type.Optional(Type.String({ pattern: '^[0-9a-f]{64}$' })),
+  attempt: Type.Integer({ minimum: 1 }),
+});
+export type VerifiedFile = Static<typeof VerifiedFile>;
+
+const ResumeServerToAgent = {
+  /** Answer to `job.verified.query`: of its paths, those recorded `copied` by an earlier attempt (the latest such record each); the others are absent. */
+  'job.verified': Type.Object({
+    request_id: Type.String({ maxLength: 64 }),
+    files: Type.Array(VerifiedFile, { maxItems: MAX_VERIFIED_QUERY_PATHS }),
+  }),
+} as const;
 
 /** Every message type and its payload schema, per direction. */
 export const AgentToServer = {
@@ -140,6 +181,7 @@ export const AgentToServer = {
     credentials: Type.Record(Type.String({ maxLength: 64 }), Type.String({ minLength: 1, maxLength: 16_384 }), { minProperties: 1, maxProperties: 4 }),
     previous_sha256: Type.Record(Type.String({ maxLength: 64 }), Type.String({ pattern: '^[0-9a-f]{64}$' }), { maxProperties: 4 }),
   }),
+  ...ResumeAgentToServer,
 } as const;
 
 export const ServerToAgent = {
@@ -153,6 +195,8 @@ export const ServerToAgent = {
     abort_jobs: Type.Array(Type.String({ maxLength: 64 })),
     /** The control plane acknowledges numbered reports (`ack`); set only when `hello.acks` was. */
     acks: Type.Optional(Type.Boolean()),
+    /** The control plane answers `job.verified.query` (resume block below); unset: the agent never asks. */
+    verified_lookup: Type.Optional(Type.Boolean()),
   }),
   'job.assign': Type.Object({
     ...JobRef,
@@ -164,9 +208,9 @@ export const ServerToAgent = {
     destination_path: Type.String({ minLength: 1, maxLength: 4096 }),
     options: JobOptions,
     /**
-     * Set on a retry: files already present at the destination under their final name with the
-     * source's size were verified by an earlier run (writes are only ever visible complete), so
-     * they are skipped whatever the overwrite policy.
+     * Set on a run after the first (a retry, a takeover): the agent asks the control plane which
+     * files an earlier attempt recorded verified (`job.verified.query`) and skips those still at
+     * the destination; every other file follows `options.overwrite` (docs/agent.md "Resume").
      */
     resume: Type.Boolean(),
   }),
@@ -178,6 +222,7 @@ export const ServerToAgent = {
    * longer wants): the agent forgets them. Sent only to agents whose hello set `acks`.
    */
   ack: Type.Object({ seqs: Type.Array(Type.Integer({ minimum: 1 }), { minItems: 1, maxItems: 1000 }) }),
+  ...ResumeServerToAgent,
 } as const;
 
 export type AgentToServerType = keyof typeof AgentToServer;

@@ -9,6 +9,7 @@ import type { ConnectionsService } from '../connections/index.js';
 import { AgentSession, type AgentIdentity, type Hello, type Welcome } from './session.js';
 import { KeyedMutex } from '../../../lib/keyed-mutex.js';
 import { AgentRuns } from './runs.js';
+import { answerVerifiedQuery } from './verified-lookup.js';
 import { AppError, ConflictError } from '../../../errors.js';
 import { Events, type HubEvents } from './events.js';
 
@@ -193,7 +194,7 @@ export class AgentHub {
     });
     return {
       agent_id: agentId, heartbeat_ms: this.o.heartbeatMs, lease_ms: this.o.leaseMs, abort_jobs: abortJobs,
-      ...(hello.acks ? { acks: true } : {}),
+      ...(hello.acks ? { acks: true } : {}), verified_lookup: true,
     };
   }
 
@@ -206,6 +207,7 @@ export class AgentHub {
       return this.events.emit('reply', session, message);
     }
     if (message.type === 'connection.credentials') return this.rotatedCredentials(session, message.payload);
+    if (message.type === 'job.verified.query') return answerVerifiedQuery(session, message.payload, this.o.transfers, this.o.log);
     await this.runs.report(session, message);
   }
 

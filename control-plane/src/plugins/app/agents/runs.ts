@@ -5,7 +5,8 @@ import type { TransfersService } from '../transfers/index.js';
 import type { AgentSession } from './session.js';
 import type { Events, HubEvents } from './events.js';
 
-type JobReport = Extract<AgentMessage, { type: `job.${string}` }>;
+/** Reports on a run (the resume lookup `job.verified.query` is a request, answered by verified-lookup.ts). */
+type JobReport = Exclude<Extract<AgentMessage, { type: `job.${string}` }>, { type: 'job.verified.query' }>;
 type Progress = Extract<AgentMessage, { type: 'job.progress' }>['payload'];
 
 /** Progress of one run not yet written, and the writer draining it. */

@@ -1,6 +1,6 @@
 import { Types } from 'mongoose';
 import {
-  basePathProblem, DEFAULT_TRANSFER_OPTIONS, normalizeBasePath, type CreateTransferRequest, type ListTransferFilesQuery, type ListTransfersQuery, type Page,
+  basePathProblem, DEFAULT_TRANSFER_OPTIONS, normalizeBasePath, type CreateTransferRequest, type ListTransferFilesQuery, type ListTransfersQuery, type Page, type VerifiedFile,
 } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import type { TransferFileDoc } from '../../../models/transfer-file.model.js';
@@ -74,6 +74,27 @@ export class TransfersService extends TransferStates {
     const { status, attempt, ...page } = query;
     const filter = { job_id: transfer._id, ...(status ? { status } : {}), ...(attempt ? { attempt } : {}) };
     return paginate(this.o.db.transferFiles, filter, page, (doc) => doc);
+  }
+
+  /**
+   * Of `paths`, the files an attempt before `beforeAttempt` of the transfer recorded `copied` (the
+   * latest such record per path), within `accountId` (the resume lookup, agents/verified-lookup.ts).
+   * One query per batch with `$in`, served by the unique `{job_id, attempt, path}` index on MongoDB (FerretDB scans
+   * the collection: docs/architecture.md "FerretDB and query pushdown").
+   */
+  async verifiedFiles(id: string, accountId: AccountId, beforeAttempt: number, paths: string[]): Promise<VerifiedFile[]> {
+    const jobId = toObjectId(id);
+    if (!jobId || beforeAttempt <= 1 || paths.length === 0) return [];
+    const docs = await this.o.db.transferFiles.find(
+      { job_id: jobId, path: { $in: [...new Set(paths)] }, account_id: new Types.ObjectId(String(accountId)), status: 'copied', attempt: { $lt: beforeAttempt } },
+      { _id: 0, path: 1, size: 1, sha256: 1, attempt: 1 },
+    ).lean();
+    const latest = new Map<string, VerifiedFile>();
+    for (const d of docs) {
+      if ((latest.get(d.path)?.attempt ?? 0) >= d.attempt) continue;
+      latest.set(d.path, { path: d.path, size: d.size, attempt: d.attempt, ...(d.sha256 ? { sha256: d.sha256 } : {}) });
+    }
+    return [...latest.values()];
   }
 
   /** A new queued transfer between two connections of the account (404 naming the field of one that is not). */
