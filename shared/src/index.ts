@@ -14,4 +14,5 @@ export * from './schemas/files.js';
 export * from './schemas/shares.js';
 export * from './schemas/webhooks.js';
 export * from './protocol/agent-protocol.js';
+export * from './protocol/relay-protocol.js';
 export * from './client/index.js';

@@ -126,11 +126,14 @@ export class JobRunner {
   private async run(job: RunningJob, assign: JobAssign): Promise<void> {
     const log = this.o.log.child({ job_id: job.id });
     this.send('job.accepted', { job_id: job.id });
-    log.info({ attempt: assign.attempt, source: assign.source.type, destination: assign.destination.type, resume: assign.resume }, 'job started');
+    const sourceType = assign.source?.type ?? assign.relay?.source_type ?? 'unknown';
+    log.info({ attempt: assign.attempt, source: sourceType, destination: assign.destination.type, resume: assign.resume }, 'job started');
     const reporter = new ProgressReporter(job.id, (payload) => this.send('job.progress', payload), this.o.progress);
     const opened: Connector[] = [];
     let outcome: CopyOutcome | null = null;
     try {
+      // This agent does not announce relays (hello.relay), so no control plane sends it one.
+      if (!assign.source) throw new Error('this agent cannot be the destination of a relayed job');
       // Both at once: each may load its connector's library on first use.
       const created = await Promise.allSettled([this.o.connectors.create(assign.source), this.o.connectors.create(assign.destination)]);
       for (const c of created) if (c.status === 'fulfilled') opened.push(c.value);
@@ -150,7 +153,7 @@ export class JobRunner {
       reporter.stop();
       await Promise.all(opened.map((c) => c.close().catch((e: unknown) => log.warn({ err: reasonOf(e) }, 'closing a connector failed'))));
     }
-    this.report(job, outcome, log, { source: assign.source.type, destination: assign.destination.type });
+    this.report(job, outcome, log, { source: sourceType, destination: assign.destination.type });
   }
 
   private report(job: RunningJob, outcome: CopyOutcome, log: Logger, ends: JobEnds): void {

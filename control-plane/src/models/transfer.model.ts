@@ -44,7 +44,15 @@ const schema = new Schema(
     started_at: { type: Date, default: null },
     completed_at: { type: Date, default: null },
     error: { type: String, default: null },
+    /**
+     * The agent running the current attempt: the one agent of a direct run, the destination side
+     * of a relayed one (it plans, writes and reports).
+     */
     agent_id: { type: Schema.Types.ObjectId, default: null },
+    /** How the current attempt runs: on one agent, or relayed between two (null while it waits). */
+    mode: { type: String, enum: ['direct', 'relay', null], default: null },
+    /** A relayed attempt's source side: the agent that lists and reads the source (null for direct runs). */
+    source_agent_id: { type: Schema.Types.ObjectId, default: null },
     /** When `job.assign` of the current attempt went to the agent; null: still to be sent. */
     assigned_at: { type: Date, default: null },
     /** When the agent acknowledged the current attempt with `job.accepted`. */

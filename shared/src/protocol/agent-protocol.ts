@@ -3,6 +3,11 @@ import { isUtf8 } from 'node:buffer';
 import { Value } from '@sinclair/typebox/value';
 import { ConnectionSettings, ConnectionTypeName } from '../schemas/connections.js';
 import { StringEnum } from '../schemas/common.js';
+import { AgentLabel } from '../schemas/agents.js';
+import { ProtocolError } from './protocol-error.js';
+import { RelayForwarded, RelayServerToAgent } from './relay-protocol.js';
+
+export { ProtocolError };
 
 /**
  * The agent protocol (ARCHITECTURE.md "Agent protocol"): JSON text frames over the WebSocket the
@@ -143,6 +148,10 @@ export const AgentToServer = {
      * the control plane waits for those reports instead of settling the jobs as lost.
      */
     held_jobs: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 10_000 })),
+    /** Pools the agent's operator put it in (`--label`, repeatable): joined to the labels the account gave it. */
+    labels: Type.Optional(Type.Array(AgentLabel, { maxItems: 32 })),
+    /** The agent can play either side of a relay (relay-protocol.ts): binary frames, `relay.*` messages. */
+    relay: Type.Optional(Type.Boolean()),
   }),
   /** The job was received and started. */
   'job.accepted': Type.Object({ ...JobRef }),
@@ -157,7 +166,15 @@ export const AgentToServer = {
   }),
   'job.completed': Type.Object({ ...JobRef, ...Seq, ...Counters }),
   /** `error` names the failing files (first few) or the job-level cause. */
-  'job.failed': Type.Object({ ...JobRef, ...Seq, ...Counters, error: Type.String({ maxLength: 4000 }) }),
+  'job.failed': Type.Object({
+    ...JobRef, ...Seq, ...Counters, error: Type.String({ maxLength: 4000 }),
+    /**
+     * The run stopped for a reason that is not the job's (the agent is shutting down, a relay lost
+     * its other side or its path through the control plane): the control plane lets another run
+     * take over and resume, as for an agent gone silent, instead of failing the job.
+     */
+    interrupted: Type.Optional(Type.Boolean()),
+  }),
   /** Acknowledges `job.cancel` once every stream is aborted and partial files are removed. */
   'job.cancelled': Type.Object({ ...JobRef, ...Seq, ...Counters }),
   /** Reply to `connection.test`. */
@@ -182,6 +199,7 @@ export const AgentToServer = {
     previous_sha256: Type.Record(Type.String({ maxLength: 64 }), Type.String({ pattern: '^[0-9a-f]{64}$' }), { maxProperties: 4 }),
   }),
   ...ResumeAgentToServer,
+  ...RelayForwarded,
 } as const;
 
 export const ServerToAgent = {
@@ -197,12 +215,15 @@ export const ServerToAgent = {
     acks: Type.Optional(Type.Boolean()),
     /** The control plane answers `job.verified.query` (resume block below); unset: the agent never asks. */
     verified_lookup: Type.Optional(Type.Boolean()),
+    /** The control plane relays (set only when `hello.relay` was): binary frames and `relay.*` messages are part of this session. */
+    relay: Type.Optional(Type.Boolean()),
   }),
   'job.assign': Type.Object({
     ...JobRef,
     /** Run number of this job (1 on first execute, +1 per retry). */
     attempt: Type.Integer({ minimum: 1 }),
-    source: ConnectionSettings,
+    /** Absent exactly when `relay` is set: the source agent holds the source's settings, never this one. */
+    source: Type.Optional(ConnectionSettings),
     source_path: Type.String({ minLength: 1, maxLength: 4096 }),
     destination: ConnectionSettings,
     destination_path: Type.String({ minLength: 1, maxLength: 4096 }),
@@ -213,6 +234,11 @@ export const ServerToAgent = {
      * the destination; every other file follows `options.overwrite` (docs/agent.md "Resume").
      */
     resume: Type.Boolean(),
+    /**
+     * The job is relayed (relay-protocol.ts): this agent is its destination side; another agent
+     * serves the source. It reads the source through `relay.*` messages and binary frames.
+     */
+    relay: Type.Optional(Type.Object({ source_type: ConnectionTypeName })),
   }),
   'job.cancel': Type.Object({ ...JobRef }),
   'connection.test': Type.Object({ request_id: Type.String({ maxLength: 64 }), connection: ConnectionSettings }),
@@ -223,6 +249,8 @@ export const ServerToAgent = {
    */
   ack: Type.Object({ seqs: Type.Array(Type.Integer({ minimum: 1 }), { minItems: 1, maxItems: 1000 }) }),
   ...ResumeServerToAgent,
+  ...RelayForwarded,
+  ...RelayServerToAgent,
 } as const;
 
 export type AgentToServerType = keyof typeof AgentToServer;
@@ -254,8 +282,6 @@ const FrameShape = Type.Object({
   id: Type.String({ minLength: 1, maxLength: 64 }),
   payload: Type.Unknown(),
 });
-
-export class ProtocolError extends Error {}
 
 /**
  * The message types of each direction as a Map built once from its schema record: a type is

@@ -13,6 +13,9 @@ import { answerVerifiedQuery } from './verified-lookup.js';
 import { AppError, ConflictError } from '../../../errors.js';
 import { Events, type HubEvents } from './events.js';
 
+type RelayMessage = Extract<AgentMessage, { type: `relay.${string}` }>;
+const isRelayMessage = (m: AgentMessage): m is RelayMessage => m.type.startsWith('relay.');
+
 /** How often the instance holding a session writes `session.last_seen_at`. */
 export const SESSION_REFRESH_MS = 2_000;
 
@@ -208,6 +211,11 @@ export class AgentHub {
     }
     if (message.type === 'connection.credentials') return this.rotatedCredentials(session, message.payload);
     if (message.type === 'job.verified.query') return answerVerifiedQuery(session, message.payload, this.o.transfers, this.o.log);
+    if (isRelayMessage(message)) {
+      // Not offered in the welcome yet: no agent may speak it.
+      session.close(CloseCodes.protocolError, `${message.type} is not part of this session`);
+      return;
+    }
     await this.runs.report(session, message);
   }
 
