@@ -57,7 +57,7 @@ test('create, get, update and delete a connection; --json is exactly the API dat
 
   expect(json(['connections', 'delete', created.id])).toEqual({ id: created.id, deleted: true });
   expect((await stack.api.call('GET', `/connections/${created.id}`)).status).toBe(404);
-});
+}, 90_000); // ten CLI processes, each a node start: 30 s ran out on a loaded 2-core CI machine
 
 test('list --all follows every page and equals what the API lists; without --all one page', async () => {
   for (let i = 0; i < 5; i++) {
