@@ -18,8 +18,10 @@ import filesPlugin from './plugins/app/files/index.js';
 import connectionsPlugin from './plugins/app/connections/index.js';
 import transfersPlugin from './plugins/app/transfers/index.js';
 import agentsPlugin from './plugins/app/agents/index.js';
+import relayPlugin from './plugins/app/relay/index.js';
 import metricsPlugin from './plugins/app/metrics/index.js';
 import metricsRoutes from './routes/metrics/index.js';
+import relayLinkRoutes from './routes/relays/index.js';
 import routes from './routes/index.js';
 import openapiPlugin, { openapiRoutes } from './plugins/app/openapi.js';
 
@@ -167,8 +169,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(connectionsPlugin);
   await app.register(transfersPlugin);
   await app.register(agentsPlugin);
+  await app.register(relayPlugin);
   await app.register(routes, { prefix: '/api/v1' });
   await app.register(openapiRoutes, { prefix: '/api/v1' });
   await app.register(metricsRoutes);
+  await app.register(relayLinkRoutes);
   return app;
 }
