@@ -40,6 +40,8 @@ export type App = FastifyInstance;
 export interface BuildOptions {
   /** pino options, or false for no logs (tests). Defaults to JSON logs at config.logLevel. */
   logger?: boolean | Record<string, unknown>;
+  /** Where the default logger writes its lines (tests read what would be logged); stdout when absent. */
+  logStream?: { write(line: string): void };
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -80,6 +82,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   if (!config.mongodbUri) throw new Error('buildApp needs config.mongodbUri');
   const logger = options.logger ?? {
     level: config.logLevel,
+    ...(options.logStream ? { stream: options.logStream } : {}),
     redact: { paths: REDACT, censor: '[redacted]' },
     serializers: {
       // Share-link tokens are bearer secrets carried in the path.

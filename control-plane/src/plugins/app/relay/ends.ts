@@ -18,12 +18,16 @@ export type Forwarded = {
 };
 export type Notice = Forwarded['relay.end'];
 
-/** How a side learns that the relay is over. */
-export type Farewell =
-  /** With `relay.end` (then the normal close of a link). */
-  | { notice: Notice }
-  /** Without: a link closes with this code and reason (lost or broken), an agent is told nothing (it is gone). */
-  | { notice: null; code: number; reason: string };
+/**
+ * How a side learns that the relay is over: `relay.end` (`notice`; none for a side that ended the
+ * relay itself or is gone), and for a link, the close code and reason that follow it
+ * (peer-link.ts LinkCloseCodes: what the host does with the job).
+ */
+export interface Farewell {
+  notice: Notice | null;
+  code: number;
+  reason: string;
+}
 
 /**
  * One side of a relay on this instance: the agent's session here, or the link to the instance
@@ -96,6 +100,11 @@ export class Pipe {
   /** Bytes in flight in this direction. */
   get inFlight(): number {
     return this.bytes;
+  }
+
+  /** Frames in flight in this direction. */
+  get framesInFlight(): number {
+    return this.frames;
   }
 
   /** Counts a frame of `size` bytes about to be sent by `origin`'s message; returns the send's callback. */

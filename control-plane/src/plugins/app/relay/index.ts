@@ -12,7 +12,7 @@ declare module 'fastify' {
 }
 
 /** The purpose peer-link HMAC keys are derived for (Vault.derivedKeys). */
-const LINK_KEY_PURPOSE = 'relay peer link v1';
+export const LINK_KEY_PURPOSE = 'relay peer link v1';
 
 /**
  * The relay domain (docs/architecture.md "Relays"): one RelayService, handed the relay traffic of
@@ -40,6 +40,9 @@ export default fp(
     app.decorate('relays', relays);
     app.metrics.countRelaysWith(() => relays.stats());
     app.addHook('onReady', async () => relays.startWatching());
+    // The relays end when closing begins (the dispatcher's signal), before the hub closes the
+    // agents' sockets: their agents are told why, and the jobs are taken over.
+    app.dispatcher.stopping.addEventListener('abort', () => relays.shutdown(), { once: true });
     app.addHook('preClose', () => relays.stop());
   },
   { name: 'relay', dependencies: ['agents', 'connections', 'transfers', 'metrics'] },

@@ -4,12 +4,13 @@ import {
   AgentToServer, decodeRelayChunk, frame, MAX_FRAME_BYTES, parseMessage, ProtocolError, type RelayChunk,
 } from '@xfer/shared';
 import type { AgentRelayMessage, Sent } from '../agents/index.js';
-import { CONTROL_PIPE_BYTES, DATA_PIPE_BYTES, type Farewell, type Forwarded, type RelayEnd } from './ends.js';
+import { CONTROL_PIPE_BYTES, DATA_PIPE_BYTES, type Farewell, type Forwarded, type Notice, type RelayEnd } from './ends.js';
 
 /**
- * Close codes of a peer link. The host reads them when its link closes before a `relay.end`
- * came over it: `failed` fails the job (the relay cannot run, or the side there broke the
- * protocol), anything else means the other side is lost, and the job is taken over.
+ * Close codes of a peer link, read by the host when its link closes: `normal` after the source's
+ * `relay.end`, `failed` fails the job (the relay cannot run, or the side there broke the
+ * protocol), anything else means the other side is lost, and the job is taken over. A `relay.end`
+ * sent over a link before its close carries the full error (a close reason holds 123 bytes).
  */
 export const LinkCloseCodes = {
   normal: 1000,
@@ -36,14 +37,25 @@ export function linkUrl(instanceUrl: string): string {
   return `${instanceUrl.replace(/^http/, 'ws')}${LINK_PATH}`;
 }
 
-/** What a link tells its relay. Messages and frames arrive validated and about the link's relay. */
+/** How a link ended: its close code and reason, the `relay.end` that came before it, the HTTP status of a refused dial. */
+export interface LinkEnding {
+  code: number;
+  reason: string;
+  notice: Notice | null;
+  refusal: number | null;
+}
+
+/**
+ * What a link tells its relay. Messages and frames arrive validated and about the link's relay;
+ * a `relay.end` arrives with the close that follows it (`closed`), whose code says what it means.
+ */
 export interface LinkHandlers {
   /** The dialled link is open (host side). */
   opened?(): void;
-  message(message: AgentRelayMessage): void;
+  message(message: Exclude<AgentRelayMessage, { type: 'relay.end' }>): void;
   binary?(chunk: RelayChunk, frame: Buffer): void;
-  /** The link closed (`refusal`: the HTTP status of a refused dial). Called once. */
-  closed(code: number, reason: string, refusal?: number): void;
+  /** The link closed. Called once. */
+  closed(ending: LinkEnding): void;
 }
 
 export interface PeerLinkOptions {
@@ -69,7 +81,8 @@ export class PeerLink implements RelayEnd {
   private lastHeardAt = Date.now();
   private resumedAt = 0;
   private heartbeat: NodeJS.Timeout | null = null;
-  private refusal: number | undefined;
+  private refusal: number | null = null;
+  private notice: Notice | null = null;
   private done = false;
 
   constructor(private readonly socket: WebSocket, private readonly o: PeerLinkOptions, private readonly handlers: LinkHandlers) {
@@ -97,7 +110,7 @@ export class PeerLink implements RelayEnd {
     });
     const link = new PeerLink(socket, o, handlers);
     socket.once('unexpected-response', (request, response) => {
-      link.refusal = response.statusCode;
+      link.refusal = response.statusCode ?? 0;
       response.resume();
       request.destroy();
     });
@@ -134,14 +147,10 @@ export class PeerLink implements RelayEnd {
   finish(farewell: Farewell): void {
     if (this.done) return;
     this.done = true;
-    if (farewell.notice && this.socket.readyState === WebSocket.OPEN) {
-      this.socket.send(JSON.stringify(frame(AgentToServer, 'relay.end', farewell.notice)));
-      this.socket.close(LinkCloseCodes.normal, 'relay ended');
-    } else if (this.socket.readyState === WebSocket.CONNECTING) {
-      this.socket.terminate();
-    } else if (this.socket.readyState === WebSocket.OPEN) {
-      this.socket.close(farewell.notice ? LinkCloseCodes.normal : farewell.code, reasonOf(farewell.notice ? 'relay ended' : farewell.reason));
-    }
+    if (this.socket.readyState === WebSocket.CONNECTING) return this.socket.terminate();
+    if (this.socket.readyState !== WebSocket.OPEN) return;
+    if (farewell.notice) this.socket.send(JSON.stringify(frame(AgentToServer, 'relay.end', farewell.notice)));
+    this.socket.close(farewell.code, reasonOf(farewell.reason));
   }
 
   /** Ends the link at once, without a closing handshake (tests: a link cut by the network). */
@@ -187,7 +196,9 @@ export class PeerLink implements RelayEnd {
       if (!this.o.accepts.has(message.type)) throw new ProtocolError(`${message.type} does not flow this way`);
       const relayed = message as AgentRelayMessage;
       this.check(relayed.payload.job_id, relayed.payload.attempt);
-      this.handlers.message(relayed);
+      if (relayed.type !== 'relay.end') return this.handlers.message(relayed);
+      // Its meaning comes with the close that follows (normal end, lost, failed).
+      this.notice ??= relayed.payload;
     } catch (err) {
       if (!(err instanceof ProtocolError)) throw err;
       this.o.log.warn({ link: this.label, problem: err.message }, 'invalid frame on a relay peer link');
@@ -204,7 +215,7 @@ export class PeerLink implements RelayEnd {
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = null;
     this.done = true;
-    this.contained(() => this.handlers.closed(code, reason, this.refusal));
+    this.contained(() => this.handlers.closed({ code, reason, notice: this.notice, refusal: this.refusal }));
   }
 
   /** Nothing a link's handler throws reaches the socket's EventEmitter (which would end the process). */

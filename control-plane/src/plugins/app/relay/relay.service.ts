@@ -76,6 +76,7 @@ export class RelayService implements RelayTraffic {
   /** Takeovers and failures in flight (shutdown waits for them). */
   private readonly actions = new Set<Promise<void>>();
   private readonly loop: Loop;
+  private closing = false;
 
   constructor(private readonly o: RelayServiceOptions) {
     this.loop = new Loop(() => this.watch(), o.pollMs, (err) => o.log.warn({ err }, 'watching the relays\' runs failed'));
@@ -87,10 +88,14 @@ export class RelayService implements RelayTraffic {
   }
 
   /** Relays held here and what they hold in flight (metrics, tests). */
-  stats(): { hosted: number; served: number; inFlightBytes: number } {
+  stats(): { hosted: number; served: number; inFlightBytes: number; inFlightFrames: number } {
     let inFlightBytes = 0;
-    for (const held of [...this.hosted.values(), ...this.served.values()]) inFlightBytes += held.relay.inFlight;
-    return { hosted: this.hosted.size, served: this.served.size, inFlightBytes };
+    let inFlightFrames = 0;
+    for (const held of [...this.hosted.values(), ...this.served.values()]) {
+      inFlightBytes += held.relay.inFlight;
+      inFlightFrames += held.relay.framesInFlight;
+    }
+    return { hosted: this.hosted.size, served: this.served.size, inFlightBytes, inFlightFrames };
   }
 
   /**
@@ -109,6 +114,7 @@ export class RelayService implements RelayTraffic {
     this.hosted.set(key, { relay, destinationAgentId: destination.agent.id, sourceAgentId: String(job.source_agent_id) });
     this.index(destination, relay);
     this.o.log.info({ jobId, attempt: job.attempt, destination: destination.agent.id, source: String(job.source_agent_id) }, 'relay started');
+    if (this.closing) return relay.end({ kind: 'lost', side: null, error: 'The control-plane instance carrying the relay is shutting down' });
     if (!destination.open) return relay.end({ kind: 'lost', side: 'destination', error: `Relay destination agent ${destination.agent.name} disconnected` });
     const wrong = job.mode !== 'relay' || !job.source_agent_id ? 'the run is not relayed'
       : String(job.agent_id) !== destination.agent.id ? `agent ${destination.agent.name} does not run it`
@@ -175,6 +181,7 @@ export class RelayService implements RelayTraffic {
   acceptLink(socket: WebSocket, { claims, job }: LinkGrant): void {
     const key = `${claims.job_id}:${claims.attempt}`;
     const source = this.o.hub.get(claims.source_agent_id);
+    if (this.closing) return socket.close(LinkCloseCodes.goingAway, 'instance shutting down');
     if (this.served.has(key)) return socket.close(LinkCloseCodes.duplicate, 'relay linked already');
     if (!source?.relay) return socket.close(LinkCloseCodes.lost, 'the relay source agent is not connected here');
     const relay = new Relay({ jobId: claims.job_id, attempt: claims.attempt, role: 'peer', onEnd: (r, outcome) => this.ended(r, outcome), forwarded: () => undefined });
@@ -182,7 +189,10 @@ export class RelayService implements RelayTraffic {
       jobId: claims.job_id, attempt: claims.attempt, accepts: FROM_DESTINATION, heartbeatMs: this.o.heartbeatMs, log: this.o.log, label: 'the link to the relay\'s host',
     }, {
       message: (m) => relay.fromDestination(m),
-      closed: (code, reason) => relay.end({ kind: 'lost', side: 'destination', error: `The link to the instance hosting the relay closed (${reason || code})` }),
+      closed: ({ code, reason, notice }) => {
+        if (notice && code === LinkCloseCodes.normal) return relay.fromDestination({ type: 'relay.end', payload: notice } as AgentRelayMessage);
+        relay.end({ kind: 'lost', side: 'destination', error: `The link to the instance hosting the relay closed (${reason || code})` });
+      },
     });
     relay.attachDestination(link);
     this.served.set(key, { relay, destinationAgentId: String(job.agent_id), sourceAgentId: claims.source_agent_id });
@@ -193,12 +203,21 @@ export class RelayService implements RelayTraffic {
     });
   }
 
-  /** At shutdown: the loop stops, every relay ends (lost: its jobs are taken over), and the takeovers are awaited. */
-  async stop(): Promise<void> {
-    await this.loop.stop();
+  /**
+   * When the app starts closing, before the agents' sockets close: every relay ends as lost (its
+   * agents are told why, its jobs are taken over). No new relay starts from then on.
+   */
+  shutdown(): void {
+    this.closing = true;
     for (const held of [...this.hosted.values(), ...this.served.values()]) {
       held.relay.end({ kind: 'lost', side: null, error: 'The control-plane instance carrying the relay is shutting down' });
     }
+  }
+
+  /** At shutdown: the loop stops, the relays end (`shutdown`), and their takeovers are awaited. */
+  async stop(): Promise<void> {
+    this.shutdown();
+    await this.loop.stop();
     while (this.actions.size > 0) await Promise.allSettled([...this.actions]);
   }
 
@@ -229,11 +248,13 @@ export class RelayService implements RelayTraffic {
       opened: () => relay.attachSource(link),
       message: (m) => relay.fromSource(m),
       binary: (chunk, frame) => relay.fromSourceBinary(chunk, frame),
-      closed: (code, reason, refusal) => {
+      closed: ({ code, reason, notice, refusal }) => {
         if (relay.over) return;
-        if (code === LinkCloseCodes.failed) return relay.end({ kind: 'failed', side: 'source', error: reason || `Relay source agent ${name} failed` });
-        const why = refusal ? `refused the relay link (HTTP ${refusal})` : `closed the relay link (${reason || code})`;
-        relay.end({ kind: 'lost', side: 'source', error: `${through}, holding relay source agent ${name}, ${why}` });
+        if (notice && code === LinkCloseCodes.normal) return relay.fromSource({ type: 'relay.end', payload: notice } as AgentRelayMessage);
+        const error = notice?.error ?? reason;
+        if (code === LinkCloseCodes.failed) return relay.end({ kind: 'failed', side: 'source', error: error || `Relay source agent ${name} failed` });
+        const why = refusal ? `refused the relay link (HTTP ${refusal})` : error || `closed the relay link (${code})`;
+        relay.end({ kind: 'lost', side: 'source', error: code === LinkCloseCodes.lost && error ? error : `The link to ${through}, holding relay source agent ${name}, was lost: ${why}` });
       },
     });
   }

@@ -71,6 +71,11 @@ export class Relay {
     return this.toDestination.inFlight + this.toSource.inFlight;
   }
 
+  /** Frames of this relay this instance holds in flight, both directions. */
+  get framesInFlight(): number {
+    return this.toDestination.framesInFlight + this.toSource.framesInFlight;
+  }
+
   attachDestination(end: RelayEnd): void {
     this.destination = end;
   }
@@ -163,18 +168,20 @@ export class Relay {
   }
 
   /**
-   * What `side` is told. A side that ended the relay, or is lost, is told nothing (a link to it is
-   * closed). On a peer, the link to the host carries a lost or failed source as its close code,
-   * which decides what the host does with the job; every other ending travels as `relay.end`.
+   * What `side` is told. A side that ended the relay, or is lost, gets no `relay.end` (a link to it
+   * is closed). On a peer, the link to the host closes with the code of a lost or failed source,
+   * which decides what the host does with the job; every other ending closes a link normally.
    */
   private farewell(side: Side): Farewell {
     const o = this.outcome!;
-    const ref = { job_id: this.jobId, attempt: this.attempt };
-    if (o.kind === 'ended' && o.by === side) return { notice: null, code: LinkCloseCodes.normal, reason: 'relay ended' };
-    if (o.kind === 'lost' && o.side === side) return { notice: null, code: LinkCloseCodes.lost, reason: o.error };
-    if (this.role === 'peer' && side === 'destination' && (o.kind === 'lost' || o.kind === 'failed')) {
-      return { notice: null, code: o.kind === 'lost' ? LinkCloseCodes.lost : LinkCloseCodes.failed, reason: o.error };
+    const notice = o.kind === 'ended' ? o.notice : { job_id: this.jobId, attempt: this.attempt, error: o.error };
+    const reason = o.kind === 'ended' ? 'relay ended' : o.error;
+    if ((o.kind === 'ended' && o.by === side) || (o.kind === 'lost' && o.side === side)) {
+      return { notice: null, code: o.kind === 'lost' ? LinkCloseCodes.lost : LinkCloseCodes.normal, reason };
     }
-    return { notice: o.kind === 'ended' ? o.notice : { ...ref, error: o.error } };
+    if (this.role === 'peer' && side === 'destination' && (o.kind === 'lost' || o.kind === 'failed')) {
+      return { notice, code: o.kind === 'lost' ? LinkCloseCodes.lost : LinkCloseCodes.failed, reason };
+    }
+    return { notice, code: LinkCloseCodes.normal, reason };
   }
 }
