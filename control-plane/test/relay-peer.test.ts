@@ -1,7 +1,7 @@
 import { jest } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
 import WebSocket from 'ws';
-import { RELAY_CHUNK_BYTES } from '@xfer/shared';
+import { RELAY_CHUNK_BYTES, RELAY_FRAME_HEADER_BYTES, RELAY_WINDOW_BYTES } from '@xfer/shared';
 import type { App } from '../src/app.js';
 import { signPeerToken, type PeerLinkClaims } from '../src/lib/peer-token.js';
 import { LINK_KEY_PURPOSE, LINK_PATH } from '../src/plugins/app/relay/index.js';
@@ -130,6 +130,8 @@ test('the link route refuses forged, expired, misdirected and reused tokens (401
     job_id: String(job._id), attempt: job.attempt, source_agent_id: source.id, instance_id: b.agentHub.instanceId, expires_at: Date.now() + 30_000,
   };
   const refused = { status: 401, body: JSON.stringify({ error: 'A valid relay link token is required' }) };
+  const plain = await b.inject({ method: 'GET', url: LINK_PATH });
+  expect({ status: plain.statusCode, body: plain.json() }).toEqual({ status: 426, body: { error: 'This endpoint accepts WebSocket connections from other control-plane instances only' } });
   expect(await dial(null)).toEqual(refused);
   expect(await dial(signPeerToken(randomBytes(32), claims))).toEqual(refused);
   const forged = signPeerToken(key, claims).split('.');
@@ -153,6 +155,30 @@ test('the link route refuses forged, expired, misdirected and reused tokens (401
   expect((await source.client.next('relay.end')).payload).toEqual({ ...ref(job), error: expect.stringMatching(/^The link to the instance hosting the relay closed/) });
   expect(b.relays.stats().served).toBe(0);
   expect(logs.filter((l) => l.includes(token))).toEqual([]);
+});
+
+test('a destination on A that does not read: each instance holds at most the window of the relay', async () => {
+  const { destination, source, job } = await acrossInstances();
+  destination.client.send('relay.credit', { ...ref(job), ...FULL_CREDIT });
+  await source.client.next('relay.credit');
+  destination.client.pause();
+  const most = { a: 0, b: 0 };
+  const sample = () => {
+    most.a = Math.max(most.a, a.relays.stats().inFlightBytes);
+    most.b = Math.max(most.b, b.relays.stats().inFlightBytes);
+  };
+  const sampler = setInterval(sample, 1);
+  const full = frames(job, Array.from({ length: RELAY_WINDOW_BYTES / RELAY_CHUNK_BYTES }, () => RELAY_CHUNK_BYTES));
+  for (const f of full) await source.client.sendBinary(f);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  clearInterval(sampler);
+  sample();
+  const bound = RELAY_WINDOW_BYTES + full.length * RELAY_FRAME_HEADER_BYTES;
+  expect(most.a).toBeLessThanOrEqual(bound);
+  expect(most.b).toBeLessThanOrEqual(bound);
+  destination.client.resume();
+  const got = await destination.client.binaryFrames(full.length);
+  expect(Buffer.concat(got).equals(Buffer.concat(full))).toBe(true);
 });
 
 test('a network cut between the instances ends the relay on both: the destination and the source get relay.end, the job is taken over once, by the host', async () => {

@@ -12,7 +12,6 @@ export type { AgentHub } from './hub.js';
 export type { AgentRequests, AgentCall } from './requests.js';
 export type { Dispatcher } from './dispatch.js';
 export type { AgentIdentity, AgentRelayMessage, AgentSession, RelayTraffic, Sent } from './session.js';
-export { onlineWindowMs } from './hub.js';
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -118,6 +118,7 @@ export class RelayService implements RelayTraffic {
     if (!destination.open) return relay.end({ kind: 'lost', side: 'destination', error: `Relay destination agent ${destination.agent.name} disconnected` });
     const wrong = job.mode !== 'relay' || !job.source_agent_id ? 'the run is not relayed'
       : String(job.agent_id) !== destination.agent.id ? `agent ${destination.agent.name} does not run it`
+        : String(job.source_agent_id) === destination.agent.id ? 'its source and destination agents are the same'
         : !destination.relay ? `agent ${destination.agent.name} did not offer relays` : null;
     if (wrong) return relay.end({ kind: 'failed', side: null, error: `The relay of job ${jobId} cannot start: ${wrong}` });
     this.connectSource(relay, job).catch((err: unknown) => {
