@@ -181,6 +181,19 @@ test('a destination on A that does not read: each instance holds at most the win
   expect(Buffer.concat(got).equals(Buffer.concat(full))).toBe(true);
 });
 
+test('an instance that refuses the link (its agent cannot serve relays): the relay is lost and the job taken over, saying why', async () => {
+  const fail = jest.spyOn(a.transfers, 'fail');
+  const destination = await agentOn(a);
+  const source = await relayAgent(b, a, owner.apiKey, false);
+  opened.push(source.client);
+  const job = await relayedTransfer(a, owner.apiKey, destination, source);
+  await assignRelay(a, job);
+  const end = await destination.client.next('relay.end');
+  expect(end.payload.error).toMatch(/^The link to instance .* holding relay source agent .* was lost: refused the relay link \(HTTP 409\)$/);
+  await eventually(async () => failCalls(fail, job).length === 1, 'taken over');
+  expect(source.client.received.filter((m) => m.type !== 'welcome')).toEqual([]);
+});
+
 test('a network cut between the instances ends the relay on both: the destination and the source get relay.end, the job is taken over once, by the host', async () => {
   const failA = jest.spyOn(a.transfers, 'fail');
   const failB = jest.spyOn(b.transfers, 'fail');

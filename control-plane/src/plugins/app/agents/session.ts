@@ -218,7 +218,16 @@ export class AgentSession {
     // Frames that arrive after this point are dropped: the session is over.
     this.state = 'closed';
     // Its relays end now, not when the closing handshake is over (that may take the peer a while).
-    this.o.handlers.relay()?.closed(this);
+    this.endRelays();
+  }
+
+  /** Tells the relays this session is over (they end, and their other sides are told). */
+  private endRelays(): void {
+    try {
+      this.o.handlers.relay()?.closed(this);
+    } catch (err) {
+      this.o.log.error({ err, agentId: this.agent.id }, 'ending the relays of an agent session failed');
+    }
   }
 
   /** Ends the socket without a closing handshake (the peer is unresponsive). */
@@ -321,7 +330,7 @@ export class AgentSession {
     this.state = 'closed';
     clearInterval(this.heartbeat);
     clearTimeout(this.helloTimer);
-    this.contained('ending its relays', () => this.o.handlers.relay()?.closed(this));
+    this.endRelays();
     try {
       await this.queue;
       await this.o.handlers.closed(this, code);

@@ -109,10 +109,11 @@ export class PeerLink implements RelayEnd {
       handshakeTimeout: DIAL_TIMEOUT_MS,
     });
     const link = new PeerLink(socket, o, handlers);
-    socket.once('unexpected-response', (request, response) => {
+    socket.once('unexpected-response', (_request, response) => {
       link.refusal = response.statusCode ?? 0;
       response.resume();
-      request.destroy();
+      // Ends the handshake with 'error' and 'close' (destroying the request alone emits neither).
+      socket.terminate();
     });
     return link;
   }

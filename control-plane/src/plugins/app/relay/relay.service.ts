@@ -317,7 +317,7 @@ export class RelayService implements RelayTraffic {
     if (answered.has(key)) return;
     if (answered.size >= MAX_STALE_ANSWERS) answered.clear();
     answered.add(key);
-    this.o.log.info({ agentId: session.agent.id, jobId, attempt }, 'relay frame about a relay this agent does not play: answered with relay.end');
+    this.o.log.debug({ agentId: session.agent.id, jobId, attempt }, 'relay frame about a relay this agent does not play: answered with relay.end');
     session.send('relay.end', { job_id: jobId, attempt, error: `Agent ${session.agent.name} plays no relay of job ${jobId} attempt ${attempt} here` });
   }
 
