@@ -72,6 +72,7 @@ test('relay.source carries the decrypted source to the source agent only; frames
   expect(assign.payload.source).toBeUndefined();
   expect(destination.client.all('relay.source')).toEqual([]);
   expect(app.relays.stats()).toMatchObject({ hosted: 1, served: 0 });
+  expect(await metric(/^xfer_relays_active\{role="host"\} (\d+)$/m)).toBe(1);
 
   // Destination → source: credit and wants, interleaved, arrive as sent and in order.
   const toSource = [
@@ -286,6 +287,15 @@ test('cancel mid-relay: the destination gets job.cancel, both sides relay.end, a
   expect(destination.client.all('relay.end')[0]!.payload).toEqual({ ...ref(job), error: 'The transfer was cancelled' });
   expect((await source.client.next('relay.end')).payload).toEqual({ ...ref(job), error: 'The transfer was cancelled' });
   expect(failCalls(fail, job)).toEqual([]);
+  expect(app.relays.stats().hosted).toBe(0);
+});
+
+test('a run that ends without relay.end (the destination reported it completed) ends the relay: the source is told', async () => {
+  const { destination, source, job } = await started();
+  destination.client.send('job.accepted', { job_id: String(job._id) });
+  destination.client.send('job.completed', { job_id: String(job._id), files_total: 0, files_transferred: 0, files_skipped: 0, files_failed: 0, bytes_transferred: 0 });
+  expect((await source.client.next('relay.end')).payload).toEqual({ ...ref(job), error: 'The run ended (completed)' });
+  expect((await app.db.transfers.findById(job._id).lean())!.status).toBe('completed');
   expect(app.relays.stats().hosted).toBe(0);
 });
 

@@ -100,10 +100,12 @@ export class RelayService implements RelayTraffic {
 
   /**
    * Hosts the relay of `job`'s current attempt, whose relayed `job.assign` just went to
-   * `destination` (the dispatcher calls this right after sending it: RelayStarter). Returns once
-   * the relay is registered, so the destination's frames are taken from then on; the source side
-   * is set up in the background, and any failure of it ends the relay (the job is then taken over,
-   * or failed when a takeover would not help).
+   * `destination` (the dispatcher's RelayStarter). Call it in the same turn as the send, with no
+   * `await` between: the destination may grant credit as soon as it reads the assign, and a frame
+   * about a relay not registered yet is answered with `relay.end`. The relay is registered before
+   * this returns its promise (synchronously), so the destination's frames are taken from then on;
+   * the source side is set up in the background, and any failure of it ends the relay (the job is
+   * then taken over, or failed when a takeover would not help).
    */
   async start(job: StoredTransfer, destination: AgentSession): Promise<void> {
     const jobId = String(job._id);
