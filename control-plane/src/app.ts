@@ -18,8 +18,10 @@ import filesPlugin from './plugins/app/files/index.js';
 import connectionsPlugin from './plugins/app/connections/index.js';
 import transfersPlugin from './plugins/app/transfers/index.js';
 import agentsPlugin from './plugins/app/agents/index.js';
+import relayPlugin from './plugins/app/relay/index.js';
 import metricsPlugin from './plugins/app/metrics/index.js';
 import metricsRoutes from './routes/metrics/index.js';
+import relayLinkRoutes from './routes/relays/index.js';
 import routes from './routes/index.js';
 import openapiPlugin, { openapiRoutes } from './plugins/app/openapi.js';
 
@@ -38,6 +40,8 @@ export type App = FastifyInstance;
 export interface BuildOptions {
   /** pino options, or false for no logs (tests). Defaults to JSON logs at config.logLevel. */
   logger?: boolean | Record<string, unknown>;
+  /** Where the default logger writes its lines (tests read what would be logged); stdout when absent. */
+  logStream?: { write(line: string): void };
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -78,6 +82,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   if (!config.mongodbUri) throw new Error('buildApp needs config.mongodbUri');
   const logger = options.logger ?? {
     level: config.logLevel,
+    ...(options.logStream ? { stream: options.logStream } : {}),
     redact: { paths: REDACT, censor: '[redacted]' },
     serializers: {
       // Share-link tokens are bearer secrets carried in the path.
@@ -167,8 +172,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(connectionsPlugin);
   await app.register(transfersPlugin);
   await app.register(agentsPlugin);
+  await app.register(relayPlugin);
   await app.register(routes, { prefix: '/api/v1' });
   await app.register(openapiRoutes, { prefix: '/api/v1' });
   await app.register(metricsRoutes);
+  await app.register(relayLinkRoutes);
   return app;
 }

@@ -1,4 +1,5 @@
-import { ConfigError, fastifyTrustProxy, parseConfig } from './config.js';
+import { hostname } from 'node:os';
+import { advertisedUrl, ConfigError, fastifyTrustProxy, parseConfig } from './config.js';
 
 describe('agent and dispatch settings', () => {
   test('defaults', () => {
@@ -91,5 +92,26 @@ describe('metrics settings', () => {
     expect(() => parseConfig({ XFER_METRICS_TOKEN: `${'c'.repeat(16)} d` })).toThrow(/XFER_METRICS_TOKEN/);
     expect(() => parseConfig({ XFER_METRICS_PORT: '70000' })).toThrow(/XFER_METRICS_PORT must be an integer/);
     expect(() => parseConfig({ XFER_METRICS_HOST: '0.0.0.0' })).toThrow(new ConfigError('XFER_METRICS_HOST needs XFER_METRICS_PORT'));
+  });
+});
+
+describe('XFER_INSTANCE_URL', () => {
+  test('an http(s) base URL, without a trailing slash', () => {
+    expect(parseConfig({}).instanceUrl).toBeNull();
+    expect(parseConfig({ XFER_INSTANCE_URL: 'http://10.0.0.5:8080/' }).instanceUrl).toBe('http://10.0.0.5:8080');
+    expect(parseConfig({ XFER_INSTANCE_URL: 'https://cp-2.internal/xfer/' }).instanceUrl).toBe('https://cp-2.internal/xfer');
+    expect(() => parseConfig({ XFER_INSTANCE_URL: 'cp-2:8080' })).toThrow(/XFER_INSTANCE_URL must be an http/);
+    expect(() => parseConfig({ XFER_INSTANCE_URL: 'ftp://cp-2' })).toThrow(/XFER_INSTANCE_URL must be an http/);
+    expect(() => parseConfig({ XFER_INSTANCE_URL: 'http://u:p@cp-2' })).toThrow(new ConfigError('XFER_INSTANCE_URL must not carry credentials, a query or a fragment'));
+  });
+
+  test('unset, it is derived from the address the app listens on', () => {
+    const derive = (address: string, family = 'IPv4') => advertisedUrl({ instanceUrl: null }, { address, family, port: 8080 });
+    expect(derive('127.0.0.1')).toBe('http://127.0.0.1:8080');
+    expect(derive('::1', 'IPv6')).toBe('http://[::1]:8080');
+    expect(derive('0.0.0.0')).toBe(`http://${hostname()}:8080`);
+    expect(derive('::', 'IPv6')).toBe(`http://${hostname()}:8080`);
+    expect(advertisedUrl({ instanceUrl: null }, null)).toBeNull();
+    expect(advertisedUrl({ instanceUrl: 'https://cp-1' }, null)).toBe('https://cp-1');
   });
 });

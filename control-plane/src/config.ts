@@ -1,11 +1,16 @@
-import { isIP } from 'node:net';
-import { homedir } from 'node:os';
+import { isIP, type AddressInfo } from 'node:net';
+import { homedir, hostname } from 'node:os';
 import { resolve } from 'node:path';
 
 /** Typed configuration, parsed once from the environment by the binary (see docs/configuration.md). */
 export interface Config {
   host: string;
   port: number;
+  /**
+   * The base URL other instances reach this one at (`XFER_INSTANCE_URL`), for the links of relays
+   * whose two agents are on different instances; null: derived from the listen address (`advertisedUrl`).
+   */
+  instanceUrl: string | null;
   /** null: start the embedded database (mongod or FerretDB) under `dataDir/db`. */
   mongodbUri: string | null;
   /** Database name used when the URI names none. */
@@ -265,6 +270,34 @@ function parseMetrics(env: Env): MetricsConfig {
   return { port, host: env.XFER_METRICS_HOST || '127.0.0.1', token };
 }
 
+/** `XFER_INSTANCE_URL`: an http(s) base URL without credentials, query or fragment; no trailing slash. */
+export function parseInstanceUrl(raw: string | undefined): string | null {
+  const text = (raw ?? '').trim();
+  if (text === '') return null;
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new ConfigError(`XFER_INSTANCE_URL must be an http:// or https:// URL (got "${text}")`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError(`XFER_INSTANCE_URL must be an http:// or https:// URL (got "${text}")`);
+  if (url.username || url.password || url.search || url.hash) throw new ConfigError('XFER_INSTANCE_URL must not carry credentials, a query or a fragment');
+  return url.href.replace(/\/+$/, '');
+}
+
+/**
+ * The URL other instances reach this one at: `XFER_INSTANCE_URL`, else `http://<listen host>:<port>`
+ * of the address the app listens on (the machine's host name when it listens on every interface).
+ * Null while it does not listen.
+ */
+export function advertisedUrl(config: Pick<Config, 'instanceUrl'>, address: AddressInfo | string | null): string | null {
+  if (config.instanceUrl) return config.instanceUrl;
+  if (!address || typeof address === 'string') return null;
+  const wildcard = address.address === '0.0.0.0' || address.address === '::' || address.address === '';
+  const host = wildcard ? hostname() : address.address;
+  return `http://${isIP(host) === 6 ? `[${host}]` : host}:${address.port}`;
+}
+
 export function parseConfig(env: Env): Config {
   const dataDir = resolve(env.XFER_DATA_DIR || '.xfer');
   const active = env.XFER_MASTER_KEY ? [parseMasterKey(env.XFER_MASTER_KEY, 'XFER_MASTER_KEY')] : null;
@@ -287,6 +320,7 @@ export function parseConfig(env: Env): Config {
   return {
     host: env.XFER_HOST || '127.0.0.1',
     port: int(env, 'XFER_PORT', 8080, 0, 65535),
+    instanceUrl: parseInstanceUrl(env.XFER_INSTANCE_URL),
     mongodbUri: env.MONGODB_URI || null,
     databaseName: env.XFER_DB_NAME || 'xfer',
     dataDir,

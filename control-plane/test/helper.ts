@@ -20,7 +20,7 @@ import type { Plan } from '@xfer/shared';
  */
 const MASTER_KEY = randomBytes(32).toString('base64');
 
-export async function buildTestApp(overrides: Partial<Config> = {}, options: { dropDatabase?: boolean } = {}): Promise<App> {
+export async function buildTestApp(overrides: Partial<Config> = {}, options: { dropDatabase?: boolean; logs?: string[] } = {}): Promise<App> {
   const uri = process.env.MONGODB_URI;
   if (!uri) throw new Error('MONGODB_URI is not set: run tests through `npm test` (it starts the database)');
   const dataDir = mkdtempSync(join(tmpdir(), 'xfer-test-'));
@@ -31,7 +31,11 @@ export async function buildTestApp(overrides: Partial<Config> = {}, options: { d
     XFER_MASTER_KEY: MASTER_KEY,
     XFER_LOG_LEVEL: 'silent',
   });
-  const app = await buildApp({ ...config, ...overrides }, { logger: false });
+  // `logs`: every line the app's own logger would write, at every level, for tests of what is logged.
+  const logs = options.logs;
+  const app = logs
+    ? await buildApp({ ...config, logLevel: 'trace', ...overrides }, { logStream: { write: (line) => void logs.push(line) } })
+    : await buildApp({ ...config, ...overrides }, { logger: false });
   app.addHook('onClose', async () => {
     // A second instance on the database of another (overrides.databaseName) leaves it to that one.
     if (options.dropDatabase ?? !overrides.databaseName) await app.dbConnection.dropDatabase().catch(() => {});

@@ -16,14 +16,17 @@ const WAIT_MS = 20_000;
  */
 export class ProtocolClient {
   readonly received: ServerMessage[] = [];
+  /** Binary frames the server sent (relay frames, relay-protocol.ts), as they arrived. */
+  readonly binaries: Buffer[] = [];
   /** Resolves with the close code and reason once the socket closed. */
   readonly closed: Promise<{ code: number; reason: string }>;
   private readonly waiters: Array<() => void> = [];
   private cursor = 0;
 
   private constructor(readonly ws: WebSocket) {
-    ws.on('message', (data) => {
-      this.received.push(parseMessage(ServerToAgent, data as Buffer));
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) this.binaries.push(data as Buffer);
+      else this.received.push(parseMessage(ServerToAgent, data as Buffer));
       for (const wake of this.waiters.splice(0)) wake();
     });
     this.closed = new Promise((resolve) => ws.on('close', (code, reason) => {
@@ -69,6 +72,41 @@ export class ProtocolClient {
 
   sendRaw(data: string | Buffer, binary = false): void {
     this.ws.send(data, { binary });
+  }
+
+  /** Sends a binary frame; resolves once it was handed to the operating system. */
+  sendBinary(data: Buffer): Promise<void> {
+    return new Promise((resolve, reject) => this.ws.send(data, { binary: true }, (err) => (err ? reject(err) : resolve())));
+  }
+
+  /** Waits until at least `count` binary frames arrived in all; returns them all. */
+  async binaryFrames(count: number): Promise<Buffer[]> {
+    await this.until(() => this.binaries.length >= count, `${count} binary frames`);
+    return this.binaries;
+  }
+
+  /** Stops reading the socket (an agent that does not read), and reads again. */
+  pause(): void {
+    this.ws.pause();
+  }
+
+  resume(): void {
+    this.ws.resume();
+  }
+
+  private async until(done: () => boolean, what: string): Promise<void> {
+    const deadline = Date.now() + WAIT_MS;
+    while (!done()) {
+      if (this.ws.readyState === WebSocket.CLOSED) throw new Error(`socket closed while waiting for ${what}`);
+      if (Date.now() > deadline) throw new Error(`never arrived: ${what}`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 1000);
+        this.waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
   }
 
   /** The next message of `type` not yet taken (earlier messages of other types are skipped). */

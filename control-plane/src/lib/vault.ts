@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
@@ -94,6 +94,17 @@ export class Vault {
   /** Whether `sealed` should be sealed again: under a retired key, or in the unbound format 1. */
   isStale(sealed: Sealed): boolean {
     return sealed.kid !== this.activeKid || sealed.v !== SEALED_FORMAT;
+  }
+
+  /**
+   * Keys for `purpose` derived (HKDF-SHA256) from each configured master key, the active key's
+   * first: secrets every instance of an installation shares without storing them (the relay
+   * peer links' HMAC key, docs/security.md "Relay peer links"). Sign with the first, accept any.
+   */
+  derivedKeys(purpose: string): Buffer[] {
+    const active = this.keys.get(this.activeKid)!;
+    const others = [...this.keys.values()].filter((k) => k !== active);
+    return [active, ...others].map((k) => Buffer.from(hkdfSync('sha256', k, Buffer.alloc(0), `xfer ${purpose}`, 32)));
   }
 
   /** Whether the key that sealed `sealed` is configured. */

@@ -9,6 +9,8 @@ import { Schema, type Connection, type InferSchemaType } from 'mongoose';
 const session = new Schema(
   {
     instance_id: { type: String, required: true },
+    /** Where other instances reach the holder (`XFER_INSTANCE_URL`): a relay's host links to it for this agent's side. */
+    instance_url: { type: String, default: null },
     /** Unique per socket: a newer session of the same agent replaces it. */
     session_id: { type: String, required: true },
     connected_at: { type: Date, required: true },

@@ -25,8 +25,13 @@ import { ProtocolError } from './protocol-error.js';
  *
  * Credits are increments: the destination grants more as it consumes. It starts with at most
  * `RELAY_WINDOW_BYTES` bytes and `MAX_RELAY_ENTRIES` entries outstanding, which bounds what every
- * hop holds of one relay (the control plane's buffers included). A source that exceeds its
- * credit is a protocol breach: the control plane ends the relay.
+ * hop holds of one relay (the control plane's buffers included). Byte credit counts the payload
+ * bytes of binary frames (the tar stream as it is, headers and padding included, frame headers
+ * not); entry credit counts the entries of `relay.entries`. Granted minus received never exceeds
+ * those two bounds. A source that exceeds its credit, or a destination that grants past the
+ * bounds, is a protocol breach: the control plane ends the relay (`relay.end` with an error to
+ * both sides). An agent ignores a `relay.end` for a relay it does not play (the control plane
+ * answers any relay frame about a relay the sending session does not play with one).
  *
  * **The tar stream** (tar-stream's pack/extract, pax headers): for each wanted file, in `want`
  * order, a regular entry named by the file's path with the size the want gave and pax record

@@ -6,15 +6,12 @@ import type { Models } from '../../../models/index.js';
 import type { AuditService } from '../access/index.js';
 import type { TransfersService } from '../transfers/index.js';
 import type { ConnectionsService } from '../connections/index.js';
-import { AgentSession, type AgentIdentity, type Hello, type Welcome } from './session.js';
+import { AgentSession, type AgentIdentity, type Hello, type RelayTraffic, type Welcome } from './session.js';
 import { KeyedMutex } from '../../../lib/keyed-mutex.js';
 import { AgentRuns } from './runs.js';
 import { answerVerifiedQuery } from './verified-lookup.js';
 import { AppError, ConflictError } from '../../../errors.js';
 import { Events, type HubEvents } from './events.js';
-
-type RelayMessage = Extract<AgentMessage, { type: `relay.${string}` }>;
-const isRelayMessage = (m: AgentMessage): m is RelayMessage => m.type.startsWith('relay.');
 
 /** How often the instance holding a session writes `session.last_seen_at`. */
 export const SESSION_REFRESH_MS = 2_000;
@@ -27,6 +24,12 @@ export function onlineWindowMs(dispatchPollMs: number): number {
 /** What the hub needs; it builds its AgentRuns from these. */
 export interface AgentHubOptions {
   instanceId: string;
+  /**
+   * The URL other instances reach this one at (`XFER_INSTANCE_URL`, or derived from the listen
+   * address), recorded with every session held here: a relay's host dials it when the relay's
+   * source agent is connected here (plugins/app/relay/). Null until the app listens.
+   */
+  instanceUrl: () => string | null;
   heartbeatMs: number;
   helloTimeoutMs: number;
   leaseMs: number;
@@ -51,6 +54,7 @@ export class AgentHub {
   private readonly all = new Set<AgentSession>();
   private readonly agentLocks = new KeyedMutex();
   private readonly runs: AgentRuns;
+  private relays: RelayTraffic | null = null;
   private lastRefresh = 0;
 
   constructor(private readonly o: AgentHubOptions) {
@@ -63,6 +67,14 @@ export class AgentHub {
     this.events.on(event, listener);
   }
 
+  /**
+   * Hands the relay traffic of every session to `traffic` (plugins/app/relay/); from then on the
+   * welcome offers relays to agents that can play them. Without it, relay frames are protocol errors.
+   */
+  routeRelays(traffic: RelayTraffic): void {
+    this.relays = traffic;
+  }
+
   /** Takes over an authenticated socket. */
   accept(socket: WebSocket, agent: AgentIdentity, ip: string): AgentSession {
     const session = new AgentSession(socket, agent, {
@@ -73,6 +85,7 @@ export class AgentHub {
         hello: (s, hello) => this.onHello(s, hello, ip),
         message: (s, message) => this.onMessage(s, message),
         closed: (s, code) => this.onClosed(s, code, ip),
+        relay: () => this.relays,
       },
     });
     this.all.add(session);
@@ -152,7 +165,7 @@ export class AgentHub {
   }
 
   private sessionDoc(s: AgentSession, now: Date) {
-    return { instance_id: this.instanceId, session_id: s.sessionId, connected_at: s.connectedAt, last_seen_at: now };
+    return { instance_id: this.instanceId, instance_url: this.o.instanceUrl(), session_id: s.sessionId, connected_at: s.connectedAt, last_seen_at: now };
   }
 
   private async onHello(session: AgentSession, hello: Hello, ip: string): Promise<Welcome | null> {
@@ -197,11 +210,11 @@ export class AgentHub {
     });
     return {
       agent_id: agentId, heartbeat_ms: this.o.heartbeatMs, lease_ms: this.o.leaseMs, abort_jobs: abortJobs,
-      ...(hello.acks ? { acks: true } : {}), verified_lookup: true,
+      ...(hello.acks ? { acks: true } : {}), verified_lookup: true, ...(hello.relay && this.relays ? { relay: true } : {}),
     };
   }
 
-  private async onMessage(session: AgentSession, message: Exclude<AgentMessage, { type: 'hello' }>): Promise<void> {
+  private async onMessage(session: AgentSession, message: Exclude<AgentMessage, { type: 'hello' | `relay.${string}` }>): Promise<void> {
     if (message.type === 'pong' && message.payload.request_id === this.runs.resyncId(session)) {
       if (session.unconfirmed.size > 0) await this.runs.settle(session);
       return;
@@ -211,11 +224,6 @@ export class AgentHub {
     }
     if (message.type === 'connection.credentials') return this.rotatedCredentials(session, message.payload);
     if (message.type === 'job.verified.query') return answerVerifiedQuery(session, message.payload, this.o.transfers, this.o.log);
-    if (isRelayMessage(message)) {
-      // Not offered in the welcome yet: no agent may speak it.
-      session.close(CloseCodes.protocolError, `${message.type} is not part of this session`);
-      return;
-    }
     await this.runs.report(session, message);
   }
 

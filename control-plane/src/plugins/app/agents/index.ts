@@ -5,12 +5,13 @@ import { AgentsService } from './agents.service.js';
 import { AgentHub } from './hub.js';
 import { AgentRequests } from './requests.js';
 import { Dispatcher } from './dispatch.js';
+import { advertisedUrl } from '../../../config.js';
 
 export { AgentsService, agentNotFound, type ConnectionRef, type StoredAgent } from './agents.service.js';
 export type { AgentHub } from './hub.js';
 export type { AgentRequests, AgentCall } from './requests.js';
 export type { Dispatcher } from './dispatch.js';
-export type { AgentIdentity, AgentSession } from './session.js';
+export type { AgentIdentity, AgentRelayMessage, AgentSession, RelayTraffic, Sent } from './session.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -47,6 +48,7 @@ export default fp(
     const { config } = app;
     const hub = new AgentHub({
       instanceId: newInstanceId(),
+      instanceUrl: () => advertisedUrl(config, app.server.listening ? app.server.address() : null),
       heartbeatMs: config.agentHeartbeatMs,
       helloTimeoutMs: config.agentHelloTimeoutMs,
       leaseMs: config.jobLeaseMs,

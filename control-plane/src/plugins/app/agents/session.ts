@@ -2,12 +2,16 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { WebSocket, RawData } from 'ws';
 import {
-  AgentToServer, CloseCodes, frame, MAX_FRAME_BYTES, parseMessage, ProtocolError, PROTOCOL_VERSION, ServerToAgent,
-  type AgentMessage, type PayloadOf, type ServerToAgentType,
+  AgentToServer, CloseCodes, decodeRelayChunk, frame, MAX_FRAME_BYTES, parseMessage, ProtocolError, PROTOCOL_VERSION, ServerToAgent,
+  type AgentMessage, type PayloadOf, type RelayChunk, type ServerToAgentType,
 } from '@xfer/shared';
 
 export type Hello = PayloadOf<typeof AgentToServer, 'hello'>;
 export type Welcome = PayloadOf<typeof ServerToAgent, 'welcome'>;
+/** The relay messages an agent sends (relay-protocol.ts): `relay.credit`, `.entries`, `.want`, `.end`. */
+export type AgentRelayMessage = Extract<AgentMessage, { type: `relay.${string}` }>;
+/** Called once a send was handed to the operating system (or failed): what relays count their buffers by. */
+export type Sent = (err?: Error) => void;
 
 /** Who is on the other end: set by the connect route from the agent's token. */
 export interface AgentIdentity {
@@ -16,12 +20,29 @@ export interface AgentIdentity {
   name: string;
 }
 
-/** What the hub does with a session's traffic. Each is awaited in arrival order. */
+/**
+ * Where the relay traffic of a session goes (plugins/app/relay/ installs it through the hub).
+ * Called synchronously, in the order the frames arrived, outside the queue of the session's other
+ * messages: relays do no database work per frame, and their memory is bounded by their own
+ * back-pressure (`hold`), not by that queue.
+ */
+export interface RelayTraffic {
+  /** A `relay.*` message of a session whose hello and welcome set `relay`. */
+  message(session: AgentSession, message: AgentRelayMessage): void;
+  /** A binary relay frame of such a session: decoded, and the frame as it arrived (forwarded unchanged). */
+  binary(session: AgentSession, chunk: RelayChunk, frame: Buffer): void;
+  /** The session is over (closed by either side, or its socket dropped); called at once, maybe twice. */
+  closed(session: AgentSession): void;
+}
+
+/** What the hub does with a session's traffic. Each is awaited in arrival order, but `relay`'s, which run at once. */
 export interface SessionHandlers {
   /** Registers the session; the welcome to send, or null when the session was closed meanwhile. */
   hello(session: AgentSession, hello: Hello): Promise<Welcome | null>;
-  message(session: AgentSession, message: Exclude<AgentMessage, { type: 'hello' }>): Promise<void>;
+  message(session: AgentSession, message: Exclude<AgentMessage, { type: 'hello' | `relay.${string}` }>): Promise<void>;
   closed(session: AgentSession, code: number): Promise<void>;
+  /** Null: this control plane relays nothing (the welcome does not offer it). */
+  relay(): RelayTraffic | null;
 }
 
 export interface SessionOptions {
@@ -44,6 +65,8 @@ const MAX_QUEUED_BYTES = 2 * MAX_FRAME_BYTES;
  * the socket is dropped rather than let the send buffer grow.
  */
 const MAX_UNREAD_BYTES = 2 * MAX_FRAME_BYTES;
+/** Why the queue of unhandled frames holds the socket (see `hold`). */
+const QUEUE_HOLD = 'queue';
 /**
  * Runs told to stop that one session remembers (`stopping`): a hello lists at most 10,000 running
  * jobs. Past it, a stop is still sent but not remembered (only an agent reporting on jobs it was
@@ -80,12 +103,21 @@ export class AgentSession {
    * the old run ended (reports carry no attempt, so the two runs could not be told apart).
    */
   readonly stopping = new Map<string, number>();
+  /**
+   * The session plays relays (its hello and our welcome both set `relay`): binary frames and
+   * `relay.*` messages are part of it. For any other session they are protocol errors.
+   */
+  relay = false;
   /** Resolves once the socket is closed and the hub has cleaned up after it. */
   readonly closed: Promise<void>;
 
   private queue: Promise<void> = Promise.resolve();
   private queued = 0;
   private queuedBytes = 0;
+  /** Why the socket is not read (back-pressure): the queue, relays whose other side is behind. */
+  private readonly holds = new Set<string>();
+  /** Unread bytes allowed past MAX_UNREAD_BYTES: the windows of the relays that send to this agent. */
+  private unreadAllowance = 0;
   /** When the socket was last resumed after back-pressure: silence before it is not the agent's. */
   private resumedAt = 0;
   private readonly heartbeat: NodeJS.Timeout;
@@ -117,15 +149,58 @@ export class AgentSession {
     return this.state === 'open';
   }
 
-  /** Sends a message; false when the socket is no longer open (the caller's job stays recoverable). */
-  send<T extends ServerToAgentType>(type: T, payload: PayloadOf<typeof ServerToAgent, T>): boolean {
+  /**
+   * Sends a message; false when the socket is no longer open (the caller's job stays recoverable).
+   * `sent`, when given, is called once the frame was handed to the operating system (or failed);
+   * not called when this returns false.
+   */
+  send<T extends ServerToAgentType>(type: T, payload: PayloadOf<typeof ServerToAgent, T>, sent?: Sent): boolean {
+    if (!this.writable()) return false;
+    this.socket.send(JSON.stringify(frame(ServerToAgent, type, payload)), sent);
+    return true;
+  }
+
+  /** Sends a binary relay frame as it is (see `send` for the result and `sent`). */
+  sendBinary(data: Buffer, sent?: Sent): boolean {
+    if (!this.writable()) return false;
+    this.socket.send(data, { binary: true }, sent);
+    return true;
+  }
+
+  /**
+   * Lets `bytes` more stay unread by the agent before it counts as not reading (a relay's
+   * window, while the relay sends to it); the returned function takes the allowance back.
+   */
+  allowUnread(bytes: number): () => void {
+    this.unreadAllowance += bytes;
+    let taken = false;
+    return () => {
+      if (taken) return;
+      taken = true;
+      this.unreadAllowance -= bytes;
+    };
+  }
+
+  /** Stops reading the socket until every holder released it (back-pressure). */
+  hold(reason: string): void {
+    this.holds.add(reason);
+    if (!this.socket.isPaused) this.socket.pause();
+  }
+
+  release(reason: string): void {
+    if (!this.holds.delete(reason) || this.holds.size > 0 || !this.socket.isPaused) return;
+    this.resumedAt = Date.now();
+    this.socket.resume();
+  }
+
+  /** Open, and the agent reads what it was sent: an agent this far behind is dropped. */
+  private writable(): boolean {
     if (this.state === 'closed' || this.socket.readyState !== this.socket.OPEN) return false;
-    if (this.socket.bufferedAmount > MAX_UNREAD_BYTES) {
+    if (this.socket.bufferedAmount > MAX_UNREAD_BYTES + this.unreadAllowance) {
       this.o.log.warn({ agentId: this.agent.id, unread_bytes: this.socket.bufferedAmount }, 'agent does not read its socket: dropping it');
       this.terminate();
       return false;
     }
-    this.socket.send(JSON.stringify(frame(ServerToAgent, type, payload)));
     return true;
   }
 
@@ -142,6 +217,17 @@ export class AgentSession {
     this.socket.close(code, reason(text));
     // Frames that arrive after this point are dropped: the session is over.
     this.state = 'closed';
+    // Its relays end now, not when the closing handshake is over (that may take the peer a while).
+    this.endRelays();
+  }
+
+  /** Tells the relays this session is over (they end, and their other sides are told). */
+  private endRelays(): void {
+    try {
+      this.o.handlers.relay()?.closed(this);
+    } catch (err) {
+      this.o.log.error({ err, agentId: this.agent.id }, 'ending the relays of an agent session failed');
+    }
   }
 
   /** Ends the socket without a closing handshake (the peer is unresponsive). */
@@ -167,8 +253,8 @@ export class AgentSession {
   private onFrame(data: RawData, isBinary: boolean): void {
     if (this.state === 'closed') return;
     this.lastHeardAt = new Date();
-    if (isBinary) return this.close(CloseCodes.protocolError, 'binary frames are not part of this protocol version');
     const raw = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
+    if (isBinary) return this.onBinary(raw);
     let message: AgentMessage;
     try {
       message = parseMessage(AgentToServer, raw);
@@ -192,17 +278,40 @@ export class AgentSession {
       const hello = message.payload;
       return this.enqueue(raw.length, async () => {
         const welcome = await this.o.handlers.hello(this, hello);
-        if (welcome && this.state === 'welcoming' && this.send('welcome', welcome)) this.state = 'open';
+        if (welcome && this.state === 'welcoming' && this.send('welcome', welcome)) {
+          this.state = 'open';
+          this.relay = hello.relay === true && welcome.relay === true;
+        }
       });
     }
     if (this.state === 'hello') return this.close(CloseCodes.protocolError, `expected hello, got ${message.type}`);
-    this.enqueue(raw.length, () => this.o.handlers.message(this, message as Exclude<AgentMessage, { type: 'hello' }>));
+    if (isRelayMessage(message)) {
+      const relays = this.relay && this.state === 'open' ? this.o.handlers.relay() : null;
+      if (!relays) return this.close(CloseCodes.protocolError, `${message.type} is not part of this session`);
+      return relays.message(this, message);
+    }
+    this.enqueue(raw.length, () => this.o.handlers.message(this, message as Exclude<AgentMessage, { type: 'hello' | `relay.${string}` }>));
+  }
+
+  /** A binary frame: relay bytes (relay-protocol.ts), only from a session that relays. */
+  private onBinary(raw: Buffer): void {
+    const relays = this.relay && this.state === 'open' ? this.o.handlers.relay() : null;
+    if (!relays) return this.close(CloseCodes.protocolError, 'binary frames are not part of this session');
+    let chunk: RelayChunk;
+    try {
+      chunk = decodeRelayChunk(raw);
+    } catch (err) {
+      if (!(err instanceof ProtocolError)) throw err;
+      this.o.log.warn({ agentId: this.agent.id, problem: err.message }, 'invalid binary frame from agent');
+      return this.close(CloseCodes.protocolError, err.message);
+    }
+    relays.binary(this, chunk, raw);
   }
 
   private enqueue(bytes: number, task: () => Promise<void>): void {
     this.queued++;
     this.queuedBytes += bytes;
-    if ((this.queued > MAX_QUEUED || this.queuedBytes > MAX_QUEUED_BYTES) && !this.socket.isPaused) this.socket.pause();
+    if (this.queued > MAX_QUEUED || this.queuedBytes > MAX_QUEUED_BYTES) this.hold(QUEUE_HOLD);
     this.queue = this.queue
       .then(() => (this.state === 'closed' ? undefined : task()))
       .catch((err: unknown) => {
@@ -213,10 +322,7 @@ export class AgentSession {
       .finally(() => {
         this.queued--;
         this.queuedBytes -= bytes;
-        if (this.queued <= MAX_QUEUED / 2 && this.queuedBytes <= MAX_QUEUED_BYTES / 2 && this.socket.isPaused) {
-          this.resumedAt = Date.now();
-          this.socket.resume();
-        }
+        if (this.queued <= MAX_QUEUED / 2 && this.queuedBytes <= MAX_QUEUED_BYTES / 2) this.release(QUEUE_HOLD);
       });
   }
 
@@ -224,6 +330,7 @@ export class AgentSession {
     this.state = 'closed';
     clearInterval(this.heartbeat);
     clearTimeout(this.helloTimer);
+    this.endRelays();
     try {
       await this.queue;
       await this.o.handlers.closed(this, code);
@@ -234,6 +341,8 @@ export class AgentSession {
     }
   }
 }
+
+const isRelayMessage = (m: AgentMessage): m is AgentRelayMessage => m.type.startsWith('relay.');
 
 /** True when a frame that failed validation announces a protocol version other than ours. */
 function otherVersion(raw: Buffer): boolean {

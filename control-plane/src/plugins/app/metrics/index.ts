@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { listenMetrics, type MetricsListener } from '@xfer/shared/metrics-listener';
 import { MetricsService } from './metrics.service.js';
 
-export { MetricsService, type ScanOutcome, type WebhookOutcome } from './metrics.service.js';
+export { MetricsService, type RelayEndOutcome, type RelayStats, type ScanOutcome, type WebhookOutcome } from './metrics.service.js';
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -18,6 +18,14 @@ export interface MetricsServiceOptions {
 export type ScanOutcome = 'clean' | 'infected' | 'error';
 /** How a webhook attempt ended: delivered, failed with a retry due, or failed for good. */
 export type WebhookOutcome = 'delivered' | 'retrying' | 'failed';
+/** How a hosted relay ended (plugins/app/relay/relay.ts RelayOutcome; `finished`: the destination ended it without an error). */
+export type RelayEndOutcome = 'finished' | 'ended' | 'stopped' | 'lost' | 'failed';
+/** The relays of this instance, read when scraped (plugins/app/relay/). */
+export interface RelayStats {
+  hosted: number;
+  served: number;
+  inFlightBytes: number;
+}
 
 /**
  * The control plane's Prometheus metrics, in a registry of its own (never prom-client's global
@@ -31,6 +39,7 @@ export class MetricsService {
   /** The content type of `render()`'s text. */
   readonly contentType = this.registry.contentType;
   private agentsOnline: () => number = () => 0;
+  private relayStats: () => RelayStats = () => ({ hosted: 0, served: 0, inFlightBytes: 0 });
 
   private readonly http = new Histogram({
     name: 'xfer_http_request_duration_seconds',
@@ -61,6 +70,17 @@ export class MetricsService {
     labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
+  private readonly relayBytes = new Counter({
+    name: 'xfer_relay_bytes_total',
+    help: 'Bytes of relayed files (tar stream) this instance forwarded to destination agents',
+    registers: [this.registry],
+  });
+  private readonly relaysEnded = new Counter({
+    name: 'xfer_relays_ended_total',
+    help: 'Relays hosted by this instance that ended, by outcome (finished, ended by a side with an error, stopped with their run, lost a side, failed)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
   private readonly scans = new Histogram({
     name: 'xfer_scan_duration_seconds',
     help: 'Malware scans of uploads on this instance, by outcome, with their latency',
@@ -86,6 +106,26 @@ export class MetricsService {
         ACTIVE_STATUSES.forEach((status, i) => this.set({ status }, counts[i]!));
       },
     });
+    const relays = () => this.relayStats();
+    new Gauge({
+      name: 'xfer_relays_active',
+      help: 'Relays on this instance, by role: host (it holds the destination agent) or peer (it holds the source agent for a host elsewhere)',
+      labelNames: ['role'] as const,
+      registers: [this.registry],
+      collect() {
+        const { hosted, served } = relays();
+        this.set({ role: 'host' }, hosted);
+        this.set({ role: 'peer' }, served);
+      },
+    });
+    new Gauge({
+      name: 'xfer_relay_in_flight_bytes',
+      help: 'Bytes of relay frames this instance holds sent and not yet taken by the network (bounded per relay by its window)',
+      registers: [this.registry],
+      collect() {
+        this.set(relays().inFlightBytes);
+      },
+    });
     const online = () => this.agentsOnline();
     new Gauge({
       name: 'xfer_agents_connected',
@@ -95,6 +135,21 @@ export class MetricsService {
         this.set(online());
       },
     });
+  }
+
+  /** Where the relay gauges read from (the relay service, registered after this service). */
+  countRelaysWith(stats: () => RelayStats): void {
+    this.relayStats = stats;
+  }
+
+  /** Relayed bytes forwarded to a destination agent. */
+  relayForwarded(bytes: number): void {
+    this.relayBytes.inc(bytes);
+  }
+
+  /** A relay hosted here ended. */
+  relayEnded(outcome: RelayEndOutcome): void {
+    this.relaysEnded.inc({ outcome });
   }
 
   /** Where the agents-online gauge reads from (the agent hub, registered after this service). */
