@@ -88,10 +88,11 @@ export interface ParseInput {
 
 /**
  * Flags > environment > config file (`--config FILE` or `XFER_AGENT_CONFIG`, JSON with the keys
- * `url` (one or several: `--url` repeated, comma-separated, or a JSON array), `token`, `max_jobs`, `log_level`, `drain_timeout_ms`, `allow_roots`, `allow_hosts`,
+ * `url`, `token`, `max_jobs`, `log_level`, `drain_timeout_ms`, `allow_roots`, `allow_hosts`,
  * `deny_hosts`, `metrics_port`, `metrics_host`). Lists are comma-separated in flags and variables, JSON arrays (or a
  * comma-separated string) in the file; the first source that sets a list wins whole (lists are not
- * merged across sources). Every problem is a UsageError naming the flag, variable or key.
+ * merged across sources). `url` is a list (several control-plane instances), and `--url` may also
+ * be repeated. Every problem is a UsageError naming the flag, variable or key.
  */
 export function parseAgentConfig(input: ParseInput): AgentConfig {
   let parsed;
