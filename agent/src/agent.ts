@@ -16,8 +16,8 @@ import { spillDir } from './session/report-queue.js';
 import { AgentSession, type SessionMessage, type SessionOptions, type Welcome } from './session/session.js';
 
 export interface AgentOptions {
-  /** `ws(s)://…/api/v1/agents/connect` (see `connectUrl`). */
-  url: string;
+  /** `ws(s)://…/api/v1/agents/connect` (see `connectUrl`), or one per control-plane instance (dialed in turn: AgentSession). */
+  url: string | readonly string[];
   token: string;
   version: string;
   hostname: string;

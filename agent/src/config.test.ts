@@ -11,7 +11,7 @@ const parse = (args: string[], env: Record<string, string> = {}) => parseAgentCo
 describe('agent config', () => {
   test('flags, with defaults for the rest', () => {
     expect(parse(['--url', 'http://127.0.0.1:8080/api/v1', '--token', TOKEN])).toEqual({
-      url: 'http://127.0.0.1:8080/api/v1', connectUrl: 'ws://127.0.0.1:8080/api/v1/agents/connect', token: TOKEN,
+      urls: ['http://127.0.0.1:8080/api/v1'], connectUrls: ['ws://127.0.0.1:8080/api/v1/agents/connect'], token: TOKEN,
       maxJobs: DEFAULT_MAX_JOBS, logLevel: 'info', drainTimeoutMs: DEFAULT_DRAIN_TIMEOUT_MS, configFile: null,
       stateDir: null, outboxMemoryBytes: DEFAULT_OUTBOX_MEMORY_BYTES,
       // Closed by default: no local directory; no host list (the guard's default rules apply).
@@ -36,7 +36,7 @@ describe('agent config', () => {
     const env = { XFER_AGENT_CONFIG: '/etc/xfer/agent.json', XFER_AGENT_MAX_JOBS: '7', XFER_LOG_LEVEL: 'debug' };
     const config = parse(['--log-level', 'error'], env);
     expect(config).toMatchObject({
-      url: 'https://file.example/api/v1', connectUrl: 'wss://file.example/api/v1/agents/connect',
+      urls: ['https://file.example/api/v1'], connectUrls: ['wss://file.example/api/v1/agents/connect'],
       maxJobs: 7, logLevel: 'error', drainTimeoutMs: 5000, configFile: '/etc/xfer/agent.json',
     });
     expect(parse(['--config', '/etc/xfer/agent.json', '--max-jobs', '9']).maxJobs).toBe(9);
@@ -92,6 +92,40 @@ describe('agent config', () => {
     for (const [args, env, message] of bad) expect(() => parse([...base, ...args], env)).toThrow(message);
     files['/badlist.json'] = JSON.stringify({ url: 'http://h', token: TOKEN, allow_roots: [1] });
     expect(() => parse(['--config', '/badlist.json'])).toThrow(/allow_roots in \/badlist.json must be a list of strings/);
+  });
+
+  test('several control-plane URLs: --url repeated or comma-separated, a comma-separated variable, a string or an array in the file; each normalized', () => {
+    const urls = (args: string[], env: Record<string, string> = {}) => parse([...args, '--token', TOKEN], env).connectUrls;
+    expect(urls(['--url', 'http://cp-1:8080/api/v1', '--url', 'https://cp-2', '--url', 'wss://cp-3/api/v1/agents/connect'])).toEqual([
+      'ws://cp-1:8080/api/v1/agents/connect', 'wss://cp-2/api/v1/agents/connect', 'wss://cp-3/api/v1/agents/connect',
+    ]);
+    expect(urls(['--url', 'http://cp-1/api/v1, http://cp-2/api/v1', '--url', 'http://cp-3/api/v1'])).toEqual([
+      'ws://cp-1/api/v1/agents/connect', 'ws://cp-2/api/v1/agents/connect', 'ws://cp-3/api/v1/agents/connect',
+    ]);
+    expect(urls([], { XFER_AGENT_URL: 'https://cp-1/api/v1,https://cp-2/api/v1' })).toEqual(['wss://cp-1/api/v1/agents/connect', 'wss://cp-2/api/v1/agents/connect']);
+    files['/urls.json'] = JSON.stringify({ url: ['https://cp-1/api/v1', 'https://cp-2/api/v1'] });
+    expect(parse(['--config', '/urls.json', '--token', TOKEN])).toMatchObject({
+      urls: ['https://cp-1/api/v1', 'https://cp-2/api/v1'], connectUrls: ['wss://cp-1/api/v1/agents/connect', 'wss://cp-2/api/v1/agents/connect'],
+    });
+    files['/url.json'] = JSON.stringify({ url: 'https://cp-1/api/v1, https://cp-2/api/v1' });
+    expect(parse(['--config', '/url.json', '--token', TOKEN]).connectUrls).toHaveLength(2);
+    // The first source that sets the list wins whole: a flag replaces the variable and the file.
+    expect(urls(['--config', '/urls.json', '--url', 'https://only'], { XFER_AGENT_URL: 'https://env' })).toEqual(['wss://only/api/v1/agents/connect']);
+    expect(urls(['--config', '/urls.json'], { XFER_AGENT_URL: 'https://env' })).toEqual(['wss://env/api/v1/agents/connect']);
+    // One instance written twice is dialed once; the first spelling is kept.
+    expect(parse(['--url', 'http://cp-1/api/v1', '--url', 'ws://cp-1/api/v1/agents/connect', '--url', 'http://cp-1', '--token', TOKEN])).toMatchObject({
+      urls: ['http://cp-1/api/v1'], connectUrls: ['ws://cp-1/api/v1/agents/connect'],
+    });
+
+    const bad: [string[], Record<string, string>, RegExp][] = [
+      [['--url', 'http://cp-1', '--url', 'ftp://cp-2'], {}, /must be http\(s\):\/\/ or ws\(s\):\/\/, not ftp:/],
+      [[], { XFER_AGENT_URL: 'http://cp-1,not a url' }, /not a URL: "not a url"/],
+      [['--url', 'https://u:p@cp-2'], {}, /must not carry credentials/],
+      [['--url', ' , '], {}, /URL is required/],
+    ];
+    for (const [args, env, message] of bad) expect(() => parse([...args, '--token', TOKEN], env)).toThrow(message);
+    files['/badurl.json'] = JSON.stringify({ url: [1, 2], token: TOKEN });
+    expect(() => parse(['--config', '/badurl.json'])).toThrow(/url in \/badurl.json must be a list of strings/);
   });
 
   test('the connect URL is derived from the base URL however it is written', () => {

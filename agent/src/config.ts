@@ -4,10 +4,13 @@ import { parseHostList } from './connectors/network-guard.js';
 
 /** Typed configuration of `xfer-agent start`, parsed once by the binary (docs/agent.md). */
 export interface AgentConfig {
-  /** The control plane's base URL as given. */
-  url: string;
-  /** Derived: `ws(s)://…/api/v1/agents/connect`. */
-  connectUrl: string;
+  /**
+   * The control plane's base URLs as given (several instances, or one behind a load balancer),
+   * without duplicates, in the order given.
+   */
+  urls: string[];
+  /** Derived, one per URL: `ws(s)://…/api/v1/agents/connect`; the session dials them in turn. */
+  connectUrls: string[];
   token: string;
   maxJobs: number;
   logLevel: LogLevel;
@@ -88,7 +91,8 @@ export interface ParseInput {
  * `url`, `token`, `max_jobs`, `log_level`, `drain_timeout_ms`, `allow_roots`, `allow_hosts`,
  * `deny_hosts`, `metrics_port`, `metrics_host`). Lists are comma-separated in flags and variables, JSON arrays (or a
  * comma-separated string) in the file; the first source that sets a list wins whole (lists are not
- * merged across sources). Every problem is a UsageError naming the flag, variable or key.
+ * merged across sources). `url` is a list (several control-plane instances), and `--url` may also
+ * be repeated. Every problem is a UsageError naming the flag, variable or key.
  */
 export function parseAgentConfig(input: ParseInput): AgentConfig {
   let parsed;
@@ -98,7 +102,7 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
       strict: true,
       allowPositionals: false,
       options: {
-        url: { type: 'string' }, token: { type: 'string' }, config: { type: 'string' },
+        url: { type: 'string', multiple: true }, token: { type: 'string' }, config: { type: 'string' },
         'max-jobs': { type: 'string' }, 'log-level': { type: 'string' }, 'drain-timeout-ms': { type: 'string' },
         'state-dir': { type: 'string' }, 'outbox-memory-bytes': { type: 'string' },
         'allow-roots': { type: 'string' }, 'allow-hosts': { type: 'string' }, 'deny-hosts': { type: 'string' },
@@ -108,8 +112,8 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
-  const flags = parsed.values as Record<string, string | undefined>;
-  const configFile = flags.config ?? (input.env.XFER_AGENT_CONFIG || null);
+  const flags = parsed.values as Record<string, string | string[] | undefined>;
+  const configFile = (flags.config as string | undefined) ?? (input.env.XFER_AGENT_CONFIG || null);
   const file = configFile ? readConfigFile(configFile, input.readFile) : {};
 
   /** The raw value and where it came from (for messages). */
@@ -136,6 +140,8 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
   const list = (s: Setting): string[] => {
     const got = pick(s);
     if (!got) return [];
+    // A repeatable flag (`--url A --url B`) is one list: all its values, each comma-separated too.
+    if (got.from === `--${s.flag}` && Array.isArray(got.value)) got.value = got.value.join(',');
     const items = typeof got.value === 'string' ? got.value.split(',') : Array.isArray(got.value) && got.value.every((v) => typeof v === 'string') ? (got.value as string[]) : null;
     if (!items) throw new UsageError(`${got.from} must be a list of strings (comma-separated, or a JSON array in the file)`);
     return items.map((v) => v.trim()).filter((v) => v !== '');
@@ -153,8 +159,9 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
     return entries;
   };
 
-  const url = str(SETTINGS.url);
-  if (!url) throw new UsageError('the control plane URL is required: --url, XFER_AGENT_URL or "url" in the config file');
+  const urls = list(SETTINGS.url);
+  if (urls.length === 0) throw new UsageError('the control plane URL is required: --url, XFER_AGENT_URL or "url" in the config file');
+  const connectUrls = urls.map((url) => connectUrl(url));
   const token = str(SETTINGS.token);
   if (!token) throw new UsageError('the agent token is required: --token, XFER_AGENT_TOKEN or "token" in the config file');
   if (!/^agt_[\x21-\x7e]{8,}$/.test(token)) throw new UsageError('the agent token must look like agt_… (as printed by POST /agents)');
@@ -163,9 +170,11 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
   if (metricsHost !== null && metricsPort === null) throw new UsageError('--metrics-host needs --metrics-port');
   const logLevel = str(SETTINGS.logLevel) ?? 'info';
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) throw new UsageError(`log level must be one of ${LOG_LEVELS.join(', ')}`);
+  // The same instance written twice (`http://h/api/v1` and `ws://h/api/v1/agents/connect`) is dialed once.
+  const distinct = connectUrls.map((_, i) => i).filter((i) => connectUrls.indexOf(connectUrls[i]!) === i);
   return {
-    url,
-    connectUrl: connectUrl(url),
+    urls: distinct.map((i) => urls[i]!),
+    connectUrls: distinct.map((i) => connectUrls[i]!),
     token,
     maxJobs: int(SETTINGS.maxJobs, DEFAULT_MAX_JOBS, 1, 1000),
     logLevel: logLevel as LogLevel,

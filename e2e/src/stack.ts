@@ -1,6 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,8 +9,9 @@ import type { Env } from './services/types.js';
 
 /**
  * The real xfer binaries, started as a user starts them, for e2e tests and benchmarks: a control
- * plane on a database of its own, an account made with `xfer-server bootstrap`, and agents
- * made through the API and started with `xfer-agent start`.
+ * plane on a database of its own (or a cluster: several `xfer-server start` over that one
+ * database), an account made with `xfer-server bootstrap`, and agents made through the API and
+ * started with `xfer-agent start`, given every instance's URL.
  */
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const BINARIES = {
@@ -82,15 +84,36 @@ export class Api {
 export interface StackOptions {
   /** Environment with MONGODB_URI (the test services) and anything else the binaries should see. */
   env: Env;
-  /** Extra control-plane settings (e.g. a short job lease). */
+  /** Extra control-plane settings (e.g. a short job lease), for every instance. */
   serverEnv?: Record<string, string>;
+  /**
+   * Control-plane instances over the one database (default 1), each on a port of its own, all
+   * with the same `XFER_MASTER_KEY` and database name; the first is started alone (it builds the
+   * indexes), the others then together.
+   */
+  instances?: number;
+  /**
+   * Settings of one instance only, given its index and base URL (known before it starts): e.g.
+   * the URL its peers reach it at for relays (`XFER_INSTANCE_URL`); on loopback the default does.
+   */
+  instanceEnv?: (index: number, url: string) => Record<string, string>;
 }
 
-/** A control plane with an owner's all-scopes API key. */
+/** A control plane (one instance or several) with an owner's all-scopes API key. */
 export interface Stack {
+  /** The first instance's base URL (`http://127.0.0.1:PORT/api/v1`). */
   url: string;
+  /** Every instance's base URL, by index; agents are started with all of them. */
+  urls: string[];
+  /** The API on the first instance. */
   api: Api;
+  /** The API on each instance, by index (the same account and key: they share the database). */
+  apis: Api[];
+  /** The first instance's process. */
   server: Proc;
+  /** Each instance's current process, by index (a restart replaces it). */
+  servers: Proc[];
+  /** The first instance's environment (the others differ by port and `instanceEnv`). */
   serverEnv: Env;
   agents: Proc[];
   /** Creates an agent through the API and starts `xfer-agent` with its token; resolves once it is online. */
@@ -98,15 +121,30 @@ export interface Stack {
   /** Starts the agent binary with a given token (e.g. a revoked or wrong one). */
   spawnAgent(token: string, extraEnv?: Record<string, string>, args?: string[]): Proc;
   waitForAgent(id: string, status: 'online' | 'offline', timeoutMs?: number): Promise<void>;
-  /** kill -9 of the control plane (an outage: no shutdown, no goodbye to the agents). */
-  killServer(): Promise<void>;
-  /** Starts the control plane again, on the same port and database; `server` is then the new process. */
-  restartServer(): Promise<void>;
+  /** kill -9 of a control-plane instance, the first by default (an outage: no shutdown, no goodbye to the agents). */
+  killServer(index?: number): Promise<void>;
+  /** Starts an instance again, on the same port and database; `servers[index]` is then the new process. */
+  restartServer(index?: number): Promise<void>;
+  /** The API of the first instance whose process runs (while another one is killed). */
+  liveApi(): Api;
   stop(): Promise<void>;
 }
 
+/** A free TCP port on loopback (closed again at once: the instance binds it moments later). */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((res, rej) => server.once('error', rej).listen(0, '127.0.0.1', res));
+  const { port } = server.address() as { port: number };
+  await new Promise((res) => server.close(res));
+  return port;
+}
+
+const LISTENING = /listening on (http:\/\/\S+\/api\/v1)/;
+
 export async function startStack(opts: StackOptions): Promise<Stack> {
   if (!opts.env.MONGODB_URI) throw new Error('startStack needs MONGODB_URI (npm run services -- up mongodb)');
+  const count = opts.instances ?? 1;
+  if (!Number.isInteger(count) || count < 1) throw new Error(`startStack: instances must be a positive integer, not ${count}`);
   const dataDir = mkdtempSync(join(tmpdir(), 'xfer-stack-'));
   const serverEnv: Env = {
     ...opts.env,
@@ -122,14 +160,28 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   if (boot.status !== 0) throw new Error(`bootstrap failed (${boot.status}): ${boot.stderr}`);
   const { api_key: apiKey } = JSON.parse(boot.stdout) as { api_key: string };
 
-  let server = spawnNode(BINARIES.server, ['start'], serverEnv);
-  await waitForOutput(server, (out) => /listening on http:\/\/\S+\/api\/v1/.test(out));
-  const url = /listening on (http:\/\/\S+\/api\/v1)/.exec(server.output())![1]!;
-  const api = new Api(url, apiKey);
+  // One instance listens where the system puts it; a cluster's ports are chosen first, so that each
+  // instance's URL is known before it starts (instanceEnv) and a restart finds its port again.
+  const ports = count === 1 && !opts.instanceEnv ? [0] : await Promise.all(Array.from({ length: count }, freePort));
+  const envOf = (index: number, port: number): Env => ({
+    ...serverEnv, XFER_PORT: String(port), ...opts.instanceEnv?.(index, `http://127.0.0.1:${port}/api/v1`),
+  });
+  const startInstance = async (index: number, port: number): Promise<Proc> => {
+    const proc = spawnNode(BINARIES.server, ['start'], envOf(index, port));
+    await waitForOutput(proc, (out) => LISTENING.test(out));
+    return proc;
+  };
+  const servers: Proc[] = [await startInstance(0, ports[0]!)];
+  servers.push(...await Promise.all(ports.slice(1).map((port, i) => startInstance(i + 1, port))));
+  const urls = servers.map((proc) => LISTENING.exec(proc.output())![1]!);
+  const url = urls[0]!;
+  const apis = urls.map((u) => new Api(u, apiKey));
+  const api = apis[0]!;
   const agents: Proc[] = [];
+  const liveApi = () => apis.find((_, i) => servers[i]!.child.exitCode === null && servers[i]!.child.signalCode === null) ?? api;
 
   const spawnAgent = (token: string, extraEnv: Record<string, string> = {}, args: string[] = []) => {
-    const proc = spawnNode(BINARIES.agent, ['start', '--url', url, ...args], { ...opts.env, XFER_AGENT_TOKEN: token, XFER_LOG_LEVEL: 'info', ...extraEnv });
+    const proc = spawnNode(BINARIES.agent, ['start', ...urls.flatMap((u) => ['--url', u]), ...args], { ...opts.env, XFER_AGENT_TOKEN: token, XFER_LOG_LEVEL: 'info', ...extraEnv });
     agents.push(proc);
     return proc;
   };
@@ -137,7 +189,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   const waitForAgent = async (id: string, status: 'online' | 'offline', timeoutMs = 30_000) => {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const agent = await api.data<{ status: string }>('GET', `/agents/${id}`);
+      const agent = await liveApi().data<{ status: string }>('GET', `/agents/${id}`);
       if (agent.status === status) return;
       if (Date.now() > deadline) throw new Error(`agent ${id} not ${status} within ${timeoutMs} ms`);
       await new Promise((r) => setTimeout(r, 100));
@@ -145,26 +197,28 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   };
 
   return {
-    url, api, serverEnv, agents, spawnAgent, waitForAgent,
+    url, urls, api, apis, serverEnv, agents, spawnAgent, waitForAgent, liveApi,
     get server() {
-      return server;
+      return servers[0]!;
     },
-    async killServer() {
-      await stopProc(server, 'SIGKILL');
+    get servers() {
+      return [...servers];
     },
-    async restartServer() {
-      server = spawnNode(BINARIES.server, ['start'], { ...serverEnv, XFER_PORT: new URL(url).port });
-      await waitForOutput(server, (out) => /listening on http:\/\/\S+\/api\/v1/.test(out));
+    async killServer(index = 0) {
+      await stopProc(servers[index]!, 'SIGKILL');
+    },
+    async restartServer(index = 0) {
+      servers[index] = await startInstance(index, Number(new URL(urls[index]!).port));
     },
     async startAgent(name = `agent-${randomBytes(3).toString('hex')}`, extraEnv = {}, args = []) {
-      const created = await api.data<{ id: string; token: string }>('POST', '/agents', { name });
+      const created = await liveApi().data<{ id: string; token: string }>('POST', '/agents', { name });
       const proc = spawnAgent(created.token, extraEnv, args);
       await waitForAgent(created.id, 'online');
       return { id: created.id, token: created.token, proc };
     },
     async stop() {
       await Promise.all(agents.map((a) => stopProc(a)));
-      await stopProc(server);
+      await Promise.all(servers.map((s) => stopProc(s)));
       rmSync(dataDir, { recursive: true, force: true });
     },
   };

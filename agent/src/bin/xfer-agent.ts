@@ -26,7 +26,9 @@ Run "xfer-agent start --help" for the settings.`;
 const START_HELP = `xfer-agent start — connect to the control plane and run the jobs it assigns
 
 Settings (flag > environment > config file):
-  --url URL               XFER_AGENT_URL               url               control plane base, e.g. https://xfer.example.com/api/v1
+  --url URL               XFER_AGENT_URL               url               control plane base, e.g. https://xfer.example.com/api/v1;
+                                                                         several instances: repeat --url, or comma-separated
+                                                                         (dialed in turn from a random one)
   --token agt_…           XFER_AGENT_TOKEN             token             agent token from POST /agents (prefer env or file: flags show in ps)
   --max-jobs N            XFER_AGENT_MAX_JOBS          max_jobs          jobs run at once (default 4)
   --log-level L           XFER_LOG_LEVEL               log_level         fatal|error|warn|info|debug|trace|silent (default info)
@@ -67,11 +69,11 @@ async function main(argv: string[]): Promise<number> {
   if (config.configFile && (statSync(config.configFile).mode & 0o077) !== 0) {
     log.warn({ config_file: config.configFile }, 'the config file is readable by other users; it holds the agent token (chmod 600 it)');
   }
-  if (isPlaintextRemote(config.connectUrl)) log.warn({ url: config.connectUrl }, 'unencrypted ws:// to a remote host: the token and credentials travel in clear; use https:// or wss://');
+  for (const url of config.connectUrls.filter(isPlaintextRemote)) log.warn({ url }, 'unencrypted ws:// to a remote host: the token and credentials travel in clear; use https:// or wss://');
 
   const metrics = config.metricsPort === null ? undefined : new AgentMetrics();
   const agent = new Agent({
-    url: config.connectUrl, token: config.token, version: AGENT_VERSION, hostname: hostname(),
+    url: config.connectUrls, token: config.token, version: AGENT_VERSION, hostname: hostname(),
     maxJobs: config.maxJobs, drainTimeoutMs: config.drainTimeoutMs, log,
     stateDir: config.stateDir, outboxMemoryBytes: config.outboxMemoryBytes,
     access: new AgentAccess({ allowRoots: config.allowRoots, allowHosts: config.allowHosts, denyHosts: config.denyHosts }),
@@ -87,7 +89,7 @@ async function main(argv: string[]): Promise<number> {
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
   log.info({
-    version: AGENT_VERSION, url: config.connectUrl, max_jobs: config.maxJobs,
+    version: AGENT_VERSION, urls: config.connectUrls, max_jobs: config.maxJobs,
     allow_roots: config.allowRoots, allow_hosts: config.allowHosts, deny_hosts: config.denyHosts,
   }, 'xfer-agent starting');
 

@@ -14,8 +14,11 @@ export type Welcome = PayloadOf<typeof ServerToAgent, 'welcome'>;
 export type SessionMessage = Exclude<ServerMessage, { type: 'welcome' | 'ack' }>;
 
 export interface SessionOptions {
-  /** `ws(s)://…/api/v1/agents/connect`. */
-  url: string;
+  /**
+   * `ws(s)://…/api/v1/agents/connect`: one (a single instance, or several behind a load balancer),
+   * or one per control-plane instance, dialed in turn starting from a random one (see the class doc).
+   */
+  url: string | readonly string[];
   token: string;
   /** The hello of each new connection (running jobs change between connections). */
   hello: () => Hello;
@@ -31,6 +34,7 @@ export interface SessionOptions {
   stableAfterMs?: number;
   /** Time allowed from dialing to `welcome`. Default 15 s. */
   handshakeTimeoutMs?: number;
+  /** Jitter of the backoff, and the pick of the first URL. */
   random?: () => number;
   /**
    * Where job reports past `outboxMemoryBytes` wait for the control plane (this process's own
@@ -77,6 +81,12 @@ const MAX_HEARTBEAT_MS = 3_600_000;
  *
  * The reconnect backoff is capped to a quarter of the job lease the last welcome announced: the
  * control plane fails a job whose agent stays away a whole lease (counted from when it is back).
+ *
+ * With several URLs (control-plane instances with no load balancer in front), the first dial goes
+ * to a random one, so that agents spread over the instances, and every failed dial or lost session
+ * moves to the next one, round the list, after the same backoff: an instance that died is left at
+ * once, and any instance can hold the session (they share the database). A terminal refusal from
+ * any of them ends the session: a token is refused by all alike.
  */
 export class AgentSession {
   private ws: WebSocket | null = null;
@@ -89,8 +99,14 @@ export class AgentSession {
   private serverAcks = false;
   private backoffCapMs = Number.POSITIVE_INFINITY;
   private readonly idle = new Set<() => void>();
+  private readonly urls: readonly string[];
+  /** Index in `urls` of the next dial. */
+  private turn: number;
 
   constructor(private readonly o: SessionOptions) {
+    this.urls = typeof o.url === 'string' ? [o.url] : [...o.url];
+    if (this.urls.length === 0) throw new Error('AgentSession needs at least one URL');
+    this.turn = Math.min(this.urls.length - 1, Math.floor((o.random ?? Math.random)() * this.urls.length));
     this.reports = new ReportQueue({ dir: o.spillDir ?? null, memoryBytes: o.outboxMemoryBytes ?? DEFAULT_OUTBOX_MEMORY_BYTES, log: o.log });
   }
 
@@ -107,7 +123,12 @@ export class AgentSession {
       }
       if (closed.welcomedAt !== undefined && Date.now() - closed.welcomedAt >= (this.o.stableAfterMs ?? 30_000)) backoff.reset();
       const delayMs = Math.min(backoff.next(), this.backoffCapMs);
-      this.o.log.warn({ code: closed.code, http_status: closed.httpStatus, reason: closed.reason, retry_in_ms: delayMs }, 'disconnected from the control plane; reconnecting');
+      const url = this.urls[this.turn]!;
+      this.turn = (this.turn + 1) % this.urls.length;
+      this.o.log.warn({
+        url, code: closed.code, http_status: closed.httpStatus, reason: closed.reason, retry_in_ms: delayMs,
+        ...(this.urls.length > 1 ? { next_url: this.urls[this.turn] } : {}),
+      }, 'disconnected from the control plane; reconnecting');
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, delayMs);
         this.wake = () => { clearTimeout(timer); resolve(); };
@@ -183,8 +204,9 @@ export class AgentSession {
 
   private connectOnce(): Promise<Closed> {
     const { log } = this.o;
+    const url = this.urls[this.turn]!;
     return new Promise<Closed>((resolve) => {
-      const ws = new WebSocket(this.o.url, {
+      const ws = new WebSocket(url, {
         headers: { authorization: `Bearer ${this.o.token}` },
         handshakeTimeout: this.o.handshakeTimeoutMs ?? 15_000,
         // Larger frames close the socket (1009) before they are buffered whole.
@@ -256,7 +278,7 @@ export class AgentSession {
               ws.terminate();
             }
           }, heartbeatMs);
-          log.info({ agent_id: message.payload.agent_id, heartbeat_ms: heartbeatMs, abort_jobs: message.payload.abort_jobs.length }, 'connected to the control plane');
+          log.info({ url, agent_id: message.payload.agent_id, heartbeat_ms: heartbeatMs, abort_jobs: message.payload.abort_jobs.length }, 'connected to the control plane');
           this.serverAcks = message.payload.acks === true;
           this.backoffCapMs = Math.floor(message.payload.lease_ms / 4);
           this.o.onWelcome(message.payload);

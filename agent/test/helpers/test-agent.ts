@@ -44,7 +44,7 @@ export function assignPayload(jobId: string, sourceDir: string, destinationDir: 
 }
 
 /** An agent with short timings, a captured log, and fs-backed connectors. */
-export function testAgent(url: string, overrides: Partial<AgentOptions> = {}): { agent: Agent; log: LogLines } {
+export function testAgent(url: AgentOptions['url'], overrides: Partial<AgentOptions> = {}): { agent: Agent; log: LogLines } {
   const log = new LogLines();
   const agent = new Agent({
     url, token: TEST_TOKEN, version: '0.1.0-test', hostname: 'test-host', maxJobs: 2, drainTimeoutMs: 30_000,
