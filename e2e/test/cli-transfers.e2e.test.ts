@@ -196,7 +196,8 @@ test('watch: Ctrl-C only stops watching (exit 130), the job carries on; execute 
   expect(await stack.api.data('GET', `/transfers/${job.id}`)).toMatchObject({ status: 'queued' });
 
   const started = json(['transfers', 'execute', job.id, '--no-wait']);
-  expect(started).toMatchObject({ id: job.id, status: 'in-progress' });
+  // Execute makes it wait for an agent; the scheduler starts it right after.
+  expect(started).toMatchObject({ id: job.id, status: 'queued', queued_at: expect.any(String), queue_position: 1 });
   const watched = xfer(['transfers', 'watch', job.id, '--json']);
   expect(watched.status).toBe(0);
   expect(JSON.parse(watched.stdout)).toMatchObject({ id: job.id, status: 'completed', files_transferred: SMALL });

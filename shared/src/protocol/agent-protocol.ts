@@ -2,8 +2,7 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { isUtf8 } from 'node:buffer';
 import { Value } from '@sinclair/typebox/value';
 import { ConnectionSettings, ConnectionTypeName } from '../schemas/connections.js';
-import { StringEnum } from '../schemas/common.js';
-import { AgentLabel } from '../schemas/agents.js';
+import { AgentLabel, StringEnum } from '../schemas/common.js';
 import { ProtocolError } from './protocol-error.js';
 import { RelayForwarded, RelayServerToAgent } from './relay-protocol.js';
 

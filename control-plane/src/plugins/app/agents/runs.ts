@@ -206,7 +206,7 @@ export class AgentRuns {
 
   /**
    * Jobs the agent neither listed at hello nor reported on since: sent again if it never accepted
-   * them, failed if it did (it lost them, e.g. it restarted; a retry resumes them).
+   * them, taken over if it did (it lost them, e.g. it restarted: the next run resumes them).
    */
   async settle(session: AgentSession): Promise<void> {
     const ids = [...session.unconfirmed].filter((id) => session.jobs.has(id));
@@ -220,7 +220,7 @@ export class AgentRuns {
         await this.o.transfers.unassign(id, agentId, attempt);
         continue;
       }
-      await this.o.transfers.fail(id, attempt, `Agent ${session.agent.name} restarted and lost the job; retry the transfer to resume it`, { agent_id: new Types.ObjectId(agentId) });
+      await this.o.transfers.interrupt(id, attempt, `Agent ${session.agent.name} restarted and lost the run`, { agent_id: new Types.ObjectId(agentId) });
     }
     await this.o.events.emit('ready', session);
   }
@@ -260,7 +260,14 @@ export class AgentRuns {
         return;
       case 'job.failed':
         session.jobs.delete(id);
-        await withRetries(() => jobs.failed(id, agentId, attempt, report.payload));
+        // A run stopped for a reason that is not the job's (the agent shutting down, a relay that
+        // lost a side) is taken over and resumed elsewhere instead of failing the transfer.
+        if (report.payload.interrupted) {
+          const reason = `Agent ${session.agent.name} interrupted the run: ${report.payload.error}`;
+          await withRetries(() => jobs.interrupt(id, attempt, reason, { agent_id: new Types.ObjectId(agentId) }));
+        } else {
+          await withRetries(() => jobs.failed(id, agentId, attempt, report.payload));
+        }
         this.ack(session, [seq]);
         return;
       case 'job.cancelled':
@@ -275,8 +282,8 @@ export class AgentRuns {
   }
 
   /**
-   * Run by the dispatcher loop: stops runs the database no longer wants (cancelled, failed by the
-   * sweeper, deleted, retried; on any instance) and settles resyncs that got no pong.
+   * Run by the dispatcher loop: stops runs the database no longer wants (cancelled, taken over,
+   * failed, deleted, retried; on any instance) and settles resyncs that got no pong.
    */
   async reconcile(sessions: AgentSession[]): Promise<void> {
     const now = Date.now();
