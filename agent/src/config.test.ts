@@ -38,7 +38,7 @@ describe('agent config', () => {
     files['/etc/xfer/labels.json'] = JSON.stringify({ labels: ['pool-1', 'zone:b'] });
     expect(parse([...base, '--config', '/etc/xfer/labels.json']).labels).toEqual(['pool-1', 'zone:b']);
     expect(parse([...base, '--config', '/etc/xfer/labels.json', '--label', 'only']).labels).toEqual(['only']);
-    expect(() => parse([...base, '--label', '-bad'])).toThrow(new UsageError('labels are letters, digits and . _ : / = - (starting with a letter or digit, 64 at most), not "-bad" (--label, XFER_AGENT_LABELS or "labels")'));
+    expect(() => parse([...base, '--label=-bad'])).toThrow(new UsageError('labels are letters, digits and . _ : / = - (starting with a letter or digit, 64 at most), not "-bad" (--label, XFER_AGENT_LABELS or "labels")'));
     expect(() => parse([...base, '--label', 'x'.repeat(65)])).toThrow(/64 at most/);
     expect(() => parse(base, { XFER_AGENT_LABELS: Array.from({ length: 33 }, (_, i) => `l${i}`).join(',') })).toThrow(new UsageError('at most 32 labels (--label, XFER_AGENT_LABELS or "labels")'));
   });
