@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { AgentsService } from './agents.service.js';
 import { AgentHub } from './hub.js';
 import { AgentRequests } from './requests.js';
-import { Dispatcher } from './dispatch.js';
+import { Dispatcher, type RelayStarter } from './dispatch.js';
 
 export { AgentsService, agentNotFound, type AgentLoad, type StoredAgent } from './agents.service.js';
 export { effectiveSlots, poolsOf } from './eligibility.js';
@@ -44,8 +44,14 @@ function newInstanceId(): string {
  * `job_id` is the transfer's id. Code that speaks the protocol (runs.ts, dispatch.ts, session.ts)
  * says job; the transfers domain (plugins/app/transfers/) says transfer.
  */
-export default fp(
-  async (app) => {
+/** Options of the agents plugin (app.ts). */
+export interface AgentsPluginOptions {
+  /** Sets up relays (DispatcherOptions.relays); none: transfers no one agent serves are refused. */
+  relays?: RelayStarter;
+}
+
+export default fp<AgentsPluginOptions>(
+  async (app, opts) => {
     const { config } = app;
     const hub = new AgentHub({
       instanceId: newInstanceId(),
@@ -68,7 +74,7 @@ export default fp(
     });
     const agents = new AgentsService({ db: app.db, hub, dispatchPollMs: config.dispatchPollMs, slots: app.transfers.slots });
     const dispatcher = new Dispatcher({
-      db: app.db, hub, requests, agents, transfers: app.transfers, connections: app.connections,
+      db: app.db, hub, requests, agents, transfers: app.transfers, connections: app.connections, relays: opts.relays,
       dispatchPollMs: config.dispatchPollMs, leaseMs: config.jobLeaseMs, orphanTimeoutMs: config.jobOrphanTimeoutMs, log: app.log,
     });
     app.decorate('agents', agents);

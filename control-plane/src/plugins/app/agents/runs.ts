@@ -225,6 +225,11 @@ export class AgentRuns {
     await this.o.events.emit('ready', session);
   }
 
+  /** A run of the session ended, so a slot may be free: the next waiting transfer need not wait for the loop's next turn. */
+  private async slotFreed(session: AgentSession): Promise<void> {
+    await this.o.events.emit('ready', session);
+  }
+
   /** Applies a job report of the agent, in the order the agent sent them. */
   async report(session: AgentSession, report: JobReport): Promise<void> {
     const agentId = session.agent.id;
@@ -257,6 +262,7 @@ export class AgentRuns {
         session.jobs.delete(id);
         await withRetries(() => jobs.completed(id, agentId, attempt, report.payload));
         this.ack(session, [seq]);
+        await this.slotFreed(session);
         return;
       case 'job.failed':
         session.jobs.delete(id);
@@ -269,6 +275,7 @@ export class AgentRuns {
           await withRetries(() => jobs.failed(id, agentId, attempt, report.payload));
         }
         this.ack(session, [seq]);
+        await this.slotFreed(session);
         return;
       case 'job.cancelled':
         // Normally the answer to our job.cancel (the job is cancelled already and nothing changes);
@@ -276,6 +283,7 @@ export class AgentRuns {
         session.jobs.delete(id);
         await withRetries(() => jobs.fail(id, attempt, `Agent ${session.agent.name} stopped the job before it finished`, { agent_id: new Types.ObjectId(agentId) }));
         this.ack(session, [seq]);
+        await this.slotFreed(session);
         return;
     }
     if (!applied) this.stop(session, id);

@@ -45,28 +45,20 @@ const sameAgent = (a: { _id: Types.ObjectId }) => (b: { _id: Types.ObjectId }) =
 export class Scheduler {
   constructor(private readonly o: SchedulerOptions) {}
 
-  /** One pass: starts what the free slots of this instance's agents allow. Returns how many started. */
+  /**
+   * One pass: starts what the free slots of this instance's agents allow. Returns how many
+   * started. With nothing waiting it costs one read of each local account's queue head.
+   */
   async run(): Promise<number> {
-    const sessions = this.o.hub.openSessions();
-    if (sessions.length === 0) return 0;
-    const ids = sessions.map((s) => new Types.ObjectId(s.agent.id));
-    const docs = await this.o.db.agents.find({ _id: { $in: ids } }, { token_hash: 0 }).lean();
-    const held = await this.o.transfers.slots.held(ids);
-    const byAccount = new Map<string, LocalAgent[]>();
-    for (const doc of docs) {
-      const session = sessions.find((s) => s.agent.id === String(doc._id))!;
-      const limit = effectiveSlots(doc);
-      // Runs told to stop still occupy the agent until it reports their end: counting them keeps
-      // it from refusing a new run as busy.
-      const free = limit - held.get(String(doc._id))!.length - session.stopping.size;
-      if (free <= 0) continue;
-      const local = { facts: { ...doc, online: true } as AgentFacts, session, limit, free };
-      byAccount.set(String(doc.account_id), [...(byAccount.get(String(doc.account_id)) ?? []), local]);
-    }
+    const byAccount = new Map<string, AgentSession[]>();
+    for (const s of this.o.hub.openSessions()) byAccount.set(s.agent.accountId, [...(byAccount.get(s.agent.accountId) ?? []), s]);
     let started = 0;
-    for (const [accountId, local] of byAccount) {
+    for (const [accountId, sessions] of byAccount) {
       try {
-        started += await this.fill(accountId, local);
+        const head = await this.o.transfers.queue.page(accountId, null, PAGE);
+        if (head.length === 0) continue;
+        const local = await this.withFreeSlots(sessions);
+        if (local.length > 0) started += await this.fill(accountId, local, head);
       } catch (err) {
         this.o.log.warn({ err, accountId }, 'scheduling an account\'s waiting transfers failed; retrying on the next pass');
       }
@@ -74,16 +66,35 @@ export class Scheduler {
     return started;
   }
 
-  /** Walks one account's queue, oldest first, until its local agents' free slots are taken or the queue ends. */
-  private async fill(accountId: string, local: LocalAgent[]): Promise<number> {
+  /** Of these local agents (one account's), those with a free slot now, and how many. */
+  private async withFreeSlots(sessions: AgentSession[]): Promise<LocalAgent[]> {
+    const ids = sessions.map((s) => new Types.ObjectId(s.agent.id));
+    const docs = await this.o.db.agents.find({ _id: { $in: ids } }, { token_hash: 0 }).lean();
+    const held = await this.o.transfers.slots.held(ids);
+    const local: LocalAgent[] = [];
+    for (const doc of docs) {
+      const session = sessions.find((s) => s.agent.id === String(doc._id))!;
+      const limit = effectiveSlots(doc);
+      // Runs told to stop still occupy the agent until it reports their end: counting them keeps
+      // it from refusing a new run as busy.
+      const free = limit - held.get(String(doc._id))!.length - session.stopping.size;
+      if (free > 0) local.push({ facts: { ...doc, online: true } as AgentFacts, session, limit, free });
+    }
+    return local;
+  }
+
+  /**
+   * Walks one account's queue from `head`, oldest first, until its local agents' free slots are
+   * taken or the queue ends.
+   */
+  private async fill(accountId: string, local: LocalAgent[], head: QueueEntry[]): Promise<number> {
     const agents = await this.o.agents.factsOf(accountId);
     // Agents whose socket is here are online whatever their last session refresh says.
     for (const a of agents) if (local.some((l) => l.facts._id.equals(a._id))) a.online = true;
     const sourceRoom = new Map<string, number>();
     let started = 0;
-    let after: QueueEntry | null = null;
+    let page = head;
     for (;;) {
-      const page = await this.o.transfers.queue.page(accountId, after, PAGE);
       const connections = await this.connectionsOf(accountId, page);
       for (const entry of page) {
         const source = connections.get(String(entry.source_connection_id));
@@ -95,7 +106,7 @@ export class Scheduler {
         if (local.every((l) => l.free <= 0)) return started;
       }
       if (page.length < PAGE) return started;
-      after = page[page.length - 1]!;
+      page = await this.o.transfers.queue.page(accountId, page[page.length - 1]!, PAGE);
     }
   }
 
