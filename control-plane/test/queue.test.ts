@@ -189,6 +189,7 @@ test('cancel and delete of a waiting transfer: it leaves the queue, the ones beh
 test('a blocking execute waits in the queue, then for the run, and answers its end', async () => {
   const ctx = await setup(1);
   const [first] = await executeMany(ctx, 1);
+  expect((await ctx.client.next('job.assign')).payload.job_id).toBe(first);
   const second = await makeTransfer(app, ctx.key, ctx.src.id, ctx.dst.id);
   const pending = transferAction(app, ctx.key, second.id, 'execute');
   await eventually(async () => (await getTransfer(app, ctx.key, second.id)).queue_position === 1, 'second waits');
