@@ -2,7 +2,8 @@ import fp from 'fastify-plugin';
 import { TransfersService } from './transfers.service.js';
 
 export { TransfersService, runConnection, stateConflict, transferNotFound, type RunConnection } from './transfers.service.js';
-export { CATCH_UP_MS, type RunPlan, type StartOutcome, type StoredTransfer } from './transfer-states.js';
+export type { StoredTransfer } from './transfer-states.js';
+export { CATCH_UP_MS, type RunPlan, type StartOutcome } from './queue-states.js';
 export type { QueueEntry } from './queue.js';
 export type { AgentSlots, HeldSlot } from './slots.js';
 

@@ -1,6 +1,7 @@
 import type { Types } from 'mongoose';
 import type { AgentToServer, PayloadOf } from '@xfer/shared';
-import { TransferStates, oid, type Id, type StoredTransfer } from './transfer-states.js';
+import { oid, type Id, type StoredTransfer } from './transfer-states.js';
+import { TransferQueueStates } from './queue-states.js';
 
 type Counters = Pick<PayloadOf<typeof AgentToServer, 'job.completed'>,
   'files_total' | 'files_transferred' | 'files_skipped' | 'files_failed' | 'bytes_transferred'>;
@@ -17,7 +18,7 @@ function countersOf(p: Counters): Counters {
  * the run (agent, attempt) that sends it, as one conditional update, so a late or foreign report
  * changes nothing.
  */
-export class TransferReports extends TransferStates {
+export class TransferReports extends TransferQueueStates {
   /** Condition of a report from `agentId` about its run `attempt` of transfer `id`. */
   private running(id: Id, agentId: Id, attempt: number) {
     return { _id: oid(id), status: 'in-progress', agent_id: oid(agentId), attempt };
