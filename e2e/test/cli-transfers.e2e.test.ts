@@ -125,7 +125,9 @@ test('run --json: creates, starts and follows the job; exit 0, the completed Tra
 test('run without --json in a pipe: plain progress lines on stderr ending with the final state; the job on stdout', () => {
   const res = xfer(runArgs('/src', '/plain', ['--name', `plain ${run}`]), { env: { XFER_PROGRESS_INTERVAL_MS: '1' } });
   expect(res.status).toBe(0);
-  const progress = lines(res.stderr);
+  const [waiting, ...progress] = lines(res.stderr);
+  // Executed, the job first waits in the queue for an agent's free slot: said once.
+  expect(waiting).toMatch(/^Transfer [0-9a-f]{24} waits for an agent with a free slot \(queue position \d+\)$/);
   expect(progress.length).toBeGreaterThanOrEqual(2);
   for (const line of progress) expect(line).toMatch(new RegExp(`^plain ${run} \\[(queued|in-progress|completed)\\]`));
   expect(progress.at(-1)).toMatch(new RegExp(`^plain ${run} \\[completed\\] 100%: ${SMALL}/${SMALL} files, `));

@@ -206,7 +206,7 @@ export const ServerToAgent = {
   welcome: Type.Object({
     agent_id: Type.String(),
     heartbeat_ms: Type.Integer({ minimum: 100 }),
-    /** A job whose agent is silent this long is failed by the control plane. */
+    /** A job whose agent is silent this long is taken over by the control plane (another run resumes it elsewhere). */
     lease_ms: Type.Integer({ minimum: 100 }),
     /** Of `hello.running_jobs`, the ones the control plane no longer wants (cancelled, failed, deleted): abort them. */
     abort_jobs: Type.Array(Type.String({ maxLength: 64 })),
