@@ -7,7 +7,7 @@ import { AgentRequests } from './requests.js';
 import { Dispatcher, type RelayStarter } from './dispatch.js';
 
 export { AgentsService, agentNotFound, type AgentLoad, type StoredAgent } from './agents.service.js';
-export { effectiveSlots, poolsOf } from './eligibility.js';
+export { chooseRun, effectiveSlots, poolsOf, serves, type AgentFacts, type RunChoice } from './eligibility.js';
 export type { AgentHub } from './hub.js';
 export type { AgentRequests, AgentCall } from './requests.js';
 export type { Dispatcher, RelayStarter } from './dispatch.js';

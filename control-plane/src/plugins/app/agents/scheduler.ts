@@ -47,7 +47,8 @@ export class Scheduler {
 
   /**
    * One pass: starts what the free slots of this instance's agents allow. Returns how many
-   * started. With nothing waiting it costs one read of each local account's queue head.
+   * started. With nothing waiting it costs one read of each local account's queue head; with
+   * transfers waiting and no free slot, three small reads.
    */
   async run(): Promise<number> {
     const byAccount = new Map<string, AgentSession[]>();
@@ -55,10 +56,10 @@ export class Scheduler {
     let started = 0;
     for (const [accountId, sessions] of byAccount) {
       try {
-        const head = await this.o.transfers.queue.page(accountId, null, PAGE);
-        if (head.length === 0) continue;
+        // Cheap checks first: is anything waiting, does a local agent have a free slot.
+        if ((await this.o.transfers.queue.page(accountId, null, 1)).length === 0) continue;
         const local = await this.withFreeSlots(sessions);
-        if (local.length > 0) started += await this.fill(accountId, local, head);
+        if (local.length > 0) started += await this.fill(accountId, local);
       } catch (err) {
         this.o.log.warn({ err, accountId }, 'scheduling an account\'s waiting transfers failed; retrying on the next pass');
       }
@@ -83,17 +84,14 @@ export class Scheduler {
     return local;
   }
 
-  /**
-   * Walks one account's queue from `head`, oldest first, until its local agents' free slots are
-   * taken or the queue ends.
-   */
-  private async fill(accountId: string, local: LocalAgent[], head: QueueEntry[]): Promise<number> {
+  /** Walks one account's queue, oldest first, until its local agents' free slots are taken or the queue ends. */
+  private async fill(accountId: string, local: LocalAgent[]): Promise<number> {
     const agents = await this.o.agents.factsOf(accountId);
     // Agents whose socket is here are online whatever their last session refresh says.
     for (const a of agents) if (local.some((l) => l.facts._id.equals(a._id))) a.online = true;
     const sourceRoom = new Map<string, number>();
     let started = 0;
-    let page = head;
+    let page = await this.o.transfers.queue.page(accountId, null, PAGE);
     for (;;) {
       const connections = await this.connectionsOf(accountId, page);
       for (const entry of page) {
