@@ -91,7 +91,7 @@ test('a pool with agents on both instances: 30 transfers executed on both, each 
   expect(agents.every((g) => g.given.length > 0)).toBe(true);
   expect(await a.db.agentSlots.countDocuments({ account_id: new Types.ObjectId((await a.db.agents.findById(agents[0]!.id).lean())!.account_id) })).toBe(0);
   for (const g of agents) g.client.close();
-}, 60_000);
+}, 180_000);
 
 test('relays: destinations on both instances compete for one source agent\'s 2 slots, claimed exactly; each relayed attempt starts once', async () => {
   const { apiKey: key } = await createAccount(a);
@@ -113,4 +113,4 @@ test('relays: destinations on both instances compete for one source agent\'s 2 s
   for (const id of ids) expect(await getTransfer(a, key, id)).toMatchObject({ mode: 'relay', source_agent_id: source.id, attempts: 1 });
   await eventually(async () => (await a.db.agentSlots.countDocuments({ agent_id: new Types.ObjectId(source.id) })) === 0, 'source slots released');
   for (const g of [source, ...destinations]) g.client.close();
-}, 60_000);
+}, 180_000);
