@@ -17,7 +17,7 @@ import webhooksPlugin from './plugins/app/webhooks/index.js';
 import filesPlugin from './plugins/app/files/index.js';
 import connectionsPlugin from './plugins/app/connections/index.js';
 import transfersPlugin from './plugins/app/transfers/index.js';
-import agentsPlugin, { type RelayStarter } from './plugins/app/agents/index.js';
+import agentsPlugin from './plugins/app/agents/index.js';
 import metricsPlugin from './plugins/app/metrics/index.js';
 import metricsRoutes from './routes/metrics/index.js';
 import routes from './routes/index.js';
@@ -38,11 +38,6 @@ export type App = FastifyInstance;
 export interface BuildOptions {
   /** pino options, or false for no logs (tests). Defaults to JSON logs at config.logLevel. */
   logger?: boolean | Record<string, unknown>;
-  /**
-   * Sets up the forwarding of relayed runs (plugins/app/agents/dispatch.ts `RelayStarter`);
-   * without one, a transfer no one agent serves is refused (tests pass a fake).
-   */
-  relays?: RelayStarter;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -171,7 +166,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(filesPlugin);
   await app.register(connectionsPlugin);
   await app.register(transfersPlugin);
-  await app.register(agentsPlugin, { relays: options.relays });
+  await app.register(agentsPlugin);
   await app.register(routes, { prefix: '/api/v1' });
   await app.register(openapiRoutes, { prefix: '/api/v1' });
   await app.register(metricsRoutes);

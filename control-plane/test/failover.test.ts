@@ -74,8 +74,11 @@ test('an agent gone silent: after the lease its run is taken over by another poo
   }, 'completed on the survivor');
   expect(done).toMatchObject({ attempt: 2, attempts: 2, takeovers: 1, agent_id: survivor.id, queued_at: queuedAt, files_skipped: 3, error: null });
   expect(done.last_interruption).toMatchObject({ attempt: 1, agent_id: agents.find((a) => a.client === first.client)!.id, reason: expect.stringMatching(/stopped responding/) });
-  // One terminal event for the transfer, none for the interrupted run.
-  const events = (await app.db.outboxEvents.find({ 'data.id': job.id }).sort({ _id: 1 }).lean()).map((e) => [e.type, e.data.attempt]);
+  // One terminal event for the transfer, none for the interrupted run. (The end's event follows its change of state: wait for it.)
+  const events = await eventually(async () => {
+    const all = await app.db.outboxEvents.find({ 'data.id': job.id }).sort({ _id: 1 }).lean();
+    return all.length >= 3 && all.map((e) => [e.type, e.data.attempt]);
+  }, 'transfer.completed event');
   expect(events).toEqual([['transfer.started', 1], ['transfer.started', 2], ['transfer.completed', undefined]]);
   survivor.client.close();
 });

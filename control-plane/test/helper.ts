@@ -4,7 +4,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { LightMyRequestResponse } from 'fastify';
 import { buildApp, type App } from '../src/app.js';
-import type { RelayStarter } from '../src/plugins/app/agents/index.js';
 import { parseConfig, type Config } from '../src/config.js';
 import { bootstrapAccount } from '../src/plugins/app/access/bootstrap.js';
 import type { Plan } from '@xfer/shared';
@@ -21,7 +20,7 @@ import type { Plan } from '@xfer/shared';
  */
 const MASTER_KEY = randomBytes(32).toString('base64');
 
-export async function buildTestApp(overrides: Partial<Config> = {}, options: { dropDatabase?: boolean; relays?: RelayStarter } = {}): Promise<App> {
+export async function buildTestApp(overrides: Partial<Config> = {}, options: { dropDatabase?: boolean } = {}): Promise<App> {
   const uri = process.env.MONGODB_URI;
   if (!uri) throw new Error('MONGODB_URI is not set: run tests through `npm test` (it starts the database)');
   const dataDir = mkdtempSync(join(tmpdir(), 'xfer-test-'));
@@ -32,7 +31,7 @@ export async function buildTestApp(overrides: Partial<Config> = {}, options: { d
     XFER_MASTER_KEY: MASTER_KEY,
     XFER_LOG_LEVEL: 'silent',
   });
-  const app = await buildApp({ ...config, ...overrides }, { logger: false, relays: options.relays });
+  const app = await buildApp({ ...config, ...overrides }, { logger: false });
   app.addHook('onClose', async () => {
     // A second instance on the database of another (overrides.databaseName) leaves it to that one.
     if (options.dropDatabase ?? !overrides.databaseName) await app.dbConnection.dropDatabase().catch(() => {});

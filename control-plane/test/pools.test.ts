@@ -29,10 +29,12 @@ let plain: App;
 
 beforeAll(async () => {
   const settings = { dispatchPollMs: 50, agentHeartbeatMs: 200, jobLeaseMs: 2_000 };
-  app = await buildTestApp(settings, { relays });
+  app = await buildTestApp(settings);
+  app.dispatcher.relayWith(relays);
   await app.listen({ host: '127.0.0.1', port: 0 });
   // Without a RelayStarter: this control plane cannot relay.
   plain = await buildTestApp(settings);
+  plain.dispatcher.relayWith(null);
   await plain.listen({ host: '127.0.0.1', port: 0 });
 });
 afterAll(async () => {

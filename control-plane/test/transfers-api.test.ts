@@ -14,6 +14,8 @@ let s3: { id: string; name: string };
 
 beforeAll(async () => {
   app = await buildTestApp({ dispatchPollMs: 50 });
+  // This control plane does not relay: connections pinned to two agents are refused (pools.test.ts has relays).
+  app.dispatcher.relayWith(null);
   await app.listen({ host: '127.0.0.1', port: 0 });
   owner = await createAccount(app);
   stranger = await createAccount(app);

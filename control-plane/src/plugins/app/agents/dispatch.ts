@@ -42,7 +42,11 @@ export interface DispatcherOptions {
   transfers: TransfersService;
   /** Opens the connections of a job, only when it is sent. */
   connections: ConnectionsService;
-  /** Relays (plugins/app/relay/); without one, a transfer no one agent serves is never relayed. */
+  /**
+   * Relays (plugins/app/relay/); without one, a transfer no one agent serves is never relayed.
+   * The relay domain is built after the gateway (it needs the hub): it hands its starter over with
+   * `Dispatcher.relayWith` instead.
+   */
   relays?: RelayStarter;
   dispatchPollMs: number;
   leaseMs: number;
@@ -69,6 +73,7 @@ export class Dispatcher {
   private readonly sweepEveryMs: number;
   private readonly orphanEveryMs: number;
   private readonly scheduler: Scheduler;
+  private relayStarter: RelayStarter | null;
   private lastRenew = 0;
   private lastSweep = 0;
   private lastOrphanSweep = 0;
@@ -86,17 +91,26 @@ export class Dispatcher {
     this.sweepEveryMs = Math.max(o.dispatchPollMs, Math.min(1_000, Math.floor(o.leaseMs / 4)));
     // The orphan clock is read ten times per timeout (at most every 10 s): a transfer fails within a tenth of it late.
     this.orphanEveryMs = Math.max(this.sweepEveryMs, Math.min(10_000, Math.floor(o.orphanTimeoutMs / 10)));
+    this.relayStarter = o.relays ?? null;
     this.scheduler = new Scheduler({
-      db: o.db, hub: o.hub, agents: o.agents, transfers: o.transfers, relays: !!o.relays, orphanTimeoutMs: o.orphanTimeoutMs, log: o.log,
+      db: o.db, hub: o.hub, agents: o.agents, transfers: o.transfers, relays: () => this.relays, orphanTimeoutMs: o.orphanTimeoutMs, log: o.log,
     });
     this.loop = new Loop(() => this.tick(), o.dispatchPollMs, (err) => o.log.warn({ err }, 'coordination loop failed'));
     o.hub.on('ready', () => this.wake());
     o.requests.on('queued', () => this.wake());
   }
 
-  /** This control plane relays transfers that no one agent serves (it was given a RelayStarter). */
+  /** This control plane relays transfers that no one agent serves (it has a RelayStarter). */
   get relays(): boolean {
-    return !!this.o.relays;
+    return this.relayStarter !== null;
+  }
+
+  /**
+   * Sets the RelayStarter (the relay domain, once built; null: relay nothing). From the next
+   * scheduling pass on, transfers no one agent serves are relayed (or, with null, refused).
+   */
+  relayWith(starter: RelayStarter | null): void {
+    this.relayStarter = starter;
   }
 
   /** Runs the coordination loop now: the in-process shortcut after a change made here. */
@@ -167,7 +181,8 @@ export class Dispatcher {
     const session = hub.get(agentId);
     if (!session) return transfers.unassign(id, agentId, job.attempt);
     const relayed = job.mode === 'relay';
-    if (relayed && !this.o.relays) {
+    const starter = this.relayStarter;
+    if (relayed && !starter) {
       await transfers.interrupt(job._id, job.attempt, 'This control plane cannot relay', { agent_id: job.agent_id });
       return;
     }
@@ -197,7 +212,7 @@ export class Dispatcher {
     }
     if (relayed) {
       try {
-        await this.o.relays!.start(job, session);
+        await starter!.start(job, session);
       } catch (err) {
         this.o.log.warn({ err, jobId: id }, 'a relay could not start: its run is taken over');
         await transfers.interrupt(job._id, job.attempt, `The relay could not start: ${(err as Error).message}`, { agent_id: job.agent_id });

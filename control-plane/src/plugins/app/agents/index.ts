@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { AgentsService } from './agents.service.js';
 import { AgentHub } from './hub.js';
 import { AgentRequests } from './requests.js';
-import { Dispatcher, type RelayStarter } from './dispatch.js';
+import { Dispatcher } from './dispatch.js';
 
 export { AgentsService, agentNotFound, type AgentLoad, type StoredAgent } from './agents.service.js';
 export { chooseRun, effectiveSlots, poolsOf, serves, type AgentFacts, type RunChoice } from './eligibility.js';
@@ -21,7 +21,10 @@ declare module 'fastify' {
     agentHub: AgentHub;
     /** Request/answer round trips with agents (`ping`, `connection.test`). */
     agentRequests: AgentRequests;
-    /** The coordination loop: `wake()` after a change made here; `stopping` aborts at shutdown; `relays` says whether it relays. */
+    /**
+     * The coordination loop: `wake()` after a change made here; `stopping` aborts at shutdown;
+     * `relayWith()` takes the relay domain's RelayStarter, and `relays` says whether it has one.
+     */
     dispatcher: Dispatcher;
   }
 }
@@ -44,14 +47,8 @@ function newInstanceId(): string {
  * `job_id` is the transfer's id. Code that speaks the protocol (runs.ts, dispatch.ts, session.ts)
  * says job; the transfers domain (plugins/app/transfers/) says transfer.
  */
-/** Options of the agents plugin (app.ts). */
-export interface AgentsPluginOptions {
-  /** Sets up relays (DispatcherOptions.relays); none: transfers no one agent serves are refused. */
-  relays?: RelayStarter;
-}
-
-export default fp<AgentsPluginOptions>(
-  async (app, opts) => {
+export default fp(
+  async (app) => {
     const { config } = app;
     const hub = new AgentHub({
       instanceId: newInstanceId(),
@@ -74,7 +71,7 @@ export default fp<AgentsPluginOptions>(
     });
     const agents = new AgentsService({ db: app.db, hub, dispatchPollMs: config.dispatchPollMs, slots: app.transfers.slots });
     const dispatcher = new Dispatcher({
-      db: app.db, hub, requests, agents, transfers: app.transfers, connections: app.connections, relays: opts.relays,
+      db: app.db, hub, requests, agents, transfers: app.transfers, connections: app.connections,
       dispatchPollMs: config.dispatchPollMs, leaseMs: config.jobLeaseMs, orphanTimeoutMs: config.jobOrphanTimeoutMs, log: app.log,
     });
     app.decorate('agents', agents);

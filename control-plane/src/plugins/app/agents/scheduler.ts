@@ -13,8 +13,8 @@ export interface SchedulerOptions {
   hub: AgentHub;
   agents: AgentsService;
   transfers: TransfersService;
-  /** This control plane can relay (the dispatcher was given a RelayStarter). */
-  relays: boolean;
+  /** Whether this control plane relays now (the dispatcher has a RelayStarter). */
+  relays: () => boolean;
   /** A waiting transfer no agent could run fails after this long (XFER_JOB_ORPHAN_TIMEOUT). */
   orphanTimeoutMs: number;
   log: FastifyBaseLogger;
@@ -99,7 +99,7 @@ export class Scheduler {
         const destination = connections.get(String(entry.destination_connection_id));
         // A deleted connection: the orphan sweep fails the transfer.
         if (!source || !destination) continue;
-        const choice = chooseRun(source, destination, agents, this.o.relays);
+        const choice = chooseRun(source, destination, agents, this.o.relays());
         if (await this.tryStart(entry, choice, local, sourceRoom)) started++;
         if (local.every((l) => l.free <= 0)) return started;
       }
@@ -198,7 +198,7 @@ export class Scheduler {
           if (await transfers.failWaiting(entry, `The ${which} connection ${id} of this transfer was deleted; it cannot run`)) failed++;
           continue;
         }
-        const choice = chooseRun(source, destination, agents, this.o.relays);
+        const choice = chooseRun(source, destination, agents, this.o.relays());
         if (choice.mode !== null) {
           if (entry.orphaned_since) await transfers.queue.setOrphanedSince(entry._id, entry.attempt, null);
           continue;

@@ -78,6 +78,16 @@ export class MetricsService {
     // Node's process metrics (CPU, memory, event-loop lag, GC, handles), prefixed by prom-client.
     collectDefaultMetrics({ register: this.registry });
     const { db } = o;
+    // The queue holds one entry per transfer waiting for an agent (models/transfer-queue.model.ts):
+    // counting it costs what waits, never the history.
+    new Gauge({
+      name: 'xfer_transfer_queue_depth',
+      help: 'Transfers waiting for an agent with a free slot (executed, or taken over), all instances',
+      registers: [this.registry],
+      async collect() {
+        this.set(await db.transferQueue.countDocuments({}));
+      },
+    });
     // Collected at scrape time, one count per active status over the { status, lease.expires_at }
     // index (models/transfer.model.ts): the cost grows with the jobs queued or running, never
     // with the history of finished ones (those are the counters above).
@@ -89,16 +99,6 @@ export class MetricsService {
       async collect() {
         const counts = await Promise.all(ACTIVE_STATUSES.map((status) => db.transfers.countDocuments({ status })));
         ACTIVE_STATUSES.forEach((status, i) => this.set({ status }, counts[i]!));
-      },
-    });
-    // The queue holds one entry per transfer waiting for an agent (models/transfer-queue.model.ts):
-    // counting it costs what waits, never the history.
-    new Gauge({
-      name: 'xfer_transfer_queue_depth',
-      help: 'Transfers waiting for an agent with a free slot (executed, or taken over), all instances',
-      registers: [this.registry],
-      async collect() {
-        this.set(await db.transferQueue.countDocuments({}));
       },
     });
     const online = () => this.agentsOnline();
