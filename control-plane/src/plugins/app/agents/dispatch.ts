@@ -212,6 +212,8 @@ export class Dispatcher {
     }
     if (relayed) {
       try {
+        // In the same turn as the send (no await between): the destination may grant credit as
+        // soon as it reads the assign, and the relay must be registered by then.
         await starter!.start(job, session);
       } catch (err) {
         this.o.log.warn({ err, jobId: id }, 'a relay could not start: its run is taken over');
