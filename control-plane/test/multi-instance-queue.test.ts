@@ -116,3 +116,49 @@ test('relays: destinations on both instances compete for one source agent\'s 2 s
   await eventually(async () => (await a.db.agentSlots.countDocuments({ agent_id: new Types.ObjectId(source.id) })) === 0, 'source slots released');
   for (const g of [source, ...destinations]) g.client.close();
 }, 180_000);
+
+test('a relay waiting for both its agents gets its source agent\'s next free slot before younger direct transfers there', async () => {
+  const { apiKey: key } = await createAccount(a);
+  // S (on A) serves both ends of the direct transfers and the source of the relayed one; D (on B)
+  // its destination, busy at first with another relay (from T).
+  const s = await makeAgent(a, key, { labels: ['mixed-src'] });
+  const t = await makeAgent(a, key, { labels: ['other-src'] });
+  const d = await makeAgent(a, key, { labels: ['mixed-dst'] });
+  const { client: sc } = await ProtocolClient.connect(a, s.token, { connector_types: ['sftp', 's3'], relay: true, max_jobs: 1 });
+  const { client: tc } = await ProtocolClient.connect(b, t.token, { connector_types: ['sftp'], relay: true, max_jobs: 1 });
+  const { client: dc } = await ProtocolClient.connect(b, d.token, { connector_types: ['s3'], relay: true, max_jobs: 1 });
+  const fromS = await makeConnection(a, key, 'sftp', { agent_pool: 'mixed-src' });
+  const fromT = await makeConnection(a, key, 'sftp', { agent_pool: 'other-src' });
+  const toS = await makeConnection(a, key, 's3', { agent_id: s.id });
+  const toD = await makeConnection(a, key, 's3', { agent_pool: 'mixed-dst' });
+  const run = async (from: string, to: string) => {
+    const job = await makeTransfer(a, key, from, to);
+    expect((await transferAction(a, key, job.id, 'execute', '?wait=false')).statusCode).toBe(202);
+    return job.id;
+  };
+  const done = (client: ProtocolClient, id: string) => {
+    client.send('job.accepted', { job_id: id });
+    client.send('job.completed', { job_id: id, ...counters(1, 1, 1) });
+  };
+  const busyD = await run(fromT.id, toD.id);
+  expect((await dc.next('job.assign')).payload.job_id).toBe(busyD);
+  const first = await run(fromS.id, toS.id);
+  expect((await sc.next('job.assign')).payload.job_id).toBe(first);
+  const relayed = await run(fromS.id, toD.id);
+  const younger = [await run(fromS.id, toS.id), await run(fromS.id, toS.id)];
+
+  // S's slot frees while D is still busy: it is held back for the relay, the oldest transfer that may use it.
+  done(sc, first);
+  await eventually(async () => (await getTransfer(a, key, first)).status === 'completed', 'first completed');
+  await new Promise((r) => setTimeout(r, 400));
+  expect(sc.all('job.assign').map((m) => m.payload.job_id)).toEqual([first]);
+  expect(await getTransfer(a, key, younger[0]!)).toMatchObject({ status: 'queued', queue_position: 2 });
+
+  // D frees: the relay starts with S as its source; the younger ones wait for S again.
+  done(dc, busyD);
+  expect((await dc.next('job.assign')).payload).toMatchObject({ job_id: relayed, relay: { source_type: 'sftp' } });
+  expect(await getTransfer(a, key, relayed)).toMatchObject({ mode: 'relay', source_agent_id: s.id, agent_id: d.id });
+  done(dc, relayed);
+  expect((await sc.next('job.assign')).payload.job_id).toBe(younger[0]);
+  for (const c of [sc, tc, dc]) c.close();
+}, 180_000);

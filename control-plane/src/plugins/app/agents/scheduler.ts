@@ -89,7 +89,7 @@ export class Scheduler {
     const agents = await this.o.agents.factsOf(accountId);
     // Agents whose socket is here are online whatever their last session refresh says.
     for (const a of agents) if (local.some((l) => l.facts._id.equals(a._id))) a.online = true;
-    const sourceRoom = new Map<string, number>();
+    const remoteRoom = new Map<string, number>();
     let started = 0;
     let page = await this.o.transfers.queue.page(accountId, null, PAGE);
     for (;;) {
@@ -100,7 +100,7 @@ export class Scheduler {
         // A deleted connection: the orphan sweep fails the transfer.
         if (!source || !destination) continue;
         const choice = chooseRun(source, destination, agents, this.o.relays());
-        if (await this.tryStart(entry, choice, local, sourceRoom)) started++;
+        if (await this.tryStart(entry, choice, local, remoteRoom)) started++;
         if (local.every((l) => l.free <= 0)) return started;
       }
       if (page.length < PAGE) return started;
@@ -117,7 +117,7 @@ export class Scheduler {
   }
 
   /** Starts `entry` on a local agent with a free slot that `choice` allows; false when none can take it now. */
-  private async tryStart(entry: QueueEntry, choice: RunChoice, local: LocalAgent[], sourceRoom: Map<string, number>): Promise<boolean> {
+  private async tryStart(entry: QueueEntry, choice: RunChoice, local: LocalAgent[], remoteRoom: Map<string, number>): Promise<boolean> {
     const instanceId = this.o.hub.instanceId;
     const mostFree = (a: LocalAgent, b: LocalAgent) => b.free - a.free;
     if (choice.mode === 'direct') {
@@ -134,44 +134,57 @@ export class Scheduler {
     }
     if (choice.mode !== 'relay') return false;
     const destinations = local.filter((l) => l.free > 0 && choice.destinations.some(sameAgent(l.facts))).sort(mostFree);
-    if (destinations.length === 0) return false;
-    const sources = await this.withRoom(choice.sources, local, sourceRoom);
+    const sources = destinations.length > 0 ? await this.withRoom(choice.sources, local, remoteRoom) : [];
     for (const destination of destinations) {
       for (const source of sources) {
         const sourceId = String(source._id);
-        if ((sourceRoom.get(sourceId) ?? 0) <= 0 || source._id.equals(destination.facts._id)) continue;
+        const asLocal = local.find((l) => l.facts._id.equals(source._id));
+        if ((asLocal ? asLocal.free : remoteRoom.get(sourceId)!) <= 0 || source._id.equals(destination.facts._id)) continue;
         const result = await this.o.transfers.startWaiting(entry, {
           mode: 'relay', agent: { id: String(destination.facts._id), limit: destination.limit }, source: { id: sourceId, limit: effectiveSlots(source) },
         }, instanceId);
         if (result.outcome === 'started') {
           destination.free--;
-          sourceRoom.set(sourceId, sourceRoom.get(sourceId)! - 1);
-          const asLocal = local.find((l) => l.facts._id.equals(source._id));
           if (asLocal) asLocal.free--;
+          else remoteRoom.set(sourceId, remoteRoom.get(sourceId)! - 1);
           return true;
         }
         if (result.outcome === 'gone') return false;
-        if (result.outcome === 'source-busy') sourceRoom.set(sourceId, 0);
+        if (result.outcome === 'source-busy') {
+          if (asLocal) asLocal.free = 0;
+          else remoteRoom.set(sourceId, 0);
+        }
         if (result.outcome === 'busy') {
           destination.free = 0;
           break;
         }
       }
     }
+    // Not started in this pass (its other side is busy, or held by another instance): a local
+    // agent that could play either side holds a slot back for it, as the oldest transfer that may
+    // use it, instead of giving it to a younger one. Otherwise a relay could wait forever behind
+    // direct work on busy agents. The instance holding the destination starts it once both sides
+    // have room (held-back slots are not claimed, so they are room to that instance).
+    for (const side of [choice.sources, choice.destinations]) {
+      const mine = local.filter((l) => l.free > 0 && side.some(sameAgent(l.facts))).sort(mostFree)[0];
+      if (mine) mine.free--;
+    }
     return false;
   }
 
-  /** Relay sources with a free slot, most free first; what each has free is read once per pass. */
-  private async withRoom(sources: AgentFacts[], local: LocalAgent[], room: Map<string, number>): Promise<AgentFacts[]> {
-    const unknown = sources.filter((s) => !room.has(String(s._id)));
+  /**
+   * Relay sources with a free slot, most free first: a local agent's free slots as this pass
+   * counts them, another instance's agent's as read once per pass (`remoteRoom`).
+   */
+  private async withRoom(sources: AgentFacts[], local: LocalAgent[], remoteRoom: Map<string, number>): Promise<AgentFacts[]> {
+    const localFree = (a: AgentFacts) => local.find((l) => l.facts._id.equals(a._id))?.free;
+    const unknown = sources.filter((s) => localFree(s) === undefined && !remoteRoom.has(String(s._id)));
     if (unknown.length > 0) {
       const held = await this.o.transfers.slots.held(unknown.map((s) => s._id));
-      for (const s of unknown) {
-        const asLocal = local.find((l) => l.facts._id.equals(s._id));
-        room.set(String(s._id), asLocal ? asLocal.free : effectiveSlots(s) - held.get(String(s._id))!.length);
-      }
+      for (const s of unknown) remoteRoom.set(String(s._id), effectiveSlots(s) - held.get(String(s._id))!.length);
     }
-    return sources.filter((s) => room.get(String(s._id))! > 0).sort((a, b) => room.get(String(b._id))! - room.get(String(a._id))!);
+    const room = (a: AgentFacts) => localFree(a) ?? remoteRoom.get(String(a._id))!;
+    return sources.filter((s) => room(s) > 0).sort((a, b) => room(b) - room(a));
   }
 
   /**
