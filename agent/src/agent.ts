@@ -22,6 +22,8 @@ export interface AgentOptions {
   version: string;
   hostname: string;
   maxJobs: number;
+  /** Pools the operator put the agent in (`--label`), announced in `hello.labels`. */
+  labels?: string[];
   /** How long a SIGTERM lets running jobs finish before aborting them. */
   drainTimeoutMs: number;
   log: Logger;
@@ -78,6 +80,7 @@ export class Agent {
       hello: () => ({
         version: o.version, hostname: o.hostname, connector_types: this.connectors.types(),
         running_jobs: this.runner.runningJobIds(), max_jobs: o.maxJobs,
+        ...(o.labels && o.labels.length > 0 ? { labels: o.labels } : {}),
       }),
       onWelcome: (welcome) => this.welcome(welcome),
       onMessage: (message) => this.handle(message),

@@ -12,7 +12,7 @@ describe('agent config', () => {
   test('flags, with defaults for the rest', () => {
     expect(parse(['--url', 'http://127.0.0.1:8080/api/v1', '--token', TOKEN])).toEqual({
       urls: ['http://127.0.0.1:8080/api/v1'], connectUrls: ['ws://127.0.0.1:8080/api/v1/agents/connect'], token: TOKEN,
-      maxJobs: DEFAULT_MAX_JOBS, logLevel: 'info', drainTimeoutMs: DEFAULT_DRAIN_TIMEOUT_MS, configFile: null,
+      maxJobs: DEFAULT_MAX_JOBS, labels: [], logLevel: 'info', drainTimeoutMs: DEFAULT_DRAIN_TIMEOUT_MS, configFile: null,
       stateDir: null, outboxMemoryBytes: DEFAULT_OUTBOX_MEMORY_BYTES,
       // Closed by default: no local directory; no host list (the guard's default rules apply).
       allowRoots: [], allowHosts: [], denyHosts: [],
@@ -29,6 +29,18 @@ describe('agent config', () => {
     expect(parse([...base, '--config', '/etc/xfer/metrics.json'])).toMatchObject({ metricsPort: 9467 });
     expect(() => parse([...base, '--metrics-port', '70000'])).toThrow(new UsageError('--metrics-port must be an integer from 0 to 65535'));
     expect(() => parse([...base, '--metrics-host', '0.0.0.0'])).toThrow(new UsageError('--metrics-host needs --metrics-port'));
+  });
+
+  test('--label: repeatable or comma-separated, from flags, the environment or the file; each a valid label, 32 at most', () => {
+    const base = ['--url', 'http://h', '--token', TOKEN];
+    expect(parse([...base, '--label', 'eu-west', '--label', 'dc=fra1,gpu', '--label', 'eu-west']).labels).toEqual(['eu-west', 'dc=fra1', 'gpu']);
+    expect(parse(base, { XFER_AGENT_LABELS: 'a, b' }).labels).toEqual(['a', 'b']);
+    files['/etc/xfer/labels.json'] = JSON.stringify({ labels: ['pool-1', 'zone:b'] });
+    expect(parse([...base, '--config', '/etc/xfer/labels.json']).labels).toEqual(['pool-1', 'zone:b']);
+    expect(parse([...base, '--config', '/etc/xfer/labels.json', '--label', 'only']).labels).toEqual(['only']);
+    expect(() => parse([...base, '--label=-bad'])).toThrow(new UsageError('labels are letters, digits and . _ : / = - (starting with a letter or digit, 64 at most), not "-bad" (--label, XFER_AGENT_LABELS or "labels")'));
+    expect(() => parse([...base, '--label', 'x'.repeat(65)])).toThrow(/64 at most/);
+    expect(() => parse(base, { XFER_AGENT_LABELS: Array.from({ length: 33 }, (_, i) => `l${i}`).join(',') })).toThrow(new UsageError('at most 32 labels (--label, XFER_AGENT_LABELS or "labels")'));
   });
 
   test('flags beat the environment, which beats the config file', () => {

@@ -1,5 +1,6 @@
 import { isAbsolute } from 'node:path';
 import { parseArgs } from 'node:util';
+import { AgentLabel } from '@xfer/shared';
 import { parseHostList } from './connectors/network-guard.js';
 
 /** Typed configuration of `xfer-agent start`, parsed once by the binary (docs/agent.md). */
@@ -13,6 +14,8 @@ export interface AgentConfig {
   connectUrls: string[];
   token: string;
   maxJobs: number;
+  /** Pools the operator puts the agent in (`--label`, repeatable), sent in `hello.labels`. */
+  labels: string[];
   logLevel: LogLevel;
   drainTimeoutMs: number;
   /**
@@ -54,6 +57,7 @@ const SETTINGS = {
   url: { flag: 'url', env: 'XFER_AGENT_URL', key: 'url' },
   token: { flag: 'token', env: 'XFER_AGENT_TOKEN', key: 'token' },
   maxJobs: { flag: 'max-jobs', env: 'XFER_AGENT_MAX_JOBS', key: 'max_jobs' },
+  labels: { flag: 'label', env: 'XFER_AGENT_LABELS', key: 'labels' },
   logLevel: { flag: 'log-level', env: 'XFER_LOG_LEVEL', key: 'log_level' },
   drainTimeoutMs: { flag: 'drain-timeout-ms', env: 'XFER_AGENT_DRAIN_TIMEOUT_MS', key: 'drain_timeout_ms' },
   stateDir: { flag: 'state-dir', env: 'XFER_AGENT_STATE_DIR', key: 'state_dir' },
@@ -68,6 +72,9 @@ const SETTINGS = {
 const FILE_KEYS = new Set(Object.values(SETTINGS).map((s) => s.key));
 
 export const DEFAULT_MAX_JOBS = 4;
+/** Most labels an agent announces (the protocol's bound on `hello.labels`). */
+export const MAX_LABELS = 32;
+const LABEL = new RegExp(AgentLabel.pattern!);
 export const DEFAULT_DRAIN_TIMEOUT_MS = 30_000;
 export const DEFAULT_OUTBOX_MEMORY_BYTES = 8 * 1024 * 1024;
 
@@ -88,11 +95,11 @@ export interface ParseInput {
 
 /**
  * Flags > environment > config file (`--config FILE` or `XFER_AGENT_CONFIG`, JSON with the keys
- * `url`, `token`, `max_jobs`, `log_level`, `drain_timeout_ms`, `allow_roots`, `allow_hosts`,
+ * `url`, `token`, `max_jobs`, `labels`, `log_level`, `drain_timeout_ms`, `allow_roots`, `allow_hosts`,
  * `deny_hosts`, `metrics_port`, `metrics_host`). Lists are comma-separated in flags and variables, JSON arrays (or a
  * comma-separated string) in the file; the first source that sets a list wins whole (lists are not
- * merged across sources). `url` is a list (several control-plane instances), and `--url` may also
- * be repeated. Every problem is a UsageError naming the flag, variable or key.
+ * merged across sources). `url` is a list (several control-plane instances); `--url` and `--label`
+ * may also be repeated. Every problem is a UsageError naming the flag, variable or key.
  */
 export function parseAgentConfig(input: ParseInput): AgentConfig {
   let parsed;
@@ -103,7 +110,7 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
       allowPositionals: false,
       options: {
         url: { type: 'string', multiple: true }, token: { type: 'string' }, config: { type: 'string' },
-        'max-jobs': { type: 'string' }, 'log-level': { type: 'string' }, 'drain-timeout-ms': { type: 'string' },
+        'max-jobs': { type: 'string' }, label: { type: 'string', multiple: true }, 'log-level': { type: 'string' }, 'drain-timeout-ms': { type: 'string' },
         'state-dir': { type: 'string' }, 'outbox-memory-bytes': { type: 'string' },
         'allow-roots': { type: 'string' }, 'allow-hosts': { type: 'string' }, 'deny-hosts': { type: 'string' },
         'metrics-port': { type: 'string' }, 'metrics-host': { type: 'string' },
@@ -159,6 +166,13 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
     return entries;
   };
 
+  const labels = [...new Set(list(SETTINGS.labels))];
+  const badLabel = labels.find((l) => l.length > 64 || !LABEL.test(l));
+  if (badLabel !== undefined) {
+    throw new UsageError(`labels are letters, digits and . _ : / = - (starting with a letter or digit, 64 at most), not "${badLabel}" (--label, XFER_AGENT_LABELS or "labels")`);
+  }
+  if (labels.length > MAX_LABELS) throw new UsageError(`at most ${MAX_LABELS} labels (--label, XFER_AGENT_LABELS or "labels")`);
+
   const urls = list(SETTINGS.url);
   if (urls.length === 0) throw new UsageError('the control plane URL is required: --url, XFER_AGENT_URL or "url" in the config file');
   const connectUrls = urls.map((url) => connectUrl(url));
@@ -177,6 +191,7 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
     connectUrls: distinct.map((i) => connectUrls[i]!),
     token,
     maxJobs: int(SETTINGS.maxJobs, DEFAULT_MAX_JOBS, 1, 1000),
+    labels,
     logLevel: logLevel as LogLevel,
     drainTimeoutMs: int(SETTINGS.drainTimeoutMs, DEFAULT_DRAIN_TIMEOUT_MS, 0, 24 * 3600 * 1000),
     stateDir: stateDir(str(SETTINGS.stateDir), input.env),

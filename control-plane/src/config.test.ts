@@ -21,6 +21,18 @@ describe('agent and dispatch settings', () => {
       .toThrow(new ConfigError('XFER_JOB_LEASE_MS must be at least twice XFER_AGENT_HEARTBEAT_MS'));
     expect(() => parseConfig({ XFER_DISPATCH_POLL_MS: 'soon' })).toThrow(/^XFER_DISPATCH_POLL_MS must be an integer/);
   });
+
+  test('XFER_JOB_ORPHAN_TIMEOUT: 10 minutes by default; milliseconds or a number with a unit; XFER_JOB_MAX_TAKEOVERS: 5 by default, 0 turns takeovers off', () => {
+    expect(parseConfig({})).toMatchObject({ jobOrphanTimeoutMs: 600_000, jobMaxTakeovers: 5 });
+    for (const [raw, ms] of [['1500', 1500], ['250ms', 250], ['90s', 90_000], ['10m', 600_000], ['2h', 7_200_000]] as const) {
+      expect(parseConfig({ XFER_JOB_ORPHAN_TIMEOUT: raw }).jobOrphanTimeoutMs).toBe(ms);
+    }
+    expect(parseConfig({ XFER_JOB_MAX_TAKEOVERS: '0' }).jobMaxTakeovers).toBe(0);
+    for (const bad of ['soon', '10 m', '-5s', '1.5m', '50', '8d']) {
+      expect(() => parseConfig({ XFER_JOB_ORPHAN_TIMEOUT: bad })).toThrow(/^XFER_JOB_ORPHAN_TIMEOUT must be a duration between 100 ms and 168 h/);
+    }
+    expect(() => parseConfig({ XFER_JOB_MAX_TAKEOVERS: '-1' })).toThrow(/^XFER_JOB_MAX_TAKEOVERS must be an integer between 0 and 1000/);
+  });
 });
 
 describe('malware scanner settings', () => {

@@ -43,6 +43,13 @@ export interface Config {
   agentHelloTimeoutMs: number;
   /** A running job whose agent is out of contact this long is failed (sent to agents as `lease_ms`). */
   jobLeaseMs: number;
+  /**
+   * A transfer waiting for an agent (after execute, or taken over) while no agent that could run
+   * it is online fails after this long (`XFER_JOB_ORPHAN_TIMEOUT`).
+   */
+  jobOrphanTimeoutMs: number;
+  /** Automatic takeovers of one transfer's runs before it fails instead (`XFER_JOB_MAX_TAKEOVERS`). */
+  jobMaxTakeovers: number;
   /** Interval of the coordination loop: dispatch, cancels, agent requests, session refresh, revocations. */
   dispatchPollMs: number;
   /** How long `POST /connections/:id/test` and `POST /agents/:id/test` wait for the agent. */
@@ -144,6 +151,20 @@ function int(env: Env, name: string, fallback: number, min: number, max: number)
   const value = Number(raw);
   if (!Number.isInteger(value) || value < min || value > max) {
     throw new ConfigError(`${name} must be an integer between ${min} and ${max} (got "${raw}")`);
+  }
+  return value;
+}
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3600_000 };
+
+/** A duration: milliseconds as a bare integer, or an integer with a unit (`500ms`, `90s`, `10m`, `1h`). */
+function duration(env: Env, name: string, fallbackMs: number, minMs: number, maxMs: number): number {
+  const raw = env[name]?.trim();
+  if (raw === undefined || raw === '') return fallbackMs;
+  const m = /^(\d+)(ms|s|m|h)?$/.exec(raw);
+  const value = m ? Number(m[1]) * DURATION_UNITS[m[2] ?? 'ms']! : NaN;
+  if (!Number.isSafeInteger(value) || value < minMs || value > maxMs) {
+    throw new ConfigError(`${name} must be a duration between ${minMs} ms and ${maxMs / 3600_000} h: milliseconds, or a number with ms, s, m or h (got "${raw}")`);
   }
   return value;
 }
@@ -338,6 +359,8 @@ export function parseConfig(env: Env): Config {
     agentHeartbeatMs,
     agentHelloTimeoutMs: int(env, 'XFER_AGENT_HELLO_TIMEOUT_MS', 5_000, 100, 120_000),
     jobLeaseMs,
+    jobOrphanTimeoutMs: duration(env, 'XFER_JOB_ORPHAN_TIMEOUT', 600_000, 100, 7 * 24 * 3600_000),
+    jobMaxTakeovers: int(env, 'XFER_JOB_MAX_TAKEOVERS', 5, 0, 1000),
     dispatchPollMs: int(env, 'XFER_DISPATCH_POLL_MS', 500, 10, 10_000),
     agentRequestTimeoutMs: int(env, 'XFER_AGENT_REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
     fileStore: parseFileStore(env, dataDir),

@@ -28,7 +28,10 @@ async function createAgent(body: Record<string, unknown> = {}, token = owner.api
 
 const getAgent = (id: string, token = owner.apiKey) => app.inject({ method: 'GET', url: `/api/v1/agents/${id}`, headers: auth(token) });
 
-const AGENT_FIELDS = ['connector_types', 'created_at', 'hostname', 'id', 'labels', 'last_seen_at', 'name', 'running_jobs', 'status', 'version'];
+const AGENT_FIELDS = [
+  'agent_labels', 'agent_max_jobs', 'connector_types', 'created_at', 'hostname', 'id', 'labels', 'last_seen_at', 'max_jobs', 'name', 'pools',
+  'relay', 'running_jobs', 'slots', 'status', 'version',
+];
 
 describe('POST /agents', () => {
   test('creates an agent and shows its agt_ token once, stored only as its SHA-256', async () => {
@@ -40,7 +43,8 @@ describe('POST /agents', () => {
     expect(Object.keys(body.data).sort()).toEqual([...AGENT_FIELDS, 'token'].sort());
     expect(body.data).toMatchObject({
       name, labels: ['eu-west', 'dc=fra1'], status: 'offline', last_seen_at: null, version: null, hostname: null,
-      connector_types: [], running_jobs: [],
+      connector_types: [], running_jobs: [], agent_labels: [], pools: ['eu-west', 'dc=fra1'], max_jobs: null, agent_max_jobs: null,
+      slots: { total: 0, running: 0, free: 0 }, relay: false,
     });
     expect(body.data.token).toMatch(/^agt_[A-Za-z0-9_-]{43}$/);
 

@@ -54,7 +54,7 @@ async function create(type: ConnectionType, extra: Record<string, unknown> = {},
   return res.json().data;
 }
 
-const RESPONSE_FIELDS = ['agent_id', 'created_at', 'has_credentials', 'host', 'id', 'name', 'options', 'path', 'port', 'type', 'updated_at'];
+const RESPONSE_FIELDS = ['agent_id', 'agent_pool', 'created_at', 'has_credentials', 'host', 'id', 'name', 'options', 'path', 'port', 'type', 'updated_at'];
 
 describe('POST /connections', () => {
   test.each(CONNECTION_TYPES.map((t) => [t]))('creates a %s connection with its required fields and default port', async (type) => {

@@ -162,6 +162,9 @@ const DOORS: Record<string, Door> = {
   'PUT /api/v1/connections/:id': { mintsNothing: 'as POST /connections' },
   'DELETE /api/v1/connections/:id': { mintsNothing: 'removes' },
   'POST /api/v1/connections/:id/test': { mintsNothing: 'a reachability test' },
+  'PUT /api/v1/agents/:id': {
+    mintsNothing: 'an agent\'s name, labels and job limit; no token. A pool is a scheduling choice, not a trust boundary (an agent\'s operator joins pools with --label): credentials bound to one machine name agent_id',
+  },
   'DELETE /api/v1/agents/:id': { mintsNothing: 'revokes an agent token' },
   'POST /api/v1/agents/:id/test': { mintsNothing: 'a ping' },
   'POST /api/v1/transfers': { mintsNothing: 'a job over connections of the account' },

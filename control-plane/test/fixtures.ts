@@ -30,8 +30,8 @@ export async function makeConnection(app: App, apiKey: string, type: keyof typeo
   return created<{ id: string; name: string; type: string }>(res, 'connection');
 }
 
-export async function makeAgent(app: App, apiKey: string) {
-  const res = await app.inject({ method: 'POST', url: '/api/v1/agents', headers: auth(apiKey), payload: { name: uniqueName('agent') } });
+export async function makeAgent(app: App, apiKey: string, extra: Record<string, unknown> = {}) {
+  const res = await app.inject({ method: 'POST', url: '/api/v1/agents', headers: auth(apiKey), payload: { name: uniqueName('agent'), ...extra } });
   return created<{ id: string; name: string; token: string }>(res, 'agent');
 }
 
@@ -67,3 +67,14 @@ export function sealFormat1(key: Buffer, value: unknown): Sealed {
   const data = Buffer.concat([cipher.update(JSON.stringify(value), 'utf8'), cipher.final()]);
   return { kid: new Vault([key]).activeKid, iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64'), data: data.toString('base64') };
 }
+
+/** `PUT /agents/:id`. */
+export const updateAgent = (app: App, apiKey: string, id: string, payload: Record<string, unknown>) =>
+  app.inject({ method: 'PUT', url: `/api/v1/agents/${id}`, headers: auth(apiKey), payload });
+
+/** `GET /agents/:id`'s data. */
+export const getAgent = async (app: App, apiKey: string, id: string) => {
+  const res = await app.inject({ method: 'GET', url: `/api/v1/agents/${id}`, headers: auth(apiKey) });
+  if (res.statusCode !== 200) throw new Error(`get agent: ${res.statusCode} ${res.body}`);
+  return res.json().data as Record<string, unknown> & { slots: { total: number; running: number; free: number } };
+};

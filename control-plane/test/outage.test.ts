@@ -102,13 +102,13 @@ test('a lease that ran out while no instance was up is counted again from the st
     const again = await ProtocolClient.connect(second, f.agent.token, { acks: true, running_jobs: [back.job.id] });
     again.client.send('job.completed', { job_id: back.job.id, seq: 1, ...counters(1, 1, 1) });
     await eventually(async () => (await getTransfer(second, f.key, back.job.id)).status === 'completed', 'the job of the agent that came back completes');
-    // The job whose agent never comes back fails, but only after the new instance has been up a whole lease.
-    const failed = await eventually(async () => {
+    // The run whose agent never comes back is taken over, but only after the new instance has been up a whole lease.
+    const takenOver = await eventually(async () => {
       const j = await getTransfer(second, f.key, lost.job.id);
-      return j.status === 'failed' && j;
-    }, 'the job of the agent that never came back fails');
+      return j.attempt === 2 && j;
+    }, 'the run of the agent that never came back is taken over');
     expect(Date.now() - startedAt).toBeGreaterThanOrEqual(LEASE_MS - 100);
-    expect(failed.error).toMatch(/stopped responding/);
+    expect(takenOver.last_interruption).toMatchObject({ attempt: 1, reason: expect.stringMatching(/stopped responding/) });
     again.client.close();
   } finally {
     await second.close();

@@ -52,6 +52,7 @@ const FIXTURES: Record<string, { create: () => Promise<string>; body?: Record<st
       const res = await app.inject({ method: 'POST', url: '/api/v1/agents', headers: auth(owner.apiKey), payload: { name: `a-${new Types.ObjectId()}` } });
       return res.json().data.id;
     },
+    body: { max_jobs: 1 },
   },
   '/api/v1/transfers/': {
     create: async () => {

@@ -14,6 +14,8 @@ let s3: { id: string; name: string };
 
 beforeAll(async () => {
   app = await buildTestApp({ dispatchPollMs: 50 });
+  // This control plane does not relay: connections pinned to two agents are refused (pools.test.ts has relays).
+  app.dispatcher.relayWith(null);
   await app.listen({ host: '127.0.0.1', port: 0 });
   owner = await createAccount(app);
   stranger = await createAccount(app);
@@ -27,9 +29,9 @@ const post = (payload: Record<string, unknown>, token = owner.apiKey) =>
 const valid = () => ({ name: uniqueName('job'), sourceConnectionId: sftp.id, sourcePath: '/in', destinationConnectionId: s3.id, destinationPath: '/out' });
 
 const FIELDS = [
-  'agent_id', 'attempt', 'bytes_transferred', 'completed_at', 'created_at', 'destinationConnectionId', 'destinationPath', 'error',
-  'files_failed', 'files_skipped', 'files_total', 'files_transferred', 'id', 'name', 'options', 'sourceConnectionId', 'sourcePath',
-  'started_at', 'status', 'updated_at',
+  'agent_id', 'attempt', 'attempts', 'bytes_transferred', 'completed_at', 'created_at', 'destinationConnectionId', 'destinationPath', 'error',
+  'files_failed', 'files_skipped', 'files_total', 'files_transferred', 'id', 'last_interruption', 'mode', 'name', 'options',
+  'queue_position', 'queued_at', 'sourceConnectionId', 'sourcePath', 'source_agent_id', 'started_at', 'status', 'takeovers', 'updated_at',
 ];
 
 describe('POST /transfers', () => {
@@ -44,6 +46,7 @@ describe('POST /transfers', () => {
       options: { overwrite: 'if_changed', verify: 'checksum', concurrency: 8 }, status: 'queued', attempt: 1,
       files_total: 0, files_transferred: 0, files_skipped: 0, files_failed: 0, bytes_transferred: 0,
       started_at: null, completed_at: null, error: null, agent_id: null,
+      mode: null, source_agent_id: null, attempts: 1, queued_at: null, queue_position: null, takeovers: 0, last_interruption: null,
     });
     const audit = await app.db.auditEvents.findOne({ action: 'transfer.create', 'resource.id': data.id }).lean();
     expect(audit).toMatchObject({ outcome: 'success', actor: { type: 'api_key' } });
@@ -146,7 +149,8 @@ describe('state rules without an agent', () => {
     const src = await makeConnection(app, owner.apiKey, 'sftp', { agent_id: a.id });
     const dst = await makeConnection(app, owner.apiKey, 's3', { agent_id: b.id });
     const job = await makeTransfer(app, owner.apiKey, src.id, dst.id);
-    expectError(await transferAction(app, owner.apiKey, job.id, 'execute'), 409, /transfers between two agents are not supported yet/);
+    expectError(await transferAction(app, owner.apiKey, job.id, 'execute'), 409,
+      `Connection '${src.name}' is served by agent '${a.name}' and connection '${dst.name}' by agent '${b.name}': no agent serves both ends and relays are unavailable; let one agent serve both (agent_id or agent_pool)`);
     expect((await getTransfer(app, owner.apiKey, job.id)).status).toBe('queued');
   });
 

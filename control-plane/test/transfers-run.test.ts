@@ -46,10 +46,12 @@ describe('a job on an agent', () => {
     const ctx = await setup();
     const res = await transferAction(app, ctx.key, ctx.job.id, 'execute', '?wait=false');
     expect(res.statusCode).toBe(202);
-    expect(res.json().data).toMatchObject({ id: ctx.job.id, status: 'in-progress', agent_id: ctx.agent.id, attempt: 1 });
-    expect(res.json().data.started_at).not.toBeNull();
+    // Execute makes it wait for an agent; the scheduler starts it on the agent's free slot.
+    expect(res.json().data).toMatchObject({ id: ctx.job.id, status: 'queued', agent_id: null, attempt: 1, attempts: 1, queue_position: 1, mode: null });
+    expect(res.json().data.queued_at).not.toBeNull();
 
     const assign = (await ctx.client.next('job.assign')).payload;
+    expect(await getTransfer(app, ctx.key, ctx.job.id)).toMatchObject({ status: 'in-progress', agent_id: ctx.agent.id, mode: 'direct', queue_position: null });
     expect(assign).toMatchObject({
       job_id: ctx.job.id, attempt: 1, resume: false, source_path: '/in', destination_path: '/out',
       options: { overwrite: 'if_changed', verify: 'checksum', concurrency: 8 },
@@ -193,7 +195,7 @@ describe('a job on an agent', () => {
     await transferAction(app, ctx.key, ctx.job.id, 'cancel');
     await ctx.client.next('job.cancel');
     await transferAction(app, ctx.key, ctx.job.id, 'retry');
-    expect((await transferAction(app, ctx.key, ctx.job.id, 'execute', '?wait=false')).json().data).toMatchObject({ status: 'in-progress', attempt: 2 });
+    expect((await transferAction(app, ctx.key, ctx.job.id, 'execute', '?wait=false')).json().data).toMatchObject({ status: 'queued', attempt: 2 });
     // The old run's last reports: nothing of them may touch attempt 2.
     ctx.client.send('job.progress', { job_id: ctx.job.id, ...counters(5, 5, 50), listing_done: true, files: files(0, 1) });
     ctx.client.send('job.cancelled', { job_id: ctx.job.id, ...counters(5, 5, 50) });
@@ -256,18 +258,23 @@ describe('a job on an agent', () => {
     }
   });
 
-  test('an agent that goes silent loses its job when the lease expires, with a clear error', async () => {
+  test('an agent that goes silent: when the lease expires its run is taken over, the transfer waits again as attempt 2, saying why', async () => {
     const ctx = await setup();
     await startAndAssign(ctx);
     ctx.client.ws.terminate();
-    const failed = await eventually(async () => {
+    const waiting = await eventually(async () => {
       const j = await getTransfer(app, ctx.key, ctx.job.id);
-      return j.status === 'failed' && j;
-    }, 'job failed by the sweeper');
-    expect(failed.error).toMatch(new RegExp(`^Agent ${ctx.agent.name} stopped responding; the job was failed after \\d+ s without contact$`));
-    // The event is written right after the job's change of state (two writes): wait for it.
-    const event = await eventually(() => app.db.outboxEvents.findOne({ type: 'transfer.failed', 'data.id': ctx.job.id }).lean(), 'transfer.failed event');
-    expect(event.data.error).toBe(failed.error);
+      return j.status === 'queued' && j;
+    }, 'run taken over by the sweeper');
+    expect(waiting).toMatchObject({ attempt: 2, attempts: 2, takeovers: 1, agent_id: null, error: null, queue_position: 1 });
+    expect(waiting.queued_at).toBe((await app.db.transfers.findById(ctx.job.id).lean())!.queued_at!.toISOString());
+    expect(waiting.last_interruption).toEqual({
+      attempt: 1, agent_id: ctx.agent.id, reason: expect.stringMatching(new RegExp(`^Agent ${ctx.agent.name} stopped responding \\(\\d+ s without contact\\)$`)), at: expect.any(String),
+    });
+    // Nothing terminal: no transfer.failed event; its slot was released.
+    expect(await app.db.outboxEvents.countDocuments({ type: 'transfer.failed', 'data.id': ctx.job.id })).toBe(0);
+    expect(await app.db.agentSlots.countDocuments({ job_id: new Types.ObjectId(ctx.job.id) })).toBe(0);
+    await transferAction(app, ctx.key, ctx.job.id, 'cancel');
   });
 
   test('while the agent stays connected, its job\'s lease is renewed', async () => {
@@ -301,7 +308,7 @@ describe('a job on an agent', () => {
     client.close();
   });
 
-  test('reconnect after a restart: an accepted job the agent no longer runs fails; one never accepted is sent again', async () => {
+  test('reconnect after a restart: an accepted job the agent no longer runs is taken over (attempt 2, resume); one never accepted is sent again', async () => {
     const ctx = await setup();
     await startAndAssign(ctx);
     const second = await makeTransfer(app, ctx.key, ctx.src.id, ctx.dst.id);
@@ -314,10 +321,10 @@ describe('a job on an agent', () => {
     expect(welcome.abort_jobs).toEqual([]);
     // The resync ping: its pong tells the control plane that no held report is still coming.
     client.send('pong', { request_id: (await client.next('ping')).payload.request_id });
-    const resent = await client.next('job.assign');
-    expect(resent.payload).toMatchObject({ job_id: second.id, attempt: 1 });
+    const assigns = [(await client.next('job.assign')).payload, (await client.next('job.assign')).payload];
+    expect(assigns.map((a) => [a.job_id, a.attempt, a.resume]).sort()).toEqual([[ctx.job.id, 2, true], [second.id, 1, false]].sort());
     expect(await getTransfer(app, ctx.key, ctx.job.id)).toMatchObject({
-      status: 'failed', error: `Agent ${ctx.agent.name} restarted and lost the job; retry the transfer to resume it`,
+      status: 'in-progress', attempt: 2, takeovers: 1, last_interruption: { attempt: 1, reason: `Agent ${ctx.agent.name} restarted and lost the run` },
     });
     client.close();
   });
@@ -372,15 +379,15 @@ describe('a job on an agent', () => {
     expect(await getTransfer(app, ctx.key, ctx.job.id)).toMatchObject({ status: 'failed', error: `Agent ${ctx.agent.name} was revoked while the job was running` });
   });
 
-  test('the agent with the fewest running jobs gets the next job', async () => {
+  test('the agent with the most free slots gets the next job', async () => {
     const ctx = await setup();
     await startAndAssign(ctx);
     const idle = await makeAgent(app, ctx.key);
     const { client } = await ProtocolClient.connect(app, idle.token);
     const next = await makeTransfer(app, ctx.key, ctx.src.id, ctx.dst.id);
-    const res = await transferAction(app, ctx.key, next.id, 'execute', '?wait=false');
-    expect(res.json().data.agent_id).toBe(idle.id);
+    await transferAction(app, ctx.key, next.id, 'execute', '?wait=false');
     expect((await client.next('job.assign')).payload.job_id).toBe(next.id);
+    expect((await getTransfer(app, ctx.key, next.id)).agent_id).toBe(idle.id);
     client.close();
     ctx.client.close();
   });

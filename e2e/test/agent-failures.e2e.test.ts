@@ -1,17 +1,20 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { stopProc } from '../src/stack.js';
-import { sftpAndS3Suite, waitFor } from './support/stack-helpers.js';
+import { sftpAndS3Suite, unfinished, waitFor } from './support/stack-helpers.js';
 import { digestBucket, digestDir, openUploads, treeDiff, writeRandomFile, writeTree, type Digests } from './support/trees.js';
 
 /**
  * What happens when things go wrong, with the real binaries: cancel mid-run leaves no partial
- * object or file; an agent killed with SIGKILL loses its job after the lease, and a retry on a
- * restarted agent copies only what was missing; a revoked agent is cut off at once and cannot
- * come back; a wrong token never connects.
+ * object or file; with automatic takeovers off (XFER_JOB_MAX_TAKEOVERS=0; takeovers are
+ * queue-failover.e2e.test.ts's), an agent killed with SIGKILL loses its job after the lease, and
+ * a retry on a restarted agent copies only what was missing; a revoked agent is cut off at once
+ * and cannot come back; a wrong token never connects.
  */
 const LEASE_MS = 4000;
-const suite = sftpAndS3Suite('e2e-fail', { XFER_JOB_LEASE_MS: String(LEASE_MS), XFER_AGENT_HEARTBEAT_MS: '500', XFER_DISPATCH_POLL_MS: '100' });
+const suite = sftpAndS3Suite('e2e-fail', {
+  XFER_JOB_LEASE_MS: String(LEASE_MS), XFER_AGENT_HEARTBEAT_MS: '500', XFER_DISPATCH_POLL_MS: '100', XFER_JOB_MAX_TAKEOVERS: '0',
+});
 const { ids, bucket, sftpRoot, chownToSftpUser } = suite;
 
 const job = (id: string) => suite.stack.api.data('GET', `/transfers/${id}`);
@@ -28,7 +31,7 @@ describe('cancel mid-run', () => {
     const agent = await suite.stack.startAgent('cancel-agent-1');
     const expected: Digests = new Map([['big/huge.bin', await writeRandomFile(join(sftpRoot, 'cancel-src', 'big', 'huge.bin'), 400 * 1024 * 1024)]]);
     const id = await startTransfer('cancel up', ids.sftp, '/cancel-src', ids.s3, '/cancel-dst', { concurrency: 1 });
-    await waitFor('bytes moving', () => job(id), (j) => j.bytes_transferred > 0 || j.status !== 'in-progress');
+    await waitFor('bytes moving', () => job(id), (j) => j.bytes_transferred > 0 || !unfinished(j));
     const cancelled = await suite.stack.api.call('POST', `/transfers/${id}/cancel`);
     expect(cancelled.status).toBe(200);
     expect(cancelled.body.data.status).toBe('cancelled');
@@ -54,7 +57,7 @@ describe('cancel mid-run', () => {
     expect(seed.body.success).toBe(true);
 
     const id = await startTransfer('cancel down', ids.s3, '/seed', ids.sftp, '/cancel-back', { concurrency: 1 });
-    await waitFor('bytes moving', () => job(id), (j) => j.bytes_transferred > 0 || j.status !== 'in-progress');
+    await waitFor('bytes moving', () => job(id), (j) => j.bytes_transferred > 0 || !unfinished(j));
     expect((await suite.stack.api.call('POST', `/transfers/${id}/cancel`)).status).toBe(200);
     await waitFor('destination clean', async () => (await digestDir(join(sftpRoot, 'cancel-back'))).files, (files) => files.size === 0, 20_000);
     await stopProc(agent.proc);
@@ -62,22 +65,22 @@ describe('cancel mid-run', () => {
   }, 180_000);
 });
 
-test('kill -9 of the agent: the job fails after the lease with a clear error; retry on a restarted agent copies only what was missing', async () => {
+test('takeovers off, kill -9 of the agent: the job fails after the lease with a clear error; retry on a restarted agent copies only what was missing', async () => {
   const expected = await writeTree(join(sftpRoot, 'kill-src'), { count: 300, bigBytes: 120 * 1024 * 1024 });
   chownToSftpUser();
   const agent = await suite.stack.startAgent('kill-agent');
   const id = await startTransfer('killed', ids.sftp, '/kill-src', ids.s3, '/kill-dst', { concurrency: 4 });
-  const before = await waitFor('some files copied', () => job(id), (j) => j.files_transferred >= 20 || j.status !== 'in-progress');
+  const before = await waitFor('some files copied', () => job(id), (j) => j.files_transferred >= 20 || !unfinished(j));
   expect(before.status).toBe('in-progress');
   agent.proc.child.kill('SIGKILL');
   const killedAt = Date.now();
 
-  const failed = await waitFor('the lease to expire', () => job(id), (j) => j.status !== 'in-progress', LEASE_MS * 5);
+  const failed = await waitFor('the lease to expire', () => job(id), (j) => !unfinished(j), LEASE_MS * 5);
   expect(failed.status).toBe('failed');
   // The lease runs from when the agent was last heard from, which may be a heartbeat or two before
   // the kill (a busy agent's heartbeats can lag), so the time since the kill is only bounded loosely;
   // the silence the server counted must be the whole lease.
-  const silence = /stopped responding; the job was failed after (\d+) s without contact/.exec(failed.error);
+  const silence = /^Agent kill-agent stopped responding \((\d+) s without contact\); automatic takeovers are off \(XFER_JOB_MAX_TAKEOVERS=0\)$/.exec(failed.error);
   expect(silence).not.toBeNull();
   expect(Number(silence![1])).toBeGreaterThanOrEqual(LEASE_MS / 1000);
   expect(Date.now() - killedAt).toBeGreaterThanOrEqual(LEASE_MS / 2);

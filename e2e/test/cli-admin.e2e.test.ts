@@ -160,7 +160,7 @@ test('webhooks: a private URL is exit 2 with the server message; a given secret 
   expect(statuses).toEqual([2, 2, 2, 4]);
 }, 60_000);
 
-test('agents: create shows the token once, list shows it offline, test of an offline agent is exit 6 (503 after retries), delete', async () => {
+test('agents: create shows the token once, list shows it offline, update, test of an offline agent is exit 6 (503 after retries), delete', async () => {
   const name = `cli agent ${run}`;
   const human = await xfer(['agents', 'create', '--name', `${name} human`]);
   expect(human.status).toBe(0);
@@ -175,7 +175,13 @@ test('agents: create shows the token once, list shows it offline, test of an off
   expect(await json(['agents', 'get', created.id])).toEqual(await stack.api.data('GET', `/agents/${created.id}`));
   expect((await json<any[]>(['agents', 'list', '--all'])).find((a) => a.id === created.id)).toEqual(agent);
   const table = await xfer(['agents', 'list', '--limit', '1000']);
-  expect(table.stdout).toMatch(new RegExp(`^${created.id} +${name} +offline +eu-west,dc=fra1 +- +- +0 +-$`, 'm'));
+  expect(table.stdout).toMatch(new RegExp(`^${created.id} +${name} +offline +eu-west,dc=fra1 +0/0 +- +- +0 +-$`, 'm'));
+
+  // update: only the flags given; --label replaces the account's labels; --clear-* sends null / [].
+  expect(await json(['agents', 'update', created.id, '--max-jobs', '2', '--label', 'gpu'])).toMatchObject({ id: created.id, max_jobs: 2, labels: ['gpu'], pools: ['gpu'] });
+  expect(await json(['agents', 'update', created.id, '--clear-max-jobs', '--clear-labels'])).toMatchObject({ max_jobs: null, labels: [], pools: [] });
+  expect((await fails(['agents', 'update', created.id])).status).toBe(2);
+  expect((await fails(['agents', 'update', created.id, '--name', `${name} human`])).status).toBe(5);
 
   const api = await stack.api.call('POST', `/agents/${created.id}/test`);
   expect(api.status).toBe(503);

@@ -77,7 +77,7 @@ test('list --all follows every page and equals what the API lists; without --all
   const table = xfer(['connections', 'list', '--type', 'nfs', '--limit', '1000']);
   expect(table.status).toBe(0);
   const lines = table.stdout.trim().split('\n');
-  expect(lines[0]).toMatch(/^ID +NAME +TYPE +HOST +PORT +PATH +AGENT_ID$/);
+  expect(lines[0]).toMatch(/^ID +NAME +TYPE +HOST +PORT +PATH +AGENT_ID +AGENT_POOL$/);
   expect(lines.filter((l) => l.includes(`nfs ${run}`))).toHaveLength(5);
   // Paged with --all: one header and every row, each page written as it arrives (the widths are
   // set by the first page, so compare cells rather than spacing).

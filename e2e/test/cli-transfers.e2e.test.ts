@@ -125,7 +125,9 @@ test('run --json: creates, starts and follows the job; exit 0, the completed Tra
 test('run without --json in a pipe: plain progress lines on stderr ending with the final state; the job on stdout', () => {
   const res = xfer(runArgs('/src', '/plain', ['--name', `plain ${run}`]), { env: { XFER_PROGRESS_INTERVAL_MS: '1' } });
   expect(res.status).toBe(0);
-  const progress = lines(res.stderr);
+  const [waiting, ...progress] = lines(res.stderr);
+  // Executed, the job first waits in the queue for an agent's free slot: said once.
+  expect(waiting).toMatch(/^Transfer [0-9a-f]{24} waits for an agent with a free slot \(queue position \d+\)$/);
   expect(progress.length).toBeGreaterThanOrEqual(2);
   for (const line of progress) expect(line).toMatch(new RegExp(`^plain ${run} \\[(queued|in-progress|completed)\\]`));
   expect(progress.at(-1)).toMatch(new RegExp(`^plain ${run} \\[completed\\] 100%: ${SMALL}/${SMALL} files, `));
@@ -196,7 +198,8 @@ test('watch: Ctrl-C only stops watching (exit 130), the job carries on; execute 
   expect(await stack.api.data('GET', `/transfers/${job.id}`)).toMatchObject({ status: 'queued' });
 
   const started = json(['transfers', 'execute', job.id, '--no-wait']);
-  expect(started).toMatchObject({ id: job.id, status: 'in-progress' });
+  // Execute makes it wait for an agent; the scheduler starts it right after.
+  expect(started).toMatchObject({ id: job.id, status: 'queued', queued_at: expect.any(String), queue_position: 1 });
   const watched = xfer(['transfers', 'watch', job.id, '--json']);
   expect(watched.status).toBe(0);
   expect(JSON.parse(watched.stdout)).toMatchObject({ id: job.id, status: 'completed', files_transferred: SMALL });

@@ -2,15 +2,16 @@ import { chmodSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HeadObjectCommand } from '@aws-sdk/client-s3';
 import { stopProc } from '../src/stack.js';
-import { sftpAndS3Suite, waitFor } from './support/stack-helpers.js';
+import { sftpAndS3Suite, unfinished, waitFor } from './support/stack-helpers.js';
 import { digestBucket, digestDir, openUploads, sha256, treeDiff, writeTree, type Digests } from './support/trees.js';
 
 /**
  * A run after the first resumes from the per-file results the control plane stored (issue 14):
- * with the real binaries, a job killed mid-run (kill -9 of the agent) and retried on a new agent
- * process copies none of the files attempt 1 recorded verified again, redoes the half-written
- * one, leaves no open multipart upload; and a retry follows `overwrite`: a same-size file at the
- * destination that no attempt wrote is replaced under `always`.
+ * with the real binaries, a job killed mid-run (kill -9 of the agent) is taken over once the
+ * lease expires, waits for an agent, and its next run on a new agent process copies none of the
+ * files attempt 1 recorded verified again, redoes the half-written one, leaves no open multipart
+ * upload; and a retry follows `overwrite`: a same-size file at the destination that no attempt
+ * wrote is replaced under `always`.
  */
 const LEASE_MS = 4000;
 const suite = sftpAndS3Suite('e2e-resume', { XFER_JOB_LEASE_MS: String(LEASE_MS), XFER_AGENT_HEARTBEAT_MS: '500', XFER_DISPATCH_POLL_MS: '100' });
@@ -38,7 +39,7 @@ async function head(prefix: string, path: string): Promise<string> {
   return `${h.LastModified?.toISOString()} ${h.ETag}`;
 }
 
-test('kill -9 mid-run, retry on a new agent: files attempt 1 verified are not copied again, the half-written one is redone, no open multipart upload', async () => {
+test('kill -9 mid-run, taken over on a new agent process: files attempt 1 verified are not copied again, the half-written one is redone, no open multipart upload', async () => {
   const expected: Digests = await writeTree(join(sftpRoot, 'kill-src'), { count: 400, bigBytes: 300 * 1024 * 1024 });
   chownToSftpUser();
   const agent = await suite.stack.startAgent('resume-kill');
@@ -49,12 +50,13 @@ test('kill -9 mid-run, retry on a new agent: files attempt 1 verified are not co
   expect((await suite.stack.api.call('POST', `/transfers/${id}/execute?wait=false`)).status).toBe(202);
   // Killed while some files are recorded copied and the big file is a multipart upload under way.
   const before = await waitFor('files copied and a multipart upload open', async () => ({ job: await job(id), uploads: await openUploads(suite.s3, bucket) }),
-    (s) => (s.job.files_transferred >= 20 && s.uploads > 0) || s.job.status !== 'in-progress', 180_000);
+    (s) => (s.job.files_transferred >= 20 && s.uploads > 0) || !unfinished(s.job), 180_000);
   expect(before.job.status).toBe('in-progress');
   agent.proc.child.kill('SIGKILL');
   await agent.proc.exited;
   expect(await openUploads(suite.s3, bucket)).toBeGreaterThan(0);
-  expect((await waitFor('the lease to expire', () => job(id), (j) => j.status !== 'in-progress', LEASE_MS * 10)).status).toBe('failed');
+  // The lease expires: the run is taken over; with no agent online, the transfer waits as attempt 2.
+  expect(await waitFor('the lease to expire', () => job(id), (j) => j.status !== 'in-progress', LEASE_MS * 10)).toMatchObject({ status: 'queued', attempt: 2, takeovers: 1 });
 
   const verified = [...(await results(id, 1)).values()].filter((f) => f.status === 'copied');
   expect(verified.length).toBeGreaterThanOrEqual(20);
@@ -62,11 +64,9 @@ test('kill -9 mid-run, retry on a new agent: files attempt 1 verified are not co
   const visibleBefore = (await digestBucket(suite.s3, bucket, 'kill-dst')).files;
   const headsBefore = new Map(await Promise.all(verified.map(async (f) => [f.path, await head('kill-dst', f.path)] as const)));
 
-  expect((await suite.stack.api.call('POST', `/transfers/${id}/retry`)).status).toBe(200);
+  // No retry: the agent comes back and the waiting transfer runs again on it.
   const again = suite.stack.spawnAgent(agent.token);
-  await suite.stack.waitForAgent(agent.id, 'online');
-  expect((await suite.stack.api.call('POST', `/transfers/${id}/execute`)).body).toMatchObject({ success: true });
-  const final = await job(id);
+  const final = await waitFor('the transfer to end', () => job(id), (j) => !unfinished(j), 300_000);
   expect(final).toMatchObject({ status: 'completed', attempt: 2, files_total: expected.size, files_failed: 0 });
 
   const second = await results(id, 2);

@@ -31,6 +31,8 @@ Settings (flag > environment > config file):
                                                                          (dialed in turn from a random one)
   --token agt_…           XFER_AGENT_TOKEN             token             agent token from POST /agents (prefer env or file: flags show in ps)
   --max-jobs N            XFER_AGENT_MAX_JOBS          max_jobs          jobs run at once (default 4)
+  --label L               XFER_AGENT_LABELS            labels            a pool the agent joins (repeat, or comma-separated);
+                                                                         added to the labels the account gives it
   --log-level L           XFER_LOG_LEVEL               log_level         fatal|error|warn|info|debug|trace|silent (default info)
   --drain-timeout-ms MS   XFER_AGENT_DRAIN_TIMEOUT_MS  drain_timeout_ms  on SIGTERM, how long running jobs may finish (default 30000)
   --allow-roots DIRS      XFER_AGENT_ALLOW_ROOTS       allow_roots       local directories connections may use (nfs mount_path);
@@ -74,7 +76,7 @@ async function main(argv: string[]): Promise<number> {
   const metrics = config.metricsPort === null ? undefined : new AgentMetrics();
   const agent = new Agent({
     url: config.connectUrls, token: config.token, version: AGENT_VERSION, hostname: hostname(),
-    maxJobs: config.maxJobs, drainTimeoutMs: config.drainTimeoutMs, log,
+    maxJobs: config.maxJobs, labels: config.labels, drainTimeoutMs: config.drainTimeoutMs, log,
     stateDir: config.stateDir, outboxMemoryBytes: config.outboxMemoryBytes,
     access: new AgentAccess({ allowRoots: config.allowRoots, allowHosts: config.allowHosts, denyHosts: config.denyHosts }),
     metrics,
@@ -89,7 +91,7 @@ async function main(argv: string[]): Promise<number> {
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
   log.info({
-    version: AGENT_VERSION, urls: config.connectUrls, max_jobs: config.maxJobs,
+    version: AGENT_VERSION, urls: config.connectUrls, max_jobs: config.maxJobs, labels: config.labels,
     allow_roots: config.allowRoots, allow_hosts: config.allowHosts, deny_hosts: config.denyHosts,
   }, 'xfer-agent starting');
 

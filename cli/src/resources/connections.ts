@@ -13,6 +13,7 @@ export const connectionColumns: Column<Connection>[] = [
   { header: 'port', get: (c) => c.port },
   { header: 'path', get: (c) => c.path },
   { header: 'agent_id', get: (c) => c.agent_id },
+  { header: 'agent_pool', get: (c) => c.agent_pool },
 ];
 
 export const connectionIdArg = { id: Args.string({ description: 'Connection id', required: true }) };
@@ -24,7 +25,8 @@ export const connectionFieldFlags = {
   port: Flags.integer({ description: "Port (the type's default when absent)", min: 1, max: 65535 }),
   path: Flags.string({ description: 'Base path on the endpoint, starting with /' }),
   options: Flags.string({ description: 'Non-secret options as a JSON object, e.g. \'{"force_path_style":true}\'' }),
-  'agent-id': Flags.string({ description: 'Agent that serves this connection' }),
+  'agent-id': Flags.string({ description: 'Agent that serves this connection', exclusive: ['agent-pool'] }),
+  'agent-pool': Flags.string({ description: 'Pool (agent label) whose agents serve this connection' }),
   'credentials-file': Flags.file({ description: 'JSON file with the credentials object', exists: true, exclusive: ['credentials-stdin'] }),
   'credentials-stdin': Flags.boolean({ description: 'Read the credentials JSON object from stdin' }),
 };
@@ -43,7 +45,7 @@ function parseOptions(text: string | undefined): Record<string, unknown> | undef
 }
 
 type FieldFlags = {
-  type?: string; host?: string; port?: number; path?: string; options?: string; 'agent-id'?: string;
+  type?: string; host?: string; port?: number; path?: string; options?: string; 'agent-id'?: string; 'agent-pool'?: string;
   'credentials-file'?: string; 'credentials-stdin'?: boolean;
 };
 
@@ -59,5 +61,6 @@ export async function connectionFields(f: FieldFlags): Promise<Partial<Omit<Crea
     ...(credentials && { credentials }),
     ...(options && { options }),
     ...(f['agent-id'] !== undefined && { agent_id: f['agent-id'] }),
+    ...(f['agent-pool'] !== undefined && { agent_pool: f['agent-pool'] }),
   };
 }

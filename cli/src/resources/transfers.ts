@@ -132,7 +132,7 @@ export async function followTransfer(client: XferClient, start: Transfer, o: Fol
   process.on('SIGINT', onSigint);
   try {
     // Told like progress is (not to scripts): a queued job may wait for a long time.
-    if (current.status === 'queued' && mode !== 'none') note(Messages.queued(id));
+    if (current.status === 'queued' && mode !== 'none') note(current.queued_at ? Messages.waiting(id, current.queue_position) : Messages.queued(id));
     let delay = POLL_MIN_MS;
     for (;;) {
       progress.update(progressOf(current));

@@ -34,7 +34,14 @@ const schema = new Schema(
     version: { type: String, default: null },
     hostname: { type: String, default: null },
     connector_types: { type: [String], required: true, default: () => [] },
+    /** The agent's own limit of jobs at once (`--max-jobs`). */
     max_jobs: { type: Number, default: null },
+    /** Labels the agent's operator gave it (`--label`): pools it belongs to besides `labels`. */
+    agent_labels: { type: [String], required: true, default: () => [] },
+    /** The agent can play either side of a relay (`hello.relay`). */
+    relay: { type: Boolean, required: true, default: false },
+    /** The account's limit of jobs at once (`PUT /agents/:id {max_jobs}`), bounded by `max_jobs`; null: none. */
+    job_limit: { type: Number, default: null },
     /** Last time the agent was heard from; kept after it disconnects. */
     last_seen_at: { type: Date, default: null },
     session: { type: session, default: null },

@@ -15,7 +15,10 @@ const schema = new Schema(
     options: { type: Schema.Types.Mixed, required: true, default: () => ({}) },
     /** Sealed JSON object of the credential fields; null when none are stored (nfs). Never returned. */
     credentials: { type: sealedSchema, default: null },
+    /** The one agent that serves the connection; exclusive with `agent_pool`. */
     agent_id: { type: Schema.Types.ObjectId, default: null },
+    /** The pool (agent label) whose agents serve the connection; null with `agent_id` null: any agent of the account. */
+    agent_pool: { type: String, default: null },
     /** Bumped by every update, so an update applies only to the version it validated. */
     revision: { type: Number, required: true, default: 0 },
     created_at: { type: Date, required: true, default: () => new Date() },

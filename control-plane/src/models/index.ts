@@ -11,6 +11,8 @@ import { agentModel } from './agent.model.js';
 import { agentRequestModel } from './agent-request.model.js';
 import { transferModel } from './transfer.model.js';
 import { transferFileModel } from './transfer-file.model.js';
+import { transferQueueModel } from './transfer-queue.model.js';
+import { agentSlotModel } from './agent-slot.model.js';
 import { outboxEventModel } from './outbox-event.model.js';
 import { fileModel } from './file.model.js';
 import { webhookModel } from './webhook.model.js';
@@ -36,6 +38,8 @@ export function registerModels(conn: Connection) {
     agentRequests: agentRequestModel(conn),
     transfers: transferModel(conn),
     transferFiles: transferFileModel(conn),
+    transferQueue: transferQueueModel(conn),
+    agentSlots: agentSlotModel(conn),
     outboxEvents: outboxEventModel(conn),
     files: fileModel(conn),
     webhooks: webhookModel(conn),

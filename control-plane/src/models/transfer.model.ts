@@ -15,6 +15,17 @@ const lease = new Schema(
   { _id: false },
 );
 
+/** Why an attempt ended without ending the transfer (TransferStates.interrupt). */
+const interruption = new Schema(
+  {
+    attempt: { type: Number, required: true },
+    agent_id: { type: Schema.Types.ObjectId, default: null },
+    reason: { type: String, required: true },
+    at: { type: Date, required: true },
+  },
+  { _id: false },
+);
+
 /**
  * A transfer job (api.md "Transfer job"). Every change of `status` is one conditional
  * findOneAndUpdate; agent reports apply only while the job is in progress on that agent and
@@ -34,8 +45,17 @@ const schema = new Schema(
       concurrency: { type: Number, required: true },
     },
     status: { type: String, enum: TRANSFER_STATUSES, required: true, default: 'queued' },
-    /** Run number: 1, one more per retry. */
+    /** Run number: 1, one more per retry and per takeover. */
     attempt: { type: Number, required: true, default: 1 },
+    /**
+     * When `execute` made the transfer wait for an agent (its place in its account's queue; a
+     * takeover keeps it). `queued` with `queued_at` null: created (or retried) and not executed.
+     * While it is set and the transfer is queued, `transfer_queue` holds its entry.
+     */
+    queued_at: { type: Date, default: null },
+    /** Automatic takeovers since the last execute or retry (bounded by XFER_JOB_MAX_TAKEOVERS). */
+    takeovers: { type: Number, required: true, default: 0 },
+    last_interruption: { type: interruption, default: null },
     files_total: { type: Number, required: true, default: 0 },
     files_transferred: { type: Number, required: true, default: 0 },
     files_skipped: { type: Number, required: true, default: 0 },

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateBucketCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
 import { startStack, stopProc, type Stack } from '../../src/stack.js';
-import { sftpAndS3, waitFor } from './stack-helpers.js';
+import { sftpAndS3, unfinished, waitFor } from './stack-helpers.js';
 import { digestBucket, s3Client, treeDiff, writeTree } from './trees.js';
 
 /**
@@ -38,7 +38,7 @@ export async function serverOutage(downMs: number): Promise<void> {
     const id = created.id as string;
     expect((await api.call('POST', `/transfers/${id}/execute?wait=false`)).status).toBe(202);
     const job = () => api.data('GET', `/transfers/${id}`);
-    const before = await waitFor('files copied', job, (j) => j.files_transferred >= 20 || j.status !== 'in-progress', 120_000);
+    const before = await waitFor('files copied', job, (j) => j.files_transferred >= 20 || !unfinished(j), 120_000);
     expect(before.status).toBe('in-progress');
 
     await stack.killServer();

@@ -19,21 +19,25 @@ export async function waitFor<T>(what: string, get: () => Promise<T>, ok: (value
 
 /**
  * An sftp connection on the test sshd (base path `sftpRoot`) and an s3 connection on the test
- * versitygw (bucket `bucket`, which must exist), made through the stack's API.
+ * versitygw (bucket `bucket`, which must exist), made through the stack's API; `extra` is added
+ * to both (say, `agent_pool`).
  */
-export async function sftpAndS3(stack: Stack, name: string, sftpRoot: string, bucket: string): Promise<{ sftp: string; s3: string }> {
+export async function sftpAndS3(stack: Stack, name: string, sftpRoot: string, bucket: string, extra: Record<string, unknown> = {}): Promise<{ sftp: string; s3: string }> {
   const env = process.env;
   const sftp = (await stack.api.data('POST', '/connections', {
     name: `${name} sftp`, type: 'sftp', host: env.XFER_TEST_SFTP_HOST, port: Number(env.XFER_TEST_SFTP_PORT), path: sftpRoot,
-    credentials: { username: env.XFER_TEST_SFTP_USER, password: env.XFER_TEST_SFTP_PASSWORD },
+    credentials: { username: env.XFER_TEST_SFTP_USER, password: env.XFER_TEST_SFTP_PASSWORD }, ...extra,
   })).id as string;
   const s3 = (await stack.api.data('POST', '/connections', {
     name: `${name} s3`, type: 's3', host: env.XFER_TEST_S3_HOST, port: Number(env.XFER_TEST_S3_PORT), path: `/${bucket}`,
     options: { secure: false, force_path_style: true },
-    credentials: { access_key_id: env.XFER_TEST_S3_ACCESS_KEY, secret_access_key: env.XFER_TEST_S3_SECRET_KEY },
+    credentials: { access_key_id: env.XFER_TEST_S3_ACCESS_KEY, secret_access_key: env.XFER_TEST_S3_SECRET_KEY }, ...extra,
   })).id as string;
   return { sftp, s3 };
 }
+
+/** A transfer's state as the API reads it: still waiting for an agent or running. */
+export const unfinished = (j: { status: string }) => j.status === 'queued' || j.status === 'in-progress';
 
 /** What `sftpAndS3Suite` sets up: filled in by its beforeAll. */
 export interface SftpAndS3Suite {

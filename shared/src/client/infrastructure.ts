@@ -1,4 +1,4 @@
-import type { Agent, CreateAgentRequest, CreatedAgent, ListAgentsQuery, TestResult } from '../schemas/agents.js';
+import type { Agent, CreateAgentRequest, CreatedAgent, ListAgentsQuery, TestResult, UpdateAgentRequest } from '../schemas/agents.js';
 import type { Deleted, Page } from '../schemas/common.js';
 import type { Connection, CreateConnectionRequest, ListConnectionsQuery, UpdateConnectionRequest } from '../schemas/connections.js';
 import type { PageIterator } from './paging.js';
@@ -14,7 +14,7 @@ export class ConnectionsApi extends Resource {
   create(body: CreateConnectionRequest, s?: CallSettings): Promise<Connection> {
     return this.data('POST', '/connections', { ...s, json: body });
   }
-  /** Only the given fields change; `null` clears `host`, `port` or `agent_id`. */
+  /** Only the given fields change; `null` clears `host`, `port`, `agent_id` or `agent_pool`. */
   update(id: string, body: UpdateConnectionRequest, s?: CallSettings): Promise<Connection> {
     return this.data('PUT', `/connections/${seg(id)}`, { ...s, json: body });
   }
@@ -31,6 +31,13 @@ export class AgentsApi extends Resource {
   /** `data.token` (`agt_…`) is shown this once; `warning` says so. */
   create(body: CreateAgentRequest, s?: CallSettings): Promise<Warned<CreatedAgent>> {
     return this.warned('POST', '/agents', { ...s, json: body });
+  }
+  /**
+   * Only the given fields change: `name` (409 when taken), `labels` (the account's; the agent's
+   * own `--label`s stay), `max_jobs` (a cap below the agent's own; `null` removes it).
+   */
+  update(id: string, body: UpdateAgentRequest, s?: CallSettings): Promise<Agent> {
+    return this.data('PUT', `/agents/${seg(id)}`, { ...s, json: body });
   }
   /** Revokes at once: the agent's socket is closed and its running jobs fail. */
   delete(id: string, s?: CallSettings): Promise<Deleted> { return this.remove(`/agents/${seg(id)}`, s); }

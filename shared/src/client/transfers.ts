@@ -18,7 +18,7 @@ export class TransfersApi extends Resource {
   }
 
   /**
-   * Runs a queued job and waits for its end: resolves with the summary when it completed, and
+   * Runs a queued job (it waits for an agent with a free slot, then runs) and waits for its end: resolves with the summary when it completed, and
    * throws `TransferFailedError` (exit code 7) when it failed or was cancelled. The wait has no
    * time limit unless `timeoutMs` is given, since the server holds the request for the whole
    * job; giving up the wait never stops the job.
@@ -29,7 +29,7 @@ export class TransfersApi extends Resource {
     return result;
   }
 
-  /** `?wait=false`: moves the job to in-progress and answers with it at once (follow it with `get`). */
+  /** `?wait=false`: makes the job wait for an agent and answers with it at once, queued with its `queue_position` (follow it with `get`). */
   start(id: string, s?: CallSettings): Promise<Transfer> {
     return this.data('POST', `/transfers/${seg(id)}/execute`, { ...s, query: { wait: false } });
   }

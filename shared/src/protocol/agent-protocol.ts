@@ -2,8 +2,7 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { isUtf8 } from 'node:buffer';
 import { Value } from '@sinclair/typebox/value';
 import { ConnectionSettings, ConnectionTypeName } from '../schemas/connections.js';
-import { StringEnum } from '../schemas/common.js';
-import { AgentLabel } from '../schemas/agents.js';
+import { AgentLabel, StringEnum } from '../schemas/common.js';
 import { ProtocolError } from './protocol-error.js';
 import { RelayForwarded, RelayServerToAgent } from './relay-protocol.js';
 
@@ -207,7 +206,7 @@ export const ServerToAgent = {
   welcome: Type.Object({
     agent_id: Type.String(),
     heartbeat_ms: Type.Integer({ minimum: 100 }),
-    /** A job whose agent is silent this long is failed by the control plane. */
+    /** A job whose agent is silent this long is taken over by the control plane (another run resumes it elsewhere). */
     lease_ms: Type.Integer({ minimum: 100 }),
     /** Of `hello.running_jobs`, the ones the control plane no longer wants (cancelled, failed, deleted): abort them. */
     abort_jobs: Type.Array(Type.String({ maxLength: 64 })),

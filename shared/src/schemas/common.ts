@@ -32,6 +32,9 @@ export interface Page<T> { data: T[]; next_cursor: string | null }
 export const Deleted = Type.Object({ id: Id, deleted: Type.Literal(true) });
 export type Deleted = Static<typeof Deleted>;
 
+/** An agent label, which is also the name of a pool of agents: a short tag (`eu-west`, `dc=fra1`). */
+export const AgentLabel = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9][A-Za-z0-9._:/=-]*$' });
+
 /** A non-empty, trimmed display name. */
 export const Name = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' });
 

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { Id, Name, PageQuery, StringEnum, Timestamp } from './common.js';
+import { AgentLabel, Id, Name, PageQuery, StringEnum, Timestamp } from './common.js';
 
 /** Storage endpoint kinds (api.md "Connection"). */
 export const CONNECTION_TYPES = ['s3', 'r2', 'gcs', 'blob', 'fileshare', 'sftp', 'ftp', 'smb', 'nfs', 'webdav', 'onedrive'] as const;
@@ -265,7 +265,10 @@ export const Connection = Type.Object({
   port: Type.Integer(),
   path: Type.String(),
   options: Type.Record(Type.String(), Type.Unknown()),
+  /** The one agent that serves this connection; null: see `agent_pool`. */
   agent_id: Type.Union([Id, Type.Null()]),
+  /** The pool (an agent label) whose agents serve this connection; null with `agent_id` null: any agent of the account. */
+  agent_pool: Type.Union([Type.String(), Type.Null()]),
   /** True when credentials are stored (nfs may have none). */
   has_credentials: Type.Boolean(),
   created_at: Timestamp,
@@ -281,7 +284,11 @@ const Credentials = Type.Record(Type.String(), Type.Unknown(), { maxProperties: 
 const Options = Type.Record(Type.String(), Type.Unknown(), { maxProperties: 32 });
 const AgentId = Type.String({ pattern: '^[0-9a-fA-F]{24}$' });
 
-/** POST /connections. Absent `port` means the type's default port; absent `path` means `/`. */
+/**
+ * POST /connections. Absent `port` means the type's default port; absent `path` means `/`.
+ * `agent_id` (one agent) and `agent_pool` (the agents labelled so) are exclusive; neither: any
+ * agent of the account with the connector.
+ */
 export const CreateConnectionRequest = Type.Object(
   {
     name: Name,
@@ -292,6 +299,7 @@ export const CreateConnectionRequest = Type.Object(
     credentials: Type.Optional(Credentials),
     options: Type.Optional(Options),
     agent_id: Type.Optional(AgentId),
+    agent_pool: Type.Optional(AgentLabel),
   },
   { additionalProperties: false },
 );
@@ -300,7 +308,7 @@ export type CreateConnectionRequest = Static<typeof CreateConnectionRequest>;
 /**
  * PUT /connections/:id: only the given fields change. `credentials` and `options`, when given,
  * replace the stored ones entirely; changing `type` requires `credentials` again. `null` clears
- * `host`, `agent_id`, or `port` (back to the type's default port).
+ * `host`, `agent_id`, `agent_pool`, or `port` (back to the type's default port).
  */
 export const UpdateConnectionRequest = Type.Object(
   {
@@ -312,6 +320,7 @@ export const UpdateConnectionRequest = Type.Object(
     credentials: Type.Optional(Credentials),
     options: Type.Optional(Options),
     agent_id: Type.Optional(Type.Union([AgentId, Type.Null()])),
+    agent_pool: Type.Optional(Type.Union([AgentLabel, Type.Null()])),
   },
   { additionalProperties: false, minProperties: 1 },
 );

@@ -14,6 +14,21 @@ export const DEFAULT_TRANSFER_OPTIONS: JobOptions = { overwrite: 'if_changed', v
 /** Longest `sourcePath` / `destinationPath` (the agent protocol's limit). */
 export const MAX_TRANSFER_PATH_LENGTH = 4096;
 
+/** How an attempt runs: on one agent serving both connections, or relayed between two agents. */
+export const TRANSFER_MODES = ['direct', 'relay'] as const;
+export type TransferMode = (typeof TRANSFER_MODES)[number];
+
+/** Why an attempt ended without ending the transfer: it was taken over by a new attempt. */
+export const Interruption = Type.Object({
+  /** The attempt that ended. */
+  attempt: Type.Integer({ minimum: 1 }),
+  /** The agent that ran it (a relay's destination side), if any. */
+  agent_id: Type.Union([Id, Type.Null()]),
+  reason: Type.String(),
+  at: Timestamp,
+});
+export type Interruption = Static<typeof Interruption>;
+
 /** A transfer job (api.md "Transfer job", decisions.md "Transfers"). */
 export const Transfer = Type.Object({
   id: Id,
@@ -37,10 +52,30 @@ export const Transfer = Type.Object({
   completed_at: Type.Union([Timestamp, Type.Null()]),
   /** Why the job failed; null otherwise. */
   error: Type.Union([Type.String(), Type.Null()]),
-  /** The agent running (or that ran) the current attempt; null while queued. */
+  /**
+   * The agent running (or that ran) the current attempt, null while it waits: the one agent of a
+   * direct run, the destination side of a relayed one (it writes, verifies and reports).
+   */
   agent_id: Type.Union([Id, Type.Null()]),
-  /** Run number: 1, and one more per retry. */
+  /** How the current attempt runs: on one agent, or relayed from `source_agent_id` to `agent_id`; null while it waits. */
+  mode: Type.Union([StringEnum(TRANSFER_MODES), Type.Null()]),
+  /** A relayed attempt's source side (it lists and reads the source); null otherwise. */
+  source_agent_id: Type.Union([Id, Type.Null()]),
+  /** Run number: 1, and one more per retry and per takeover. */
   attempt: Type.Integer({ minimum: 1 }),
+  /** The same number as `attempt`: how many runs the transfer has had, the current one included. */
+  attempts: Type.Integer({ minimum: 1 }),
+  /**
+   * When `execute` made the transfer wait for an agent; kept by takeovers (a taken-over run keeps
+   * its place in the queue); null for a transfer never executed (or retried and not executed again).
+   */
+  queued_at: Type.Union([Timestamp, Type.Null()]),
+  /** 1-based place among the account's transfers waiting for an agent (oldest `queued_at` first); null unless waiting. */
+  queue_position: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()]),
+  /** Automatic takeovers since the last execute or retry (an agent gone silent, an interrupted run). */
+  takeovers: Type.Integer({ minimum: 0 }),
+  /** Why the last taken-over attempt ended; null when none was. */
+  last_interruption: Type.Union([Interruption, Type.Null()]),
   created_at: Timestamp,
   updated_at: Timestamp,
 });

@@ -6,7 +6,7 @@ import { FollowCommand, transferIdArg } from '../../resources/transfers.js';
 export default class Execute extends FollowCommand<typeof Execute> {
   static override summary = 'Start a queued transfer job and follow it to its end (POST /transfers/:id/execute, GET /transfers/:id, POST /transfers/:id/cancel).';
   static override description = `Following, output, Ctrl-C and exit codes as in "transfers run": 0 completed, 7 failed or cancelled (the final job still on stdout), 6 when the server could not be reached while following (the job carries on).
---no-wait only starts it and prints it (in-progress).
+The job waits in its account's queue until an agent that may run it has a free slot (its queue_position shows where it stands). --no-wait only puts it in the queue and prints it.
 Exit code 5 when the job is not queued (a failed or cancelled one needs "transfers retry" first), 6 when no agent is online to run it.`;
   static override examples = [
     '<%= config.bin %> transfers execute 665f1c2e9b1d4a0012345678',
@@ -15,7 +15,7 @@ Exit code 5 when the job is not queued (a failed or cancelled one needs "transfe
   static override args = transferIdArg;
   static override flags = {
     ...progressFlags,
-    wait: Flags.boolean({ description: 'Follow the job to its end; --no-wait prints it once started', default: true, allowNo: true }),
+    wait: Flags.boolean({ description: 'Follow the job to its end; --no-wait prints it once queued', default: true, allowNo: true }),
   };
 
   async run(): Promise<Transfer> {

@@ -1,18 +1,28 @@
 import type { Agent, ConnectionType } from '@xfer/shared';
-import type { StoredAgent } from '../../plugins/app/agents/index.js';
+import { effectiveSlots, poolsOf, type AgentLoad, type StoredAgent } from '../../plugins/app/agents/index.js';
 
-/** The read shape of an agent; `online` from AgentsService.isOnline, `runningJobs` from its runningJobsOf. The token hash never leaves. */
-export function presentAgent(doc: StoredAgent, runningJobs: string[], online: boolean): Agent {
+/**
+ * The read shape of an agent; `online` from AgentsService.isOnline, `load` from its loadOf. The
+ * token hash never leaves.
+ */
+export function presentAgent(doc: StoredAgent, load: AgentLoad, online: boolean): Agent {
+  const total = effectiveSlots(doc);
   return {
     id: String(doc._id),
     name: doc.name,
     labels: [...doc.labels],
+    agent_labels: [...(doc.agent_labels ?? [])],
+    pools: poolsOf(doc),
     status: online ? 'online' : 'offline',
     last_seen_at: doc.last_seen_at ? doc.last_seen_at.toISOString() : null,
     version: doc.version ?? null,
     hostname: doc.hostname ?? null,
     connector_types: [...doc.connector_types] as ConnectionType[],
-    running_jobs: runningJobs,
+    running_jobs: load.running,
+    max_jobs: doc.job_limit ?? null,
+    agent_max_jobs: doc.max_jobs ?? null,
+    slots: { total, running: load.slotsHeld, free: Math.max(0, total - load.slotsHeld) },
+    relay: doc.relay === true,
     created_at: doc.created_at.toISOString(),
   };
 }

@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
   Agent, AGENT_TOKEN_WARNING, CloseCodes, CreateAgentRequest, CreateAgentResponse, Deleted, Envelope, IdParams, ListAgentsQuery,
-  Page, TestResult,
+  Page, TestResult, UpdateAgentRequest,
 } from '@xfer/shared';
 import { ServiceUnavailableError } from '../../errors.js';
 import { principalOf } from '../../plugins/app/access/index.js';
@@ -11,8 +11,8 @@ import { presentAgent } from './agents.presenter.js';
 import connect from './connect.js';
 
 /**
- * Managed agents (decisions.md "Agents"): agents:read for reads, agents:write for create, revoke
- * and test. The token is shown once, in the create response; it is stored as SHA-256 only and
+ * Managed agents (decisions.md "Agents"): agents:read for reads, agents:write for create,
+ * update, revoke and test. The token is shown once, in the create response; it is stored as SHA-256 only and
  * never appears in a later response, a log line or an audit record.
  */
 const agents: FastifyPluginAsync = async (fastify) => {
@@ -26,8 +26,8 @@ const agents: FastifyPluginAsync = async (fastify) => {
   }, async (request) => {
     const { accountId } = principalOf(request);
     const page = await app.agents.list(accountId, request.query);
-    const running = await app.agents.runningJobsOf(page.data.map((a) => a._id));
-    return { data: page.data.map((a) => presentAgent(a, running.get(String(a._id))!, app.agents.isOnline(a))), next_cursor: page.next_cursor };
+    const load = await app.agents.loadOf(page.data.map((a) => a._id));
+    return { data: page.data.map((a) => presentAgent(a, load.get(String(a._id))!, app.agents.isOnline(a))), next_cursor: page.next_cursor };
   });
 
   app.post('/agents', {
@@ -38,7 +38,7 @@ const agents: FastifyPluginAsync = async (fastify) => {
     const { doc, token } = await app.audit.change(request, (announce) => app.agents.create(principal.accountId, request.body, principal.actor, (id, details) => announce({
       action: 'agent.create', outcome: 'success', resource: { type: 'agent', id }, details,
     })));
-    const agent = presentAgent(doc, [], app.agents.isOnline(doc));
+    const agent = presentAgent(doc, { running: [], slotsHeld: 0 }, app.agents.isOnline(doc));
     return reply.code(201).send({ data: { ...agent, token }, warning: AGENT_TOKEN_WARNING });
   });
 
@@ -48,8 +48,28 @@ const agents: FastifyPluginAsync = async (fastify) => {
   }, async (request) => {
     const { accountId } = principalOf(request);
     const doc = await app.agents.find(accountId, request.params.id);
-    const running = await app.agents.runningJobsOf([doc._id]);
-    return { data: presentAgent(doc, running.get(String(doc._id))!, app.agents.isOnline(doc)) };
+    const load = await app.agents.loadOf([doc._id]);
+    return { data: presentAgent(doc, load.get(String(doc._id))!, app.agents.isOnline(doc)) };
+  });
+
+  /**
+   * Changes the given fields: `name`, `labels` (the account's; the pools an agent is in are these
+   * and its own `--label`s), `max_jobs` (a cap on the jobs it runs at once, below its own
+   * `--max-jobs`; null removes it). A new limit applies to the next start: a lowered one lets
+   * running jobs finish. Audited with each changed field's value before and after.
+   */
+  app.put('/agents/:id', {
+    schema: { params: IdParams, body: UpdateAgentRequest, response: { 200: Envelope(Agent) } },
+    config: { access: { scope: 'agents:write' } },
+  }, async (request) => {
+    const { accountId } = principalOf(request);
+    const doc = await app.audit.change(request, (announce) => app.agents.update(accountId, request.params.id, request.body, ({ name, changed }) => announce({
+      action: 'agent.update', outcome: 'success', resource: { type: 'agent', id: request.params.id }, details: { name, changed },
+    })));
+    // A raised limit or a new pool may let waiting transfers start.
+    app.dispatcher.wake();
+    const load = await app.agents.loadOf([doc._id]);
+    return { data: presentAgent(doc, load.get(String(doc._id))!, app.agents.isOnline(doc)) };
   });
 
   /**

@@ -13,6 +13,7 @@ export function presentConnection(doc: StoredConnection): Connection {
     path: doc.path,
     options: { ...(doc.options as Record<string, unknown> | undefined) },
     agent_id: doc.agent_id ? String(doc.agent_id) : null,
+    agent_pool: doc.agent_pool ?? null,
     has_credentials: doc.credentials != null,
     created_at: doc.created_at.toISOString(),
     updated_at: doc.updated_at.toISOString(),

@@ -6,6 +6,7 @@ import {
 import { mapPage } from '../../lib/pagination.js';
 import { principalOf } from '../../plugins/app/access/index.js';
 import { presentConnection } from './connections.presenter.js';
+import { runConnection } from '../../plugins/app/transfers/index.js';
 
 /**
  * Connections (api.md "Connections"; decisions.md "Connections"). Credentials are write-only:
@@ -72,8 +73,9 @@ const connections: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'connections:write' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    const connection = presentConnection(await app.connections.get(accountId, request.params.id));
-    const agent = await app.agents.choose(accountId, [connection]);
+    const stored = await app.connections.get(accountId, request.params.id);
+    const connection = presentConnection(stored);
+    const agent = await app.agents.choose(accountId, runConnection(stored));
     const result = await app.agentRequests.call(
       { accountId, agentId: String(agent._id), kind: 'connection.test', connectionId: connection.id },
       app.dispatcher.stopping,

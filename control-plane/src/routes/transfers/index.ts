@@ -7,7 +7,7 @@ import {
 import { ServiceUnavailableError } from '../../errors.js';
 import { mapPage } from '../../lib/pagination.js';
 import { principalOf } from '../../plugins/app/access/index.js';
-import { stateConflict, transferNotFound } from '../../plugins/app/transfers/index.js';
+import { stateConflict, transferNotFound, type StoredTransfer } from '../../plugins/app/transfers/index.js';
 import { executeResult, presentTransfer, presentTransferFile } from './transfers.presenter.js';
 
 /**
@@ -18,13 +18,17 @@ import { executeResult, presentTransfer, presentTransferFile } from './transfers
 const transfers: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const resource = (id: string) => ({ type: 'transfer', id });
+  /** One transfer's read shape, with its queue position when it waits. */
+  const present = async (doc: StoredTransfer) => presentTransfer(doc, (await app.transfers.queuePositions([doc])).get(String(doc._id)) ?? null);
 
   app.get('/transfers', {
     schema: { querystring: ListTransfersQuery, response: { 200: Page(Transfer) } },
     config: { access: { scope: 'transfers:read' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    return mapPage(await app.transfers.list(accountId, request.query), presentTransfer);
+    const page = await app.transfers.list(accountId, request.query);
+    const positions = await app.transfers.queuePositions(page.data);
+    return mapPage(page, (doc) => presentTransfer(doc, positions.get(String(doc._id)) ?? null));
   });
 
   app.post('/transfers', {
@@ -45,13 +49,15 @@ const transfers: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'transfers:read' } },
   }, async (request) => {
     const { accountId } = principalOf(request);
-    return { data: presentTransfer(await app.transfers.find(accountId, request.params.id)) };
+    return { data: await present(await app.transfers.find(accountId, request.params.id)) };
   });
 
   /**
-   * queued → in-progress on the chosen agent. Blocks until the job ends and answers the bare
-   * summary, or with `?wait=false` answers 202 with the job at once. A client that goes away
-   * stops only its own wait, never the job.
+   * Makes a created (or retried) transfer wait for an agent: 503 (or 409) when no online agent,
+   * nor a relay pair, could ever run it now; otherwise it waits in its account's queue until an
+   * eligible agent has a free slot (plugins/app/agents/scheduler.ts). Blocks until the transfer
+   * ends and answers the bare summary, or with `?wait=false` answers 202 with it at once. A
+   * client that goes away stops only its own wait, never the transfer.
    */
   app.post('/transfers/:id/execute', {
     schema: { params: IdParams, querystring: ExecuteTransferQuery, response: { 200: ExecuteTransferResult, 202: Envelope(Transfer) } },
@@ -59,16 +65,16 @@ const transfers: FastifyPluginAsync = async (fastify) => {
   }, async (request, reply) => {
     const { accountId } = principalOf(request);
     const job = await app.transfers.find(accountId, request.params.id);
-    if (job.status !== 'queued') throw stateConflict(job, 'executed', 'queued');
-    const agent = await app.agents.choose(accountId, await app.transfers.connectionsOf(job));
-    const started = await app.transfers.start(job, agent._id);
-    if (!started) throw stateConflict(await app.transfers.find(accountId, request.params.id), 'executed', 'queued');
+    if (job.status !== 'queued' || job.queued_at) throw stateConflict(job, 'executed', 'queued');
+    await app.agents.assertRunnable(accountId, await app.transfers.connectionsOf(job), app.dispatcher.relays);
+    const waiting = await app.transfers.enqueue(job);
+    if (!waiting) throw stateConflict(await app.transfers.find(accountId, request.params.id), 'executed', 'queued');
     app.dispatcher.wake();
     await app.audit.recordRequest(request, {
       action: 'transfer.execute', outcome: 'success', resource: resource(String(job._id)),
-      details: { name: job.name, attempt: started.attempt, agent_id: String(agent._id) },
+      details: { name: job.name, attempt: waiting.attempt },
     });
-    if (request.query.wait === false) return reply.code(202).send({ data: presentTransfer(started) });
+    if (request.query.wait === false) return reply.code(202).send({ data: await present(waiting) });
 
     const clientGone = new AbortController();
     reply.raw.on('close', () => clientGone.abort());
@@ -86,7 +92,7 @@ const transfers: FastifyPluginAsync = async (fastify) => {
     throw transferNotFound(request.params.id);
   });
 
-  /** queued or in-progress → cancelled; the agent of a running job is told to stop and clean up. */
+  /** queued (waiting or not) or in-progress → cancelled; the agent of a running job is told to stop and clean up. */
   app.post('/transfers/:id/cancel', {
     schema: { params: IdParams, response: { 200: Envelope(Transfer) } },
     config: { access: { scope: 'transfers:write' } },
@@ -103,7 +109,7 @@ const transfers: FastifyPluginAsync = async (fastify) => {
     return { data: presentTransfer(cancelled) };
   });
 
-  /** failed or cancelled → queued as the next attempt; its run skips files already at the destination. */
+  /** failed or cancelled → queued (not waiting: execute it again) as the next attempt, which resumes from the earlier attempts' results. */
   app.post('/transfers/:id/retry', {
     schema: { params: IdParams, response: { 200: Envelope(Transfer) } },
     config: { access: { scope: 'transfers:write' } },

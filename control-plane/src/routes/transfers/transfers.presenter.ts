@@ -1,8 +1,9 @@
-import type { ExecuteTransferResult, JobOptions, Transfer, TransferFile, TransferStatus } from '@xfer/shared';
+import type { ExecuteTransferResult, JobOptions, Transfer, TransferFile, TransferMode, TransferStatus } from '@xfer/shared';
 import type { TransferFileDoc } from '../../models/transfer-file.model.js';
 import type { StoredTransfer } from '../../plugins/app/transfers/index.js';
 
-export function presentTransfer(doc: StoredTransfer): Transfer {
+/** The read shape of a transfer; `queuePosition` from TransfersService.queuePositions (null unless it waits). */
+export function presentTransfer(doc: StoredTransfer, queuePosition: number | null = null): Transfer {
   return {
     id: String(doc._id),
     name: doc.name,
@@ -21,7 +22,21 @@ export function presentTransfer(doc: StoredTransfer): Transfer {
     completed_at: doc.completed_at ? doc.completed_at.toISOString() : null,
     error: doc.error ?? null,
     agent_id: doc.agent_id ? String(doc.agent_id) : null,
+    mode: (doc.mode as TransferMode | null | undefined) ?? null,
+    source_agent_id: doc.source_agent_id ? String(doc.source_agent_id) : null,
     attempt: doc.attempt,
+    attempts: doc.attempt,
+    queued_at: doc.queued_at ? doc.queued_at.toISOString() : null,
+    queue_position: doc.status === 'queued' && doc.queued_at ? queuePosition : null,
+    takeovers: doc.takeovers ?? 0,
+    last_interruption: doc.last_interruption
+      ? {
+        attempt: doc.last_interruption.attempt,
+        agent_id: doc.last_interruption.agent_id ? String(doc.last_interruption.agent_id) : null,
+        reason: doc.last_interruption.reason,
+        at: doc.last_interruption.at.toISOString(),
+      }
+      : null,
     created_at: doc.created_at.toISOString(),
     updated_at: doc.updated_at.toISOString(),
   };

@@ -1,12 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { Types } from 'mongoose';
-import type { Actor, CreateAgentRequest, ListAgentsQuery, Page } from '@xfer/shared';
+import type { Actor, CreateAgentRequest, ListAgentsQuery, Page, UpdateAgentRequest } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import type { AgentDoc } from '../../../models/agent.model.js';
-import { ConflictError, NotFoundError, ServiceUnavailableError } from '../../../errors.js';
+import { ConflictError, NotFoundError } from '../../../errors.js';
 import { sha256Hex } from '../../../lib/crypto.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
+import type { AgentSlots, RunConnection } from '../transfers/index.js';
 import { onlineWindowMs, type AgentHub } from './hub.js';
+import { chooseFor, chooseRun, type AgentFacts } from './eligibility.js';
 
 export type StoredAgent = AgentDoc & { _id: Types.ObjectId };
 type AccountId = string | Types.ObjectId;
@@ -19,14 +21,6 @@ function newToken(): string {
   return `agt_${randomBytes(32).toString('base64url')}`;
 }
 
-/** What the choice of an agent needs to know about a connection. */
-export interface ConnectionRef {
-  id: string;
-  name: string;
-  type: string;
-  agent_id: Types.ObjectId | string | null | undefined;
-}
-
 /** What AgentsService needs. */
 export interface AgentsServiceOptions {
   db: Models;
@@ -34,11 +28,27 @@ export interface AgentsServiceOptions {
   hub: AgentHub;
   /** Decides how fresh a session must be to count as online (`onlineWindowMs`). */
   dispatchPollMs: number;
+  /** The job slots agents hold (the transfers domain's), for an agent's load. */
+  slots: Pick<AgentSlots, 'held'>;
 }
+
+/** What changed in a `PUT /agents/:id`, for its audit record: each field's value before and after. */
+export type AgentChanges = Partial<Record<'name' | 'labels' | 'max_jobs', { from: unknown; to: unknown }>>;
+
+/** An agent's load, for its reads: the transfers it runs (either side of a relay) and the slots it holds. */
+export interface AgentLoad {
+  running: string[];
+  slotsHeld: number;
+}
+
+/** Fields the choice of agents reads: never the token hash. */
+const FACTS = { name: 1, labels: 1, agent_labels: 1, connector_types: 1, relay: 1, max_jobs: 1, job_limit: 1, session: 1 } as const;
+const sameList = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((v, i) => v === b[i]);
 
 /**
  * The agent registry (decisions.md "Agents"): agents of an account, their tokens (stored as
- * SHA-256 only), who is online, and the choice of the agent that runs work on some connections.
+ * SHA-256 only), their pools and limits, who is online, and which agents could run some work
+ * (eligibility.ts; the scheduler, scheduler.ts, starts transfers on them).
  */
 export class AgentsService {
   constructor(private readonly o: AgentsServiceOptions) {}
@@ -57,14 +67,36 @@ export class AgentsService {
     return removed !== null;
   }
 
-  /** Ids of the in-progress jobs of each agent. */
-  async runningJobsOf(agentIds: Types.ObjectId[]): Promise<Map<string, string[]>> {
+  /** The in-progress transfers each agent runs (its own or a relay's source side), and the slots it holds. */
+  async loadOf(agentIds: Types.ObjectId[]): Promise<Map<string, AgentLoad>> {
     const { db } = this.o;
-    const running = new Map<string, string[]>(agentIds.map((id) => [String(id), []]));
-    if (agentIds.length === 0) return running;
-    const jobs = await db.transfers.find({ status: 'in-progress', agent_id: { $in: agentIds } }, { agent_id: 1 }).sort({ _id: -1 }).lean();
-    for (const job of jobs) running.get(String(job.agent_id))?.push(String(job._id));
-    return running;
+    const load = new Map<string, AgentLoad>(agentIds.map((id) => [String(id), { running: [], slotsHeld: 0 }]));
+    if (agentIds.length === 0) return load;
+    const jobs = await db.transfers.find(
+      { status: 'in-progress', $or: [{ agent_id: { $in: agentIds } }, { source_agent_id: { $in: agentIds } }] }, { agent_id: 1, source_agent_id: 1 },
+    ).sort({ _id: -1 }).lean();
+    for (const job of jobs) {
+      for (const side of [job.agent_id, job.source_agent_id]) if (side) load.get(String(side))?.running.push(String(job._id));
+    }
+    for (const [id, held] of await this.o.slots.held(agentIds)) load.get(id)!.slotsHeld = held.length;
+    return load;
+  }
+
+  /** The account's agents as the choice of agents sees them, online or not. */
+  async factsOf(accountId: AccountId): Promise<AgentFacts[]> {
+    const docs = await this.o.db.agents.find({ account_id: accountId }, FACTS).lean();
+    const now = Date.now();
+    return docs.map((d) => ({ ...d, online: this.isOnline(d, now) } as AgentFacts));
+  }
+
+  /**
+   * Checks that the account's online agents could run a transfer between these connections now,
+   * directly or relayed (`relays`: this control plane relays); throws the 503 (or 409) saying why
+   * not (eligibility.ts `chooseRun`). Whether a slot is free does not matter: the transfer waits.
+   */
+  async assertRunnable(accountId: AccountId, [source, destination]: [RunConnection, RunConnection], relays: boolean): Promise<void> {
+    const choice = chooseRun(source, destination, await this.factsOf(accountId), relays);
+    if (choice.mode === null) throw choice.problem;
   }
 
   /** The account's agents, newest first, one page. */
@@ -120,47 +152,58 @@ export class AgentsService {
   }
 
   /**
-   * The agent that runs work touching these connections (decisions.md "Connections": `agent_id`):
-   * the agent a connection is pinned to, else the online agent of the account having every
-   * connector needed and the fewest running jobs. 409 when the connections are pinned to two
-   * different agents (relays between agents are not supported yet); 503 naming the connection
-   * when no suitable agent is online.
+   * The agent that runs a connection's test: an online agent serving it (eligibility.ts
+   * `serves`: the agent it names, or one of its pool, or any with the connector), the one holding
+   * the fewest slots; 503 naming the connection when none is online.
    */
-  async choose(accountId: AccountId, connections: ConnectionRef[]): Promise<StoredAgent> {
-    const { db } = this.o;
-    const types = [...new Set(connections.map((c) => c.type))];
-    const pinned = connections.filter((c) => c.agent_id);
-    const pinnedIds = [...new Set(pinned.map((c) => String(c.agent_id)))];
-    if (pinnedIds.length > 1) {
-      const [a, b] = pinned;
-      throw new ConflictError(
-        `Connection '${a!.name}' is served by agent ${String(a!.agent_id)} and connection '${b!.name}' by agent ${String(b!.agent_id)}: ` +
-        'transfers between two agents are not supported yet; let one agent serve both (agent_id)',
-      );
+  async choose(accountId: AccountId, connection: RunConnection): Promise<StoredAgent> {
+    const eligible = chooseFor(connection, await this.factsOf(accountId));
+    if (!Array.isArray(eligible)) throw eligible;
+    const load = await this.loadOf(eligible.map((a) => a._id));
+    const held = (a: AgentFacts) => load.get(String(a._id))!.slotsHeld;
+    const best = eligible.reduce((b, a) => (held(a) < held(b) ? a : b));
+    return this.find(accountId, String(best._id));
+  }
+
+  /**
+   * Changes the given fields of the account's agent (`PUT /agents/:id`): `name` (409 when taken),
+   * `labels` (the account's; the agent's own `--label`s stay), `max_jobs` (stored as `job_limit`;
+   * null removes it). `beforeWrite` gets what changed, for the audit record, right before the write.
+   */
+  async update(
+    accountId: AccountId, id: string, input: UpdateAgentRequest,
+    beforeWrite: (details: { name: string; changed: AgentChanges }) => Promise<void> = async () => {},
+  ): Promise<StoredAgent> {
+    const { db, hub } = this.o;
+    const doc = await this.find(accountId, id);
+    const set: Record<string, unknown> = {};
+    const changed: AgentChanges = {};
+    const name = input.name?.trim();
+    if (name !== undefined && name !== doc.name) {
+      if (await db.agents.exists({ account_id: doc.account_id, name })) throw duplicateName(name);
+      set.name = name;
+      changed.name = { from: doc.name, to: name };
     }
-    if (pinnedIds.length === 1) {
-      const conn = pinned[0]!;
-      const agent = await db.agents.findOne({ _id: new Types.ObjectId(pinnedIds[0]), account_id: accountId }).lean() as StoredAgent | null;
-      if (!agent) throw new ServiceUnavailableError(`Connection '${conn.name}' is served by agent ${pinnedIds[0]}, which no longer exists`);
-      if (!this.isOnline(agent)) throw new ServiceUnavailableError(`Agent '${agent.name}', which serves connection '${conn.name}', is offline`);
-      const missing = types.filter((t) => !agent.connector_types.includes(t));
-      if (missing.length > 0) {
-        throw new ServiceUnavailableError(`Agent '${agent.name}', which serves connection '${conn.name}', has no ${missing.join(' or ')} connector`);
-      }
-      return agent;
+    if (input.labels !== undefined && !sameList(input.labels, doc.labels)) {
+      set.labels = input.labels;
+      changed.labels = { from: [...doc.labels], to: input.labels };
     }
-    const fresh = new Date(Date.now() - onlineWindowMs(this.o.dispatchPollMs));
-    const online = await db.agents.find({ account_id: accountId, 'session.last_seen_at': { $gt: fresh } }).lean() as StoredAgent[];
-    const eligible = online.filter((a) => types.every((t) => a.connector_types.includes(t)));
-    if (eligible.length === 0) {
-      const what = connections.length === 1
-        ? `connection '${connections[0]!.name}'`
-        : `connections '${connections.map((c) => c.name).join("' and '")}'`;
-      throw new ServiceUnavailableError(`No online agent can serve ${what} (needs ${types.join(' and ')} connector${types.length > 1 ? 's' : ''})`);
+    if (input.max_jobs !== undefined && input.max_jobs !== (doc.job_limit ?? null)) {
+      set.job_limit = input.max_jobs;
+      changed.max_jobs = { from: doc.job_limit ?? null, to: input.max_jobs };
     }
-    if (eligible.length === 1) return eligible[0]!;
-    const running = await this.runningJobsOf(eligible.map((a) => a._id));
-    const load = (a: StoredAgent) => running.get(String(a._id))!.length;
-    return eligible.reduce((best, a) => (load(a) < load(best) ? a : best));
+    await beforeWrite({ name: name ?? doc.name, changed });
+    if (Object.keys(set).length === 0) return doc;
+    let updated: StoredAgent | null;
+    try {
+      updated = await hub.writeAgent(String(doc._id), () => db.agents.findOneAndUpdate(
+        { _id: doc._id, account_id: doc.account_id }, { $set: set }, { new: true },
+      ).lean()) as StoredAgent | null;
+    } catch (err) {
+      if ((err as { code?: number }).code === 11000 && name !== undefined) throw duplicateName(name);
+      throw err;
+    }
+    if (!updated) throw agentNotFound(id);
+    return updated;
   }
 }

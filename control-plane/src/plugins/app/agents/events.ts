@@ -37,8 +37,9 @@ export type Reply = Extract<AgentMessage, { type: 'pong' | 'connection.test.resu
 /** What the hub tells the rest of the gateway (subscribe with `AgentHub.on`). */
 export type HubEvents = {
   /**
-   * A session may have jobs to be sent: its welcome went out, or the jobs it did not list at
-   * hello were settled (runs.ts). A throwing listener closes that session with 1011.
+   * A session may have jobs to be sent: its welcome went out, the jobs it did not list at hello
+   * were settled, or one of its runs ended and freed a slot (runs.ts). A throwing listener closes
+   * that session with 1011.
    */
   ready: (session: AgentSession) => void;
   /** A reply to a request arrived; awaited in the session's order (a throw closes the session with 1011). */

@@ -177,6 +177,7 @@ export class AgentHub {
       { $set: {
         session: this.sessionDoc(session, now), version: hello.version, hostname: hello.hostname,
         connector_types: [...new Set(hello.connector_types)], max_jobs: hello.max_jobs, last_seen_at: now,
+        agent_labels: [...new Set(hello.labels ?? [])], relay: hello.relay === true,
       } },
       { new: true },
     ).lean());

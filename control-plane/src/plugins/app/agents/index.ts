@@ -7,21 +7,25 @@ import { AgentRequests } from './requests.js';
 import { Dispatcher } from './dispatch.js';
 import { advertisedUrl } from '../../../config.js';
 
-export { AgentsService, agentNotFound, type ConnectionRef, type StoredAgent } from './agents.service.js';
+export { AgentsService, agentNotFound, type AgentLoad, type StoredAgent } from './agents.service.js';
+export { chooseRun, effectiveSlots, poolsOf, serves, type AgentFacts, type RunChoice } from './eligibility.js';
 export type { AgentHub } from './hub.js';
 export type { AgentRequests, AgentCall } from './requests.js';
-export type { Dispatcher } from './dispatch.js';
+export type { Dispatcher, RelayStarter } from './dispatch.js';
 export type { AgentIdentity, AgentRelayMessage, AgentSession, RelayTraffic, Sent } from './session.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The agent registry: agents, their tokens, who is online, which agent runs what. */
+    /** The agent registry: agents, their tokens, pools and limits, who is online, which agents could run what. */
     agents: AgentsService;
     /** The agent sockets held by this instance. */
     agentHub: AgentHub;
     /** Request/answer round trips with agents (`ping`, `connection.test`). */
     agentRequests: AgentRequests;
-    /** The coordination loop: `wake()` after a change made here; `stopping` aborts at shutdown. */
+    /**
+     * The coordination loop: `wake()` after a change made here; `stopping` aborts at shutdown;
+     * `relayWith()` takes the relay domain's RelayStarter, and `relays` says whether it has one.
+     */
     dispatcher: Dispatcher;
   }
 }
@@ -33,8 +37,9 @@ function newInstanceId(): string {
 
 /**
  * The agent gateway: the sockets of the agents (hub.ts, one session.ts each, their runs in
- * runs.ts), the requests to them (requests.ts), the loop that sends them work (dispatch.ts), and
- * the registry of agents (agents.service.ts). Built in the order they talk: the hub applies
+ * runs.ts), the requests to them (requests.ts), the loop that starts waiting transfers on them
+ * (scheduler.ts, by eligibility.ts) and sends them work (dispatch.ts), and the registry of agents
+ * (agents.service.ts). Built in the order they talk: the hub applies
  * reports to the transfers; requests listen to the hub's replies; the dispatcher wakes on the
  * hub's ready sessions and on queued requests (events.ts).
  *
@@ -66,11 +71,12 @@ export default fp(
       pollMs: Math.max(100, config.dispatchPollMs),
       log: app.log,
     });
+    const agents = new AgentsService({ db: app.db, hub, dispatchPollMs: config.dispatchPollMs, slots: app.transfers.slots });
     const dispatcher = new Dispatcher({
-      hub, requests, transfers: app.transfers, connections: app.connections,
-      dispatchPollMs: config.dispatchPollMs, leaseMs: config.jobLeaseMs, log: app.log,
+      db: app.db, hub, requests, agents, transfers: app.transfers, connections: app.connections,
+      dispatchPollMs: config.dispatchPollMs, leaseMs: config.jobLeaseMs, orphanTimeoutMs: config.jobOrphanTimeoutMs, log: app.log,
     });
-    app.decorate('agents', new AgentsService({ db: app.db, hub, dispatchPollMs: config.dispatchPollMs }));
+    app.decorate('agents', agents);
     app.decorate('agentHub', hub);
     // Read when scraped: the sockets this instance holds (Prometheus sums the instances).
     app.metrics.countAgentsWith(() => hub.openSessions().length);

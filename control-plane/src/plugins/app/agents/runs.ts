@@ -206,7 +206,7 @@ export class AgentRuns {
 
   /**
    * Jobs the agent neither listed at hello nor reported on since: sent again if it never accepted
-   * them, failed if it did (it lost them, e.g. it restarted; a retry resumes them).
+   * them, taken over if it did (it lost them, e.g. it restarted: the next run resumes them).
    */
   async settle(session: AgentSession): Promise<void> {
     const ids = [...session.unconfirmed].filter((id) => session.jobs.has(id));
@@ -220,8 +220,13 @@ export class AgentRuns {
         await this.o.transfers.unassign(id, agentId, attempt);
         continue;
       }
-      await this.o.transfers.fail(id, attempt, `Agent ${session.agent.name} restarted and lost the job; retry the transfer to resume it`, { agent_id: new Types.ObjectId(agentId) });
+      await this.o.transfers.interrupt(id, attempt, `Agent ${session.agent.name} restarted and lost the run`, { agent_id: new Types.ObjectId(agentId) });
     }
+    await this.o.events.emit('ready', session);
+  }
+
+  /** A run of the session ended, so a slot may be free: the next waiting transfer need not wait for the loop's next turn. */
+  private async slotFreed(session: AgentSession): Promise<void> {
     await this.o.events.emit('ready', session);
   }
 
@@ -257,11 +262,20 @@ export class AgentRuns {
         session.jobs.delete(id);
         await withRetries(() => jobs.completed(id, agentId, attempt, report.payload));
         this.ack(session, [seq]);
+        await this.slotFreed(session);
         return;
       case 'job.failed':
         session.jobs.delete(id);
-        await withRetries(() => jobs.failed(id, agentId, attempt, report.payload));
+        // A run stopped for a reason that is not the job's (the agent shutting down, a relay that
+        // lost a side) is taken over and resumed elsewhere instead of failing the transfer.
+        if (report.payload.interrupted) {
+          const reason = `Agent ${session.agent.name} interrupted the run: ${report.payload.error}`;
+          await withRetries(() => jobs.interrupt(id, attempt, reason, { agent_id: new Types.ObjectId(agentId) }));
+        } else {
+          await withRetries(() => jobs.failed(id, agentId, attempt, report.payload));
+        }
         this.ack(session, [seq]);
+        await this.slotFreed(session);
         return;
       case 'job.cancelled':
         // Normally the answer to our job.cancel (the job is cancelled already and nothing changes);
@@ -269,14 +283,15 @@ export class AgentRuns {
         session.jobs.delete(id);
         await withRetries(() => jobs.fail(id, attempt, `Agent ${session.agent.name} stopped the job before it finished`, { agent_id: new Types.ObjectId(agentId) }));
         this.ack(session, [seq]);
+        await this.slotFreed(session);
         return;
     }
     if (!applied) this.stop(session, id);
   }
 
   /**
-   * Run by the dispatcher loop: stops runs the database no longer wants (cancelled, failed by the
-   * sweeper, deleted, retried; on any instance) and settles resyncs that got no pong.
+   * Run by the dispatcher loop: stops runs the database no longer wants (cancelled, taken over,
+   * failed, deleted, retried; on any instance) and settles resyncs that got no pong.
    */
   async reconcile(sessions: AgentSession[]): Promise<void> {
     const now = Date.now();

@@ -55,6 +55,7 @@ function assertCredentialsStayBound(doc: StoredConnection, input: UpdateConnecti
   const before = {
     type: doc.type as ConnectionType, host: doc.host ?? null, port: doc.port ?? null,
     options: (doc.options as Record<string, unknown> | undefined) ?? {}, agent_id: doc.agent_id ? String(doc.agent_id) : null,
+    agent_pool: doc.agent_pool ?? null,
   };
   const field = credentialBindingChange(before, {
     type: input.type ?? before.type,
@@ -62,10 +63,17 @@ function assertCredentialsStayBound(doc: StoredConnection, input: UpdateConnecti
     port: input.port !== undefined ? input.port : before.port,
     options: input.options ?? before.options,
     agent_id: input.agent_id !== undefined ? input.agent_id : before.agent_id,
+    agent_pool: input.agent_pool !== undefined ? input.agent_pool : before.agent_pool,
   });
   if (field) {
     throw new BadRequestError(`${field} cannot change without credentials: stored credentials stay bound to the host, port, security options and agent they were given for; send credentials again with the change`);
   }
+}
+
+/** Whether the account's agent `agentId` is in `pool` (its labels or its operator's). */
+async function agentInPool(db: Models, accountId: AccountId, agentId: string, pool: string): Promise<boolean> {
+  const agent = await db.agents.findOne({ _id: new Types.ObjectId(agentId), account_id: accountId }, { labels: 1, agent_labels: 1 }).lean();
+  return !!agent && (agent.labels.includes(pool) || (agent.agent_labels ?? []).includes(pool));
 }
 
 /** `agent_id` must name an agent of the account (unknown and other accounts' agents alike). */
@@ -73,6 +81,17 @@ async function assertAgentOfAccount(db: Models, accountId: AccountId, agentId: s
   if (!agentId) return;
   if (!(await db.agents.exists({ _id: new Types.ObjectId(agentId), account_id: accountId }))) {
     throw new BadRequestError(`body.agent_id ${agentId} is not an agent of this account`);
+  }
+}
+
+/**
+ * A connection is served by one agent (`agent_id`) or by the agents of one pool (`agent_pool`),
+ * never both: 400 naming the field that would make both set.
+ */
+function assertOneServer(agentId: unknown, agentPool: unknown, field: 'agent_id' | 'agent_pool'): void {
+  if (agentId && agentPool) {
+    const other = field === 'agent_pool' ? 'agent_id' : 'agent_pool';
+    throw new BadRequestError(`body.${field} cannot be set together with ${other}: a connection is served by one agent or by one pool (send ${other}: null to change)`);
   }
 }
 
@@ -130,6 +149,7 @@ export class ConnectionsService {
       options: input.options ?? {},
     };
     check(fields);
+    assertOneServer(input.agent_id, input.agent_pool, 'agent_pool');
     await assertAgentOfAccount(db, accountId, input.agent_id);
     await assertNameFree(db, accountId, name);
     // The id is chosen here so that the credentials are sealed bound to it.
@@ -146,6 +166,7 @@ export class ConnectionsService {
         options: fields.options,
         credentials: sealCredentials(vault, owner, input.credentials),
         agent_id: input.agent_id ? new Types.ObjectId(input.agent_id) : null,
+        agent_pool: input.agent_pool ?? null,
       });
       return doc.toObject() as StoredConnection;
     } catch (err) {
@@ -178,6 +199,10 @@ export class ConnectionsService {
       options: input.options ?? (doc.options as Record<string, unknown> | undefined) ?? {},
     });
     assertCredentialsStayBound(doc, input);
+    assertOneServer(
+      input.agent_id !== undefined ? input.agent_id : doc.agent_id, input.agent_pool !== undefined ? input.agent_pool : doc.agent_pool,
+      input.agent_pool ? 'agent_pool' : 'agent_id',
+    );
 
     await assertAgentOfAccount(db, accountId, input.agent_id);
     const set: Record<string, unknown> = { updated_at: new Date() };
@@ -193,6 +218,7 @@ export class ConnectionsService {
     if (input.options !== undefined) set.options = input.options;
     if (input.credentials !== undefined) set.credentials = sealCredentials(vault, doc, input.credentials);
     if (input.agent_id !== undefined) set.agent_id = input.agent_id ? new Types.ObjectId(input.agent_id) : null;
+    if (input.agent_pool !== undefined) set.agent_pool = input.agent_pool;
 
     const changed = Object.keys(input).sort();
     await beforeWrite({ id: String(doc._id), name: name ?? doc.name, type, changed });
@@ -266,8 +292,9 @@ export class ConnectionsService {
    * the other credential fields and sealed again with the vault. Compare-and-swap twice over: each
    * field must still hold the value the rotation replaced (`previousSha256`, compared in constant
    * time), and the update is conditional on the revision read, so a concurrent edit of the
-   * connection is never lost. Only connections of the agent's account that are not pinned to
-   * another agent (NotFoundError otherwise), only the type's rotating fields (BadRequestError).
+   * connection is never lost. Only connections of the agent's account that it serves (not pinned
+   * to another agent, not of a pool it is not in: NotFoundError otherwise), only the type's
+   * rotating fields (BadRequestError).
    */
   async storeRotatedCredentials(
       accountId: AccountId, agentId: string, id: string,
@@ -278,6 +305,7 @@ export class ConnectionsService {
     for (let attempt = 0; attempt < 3; attempt++) {
       const doc = await findOwned(db, accountId, id);
       if (doc.agent_id && String(doc.agent_id) !== agentId) throw connectionNotFound(id);
+      if (doc.agent_pool && !(await agentInPool(db, accountId, agentId, doc.agent_pool))) throw connectionNotFound(id);
       const type = doc.type as ConnectionType;
       const allowed = ROTATING_CREDENTIALS[type] ?? [];
       const fields = Object.keys(credentials);

@@ -64,6 +64,11 @@ export class MetricsService {
     help: 'Files the agents reported transferred by the transfer runs that ended on this instance',
     registers: [this.registry],
   });
+  private readonly takeovers = new Counter({
+    name: 'xfer_transfer_takeovers_total',
+    help: 'Transfer runs taken over on this instance (agent silent past its lease, run interrupted or refused): the transfer waits for another run',
+    registers: [this.registry],
+  });
   private readonly webhooks = new Counter({
     name: 'xfer_webhook_deliveries_total',
     help: 'Webhook delivery attempts made by this instance, by outcome',
@@ -93,12 +98,22 @@ export class MetricsService {
     // Node's process metrics (CPU, memory, event-loop lag, GC, handles), prefixed by prom-client.
     collectDefaultMetrics({ register: this.registry });
     const { db } = o;
+    // The queue holds one entry per transfer waiting for an agent (models/transfer-queue.model.ts):
+    // counting it costs what waits, never the history.
+    new Gauge({
+      name: 'xfer_transfer_queue_depth',
+      help: 'Transfers waiting for an agent with a free slot (executed, or taken over), all instances',
+      registers: [this.registry],
+      async collect() {
+        this.set(await db.transferQueue.countDocuments({}));
+      },
+    });
     // Collected at scrape time, one count per active status over the { status, lease.expires_at }
     // index (models/transfer.model.ts): the cost grows with the jobs queued or running, never
     // with the history of finished ones (those are the counters above).
     new Gauge({
       name: 'xfer_transfers',
-      help: 'Transfers in each active status, all instances (queued is the queue depth)',
+      help: 'Transfers in each active status, all instances (queued counts those created and not executed too; xfer_transfer_queue_depth counts those waiting for an agent)',
       labelNames: ['status'] as const,
       registers: [this.registry],
       async collect() {
@@ -167,6 +182,11 @@ export class MetricsService {
     this.transfersFinished.inc({ status });
     if (bytes > 0) this.bytes.inc(bytes);
     if (files > 0) this.files.inc(files);
+  }
+
+  /** A transfer's run was taken over (TransferStates.interrupt's winning update). */
+  transferTakenOver(): void {
+    this.takeovers.inc();
   }
 
   /** A webhook attempt's outcome was recorded. */

@@ -27,9 +27,7 @@ export default fp(
       connections: app.connections,
       linkKeys: app.vault.derivedKeys(LINK_KEY_PURPOSE),
       isOnline: (doc) => app.agents.isOnline(doc),
-      // Until TransfersService.interrupt(id, attempt, reason) lands (issue 14, failover), a lost
-      // side fails the attempt; the coordinator rewires this to interrupt (a takeover) at merge.
-      takeOver: (id, attempt, reason) => app.transfers.fail(id, attempt, reason),
+      takeOver: (id, attempt, reason) => app.transfers.interrupt(id, attempt, reason),
       fail: (id, attempt, reason) => app.transfers.fail(id, attempt, reason),
       metrics: app.metrics,
       heartbeatMs: app.config.agentHeartbeatMs,
@@ -37,6 +35,8 @@ export default fp(
       log: app.log,
     });
     app.agentHub.routeRelays(relays);
+    // Built after the gateway (it needs the hub): from now on the scheduler may choose relays.
+    app.dispatcher.relayWith(relays);
     app.decorate('relays', relays);
     app.metrics.countRelaysWith(() => relays.stats());
     app.addHook('onReady', async () => relays.startWatching());

@@ -1,8 +1,11 @@
 import fp from 'fastify-plugin';
 import { TransfersService } from './transfers.service.js';
 
-export { TransfersService, stateConflict, transferNotFound } from './transfers.service.js';
+export { TransfersService, runConnection, stateConflict, transferNotFound, type RunConnection } from './transfers.service.js';
 export type { StoredTransfer } from './transfer-states.js';
+export { CATCH_UP_MS, type RunPlan, type StartOutcome } from './queue-states.js';
+export type { QueueEntry } from './queue.js';
+export type { AgentSlots, HeldSlot } from './slots.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -15,6 +18,7 @@ export default fp(
   async (app) => {
     app.decorate('transfers', new TransfersService({
       db: app.db, outbox: app.outbox, leaseMs: app.config.jobLeaseMs, pollMs: app.config.dispatchPollMs, log: app.log, metrics: app.metrics,
+      maxTakeovers: app.config.jobMaxTakeovers,
     }));
   },
   { name: 'transfers', dependencies: ['mongoose', 'outbox', 'metrics'] },

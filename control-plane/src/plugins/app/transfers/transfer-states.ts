@@ -1,73 +1,83 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { Types } from 'mongoose';
-import { FINISHED_TRANSFER_STATUSES, type AgentToServer, type PayloadOf } from '@xfer/shared';
+import { FINISHED_TRANSFER_STATUSES } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import type { TransferDoc } from '../../../models/transfer.model.js';
 import type { Outbox } from '../webhooks/outbox.js';
 import { Notifier } from '../../../lib/notifier.js';
 import { KeyedMutex } from '../../../lib/keyed-mutex.js';
 import type { MetricsService } from '../metrics/index.js';
+import { TransferQueue } from './queue.js';
+import { AgentSlots } from './slots.js';
 
 /** A transfer as stored; the agent protocol calls one run of it a job (plugins/app/agents/index.ts). */
 export type StoredTransfer = TransferDoc & { _id: Types.ObjectId };
-type Id = string | Types.ObjectId;
-type Counters = Pick<PayloadOf<typeof AgentToServer, 'job.completed'>,
-  'files_total' | 'files_transferred' | 'files_skipped' | 'files_failed' | 'bytes_transferred'>;
+export type Id = string | Types.ObjectId;
 
 export interface TransferStatesOptions {
   db: Models;
   outbox: Outbox;
   leaseMs: number;
   log: FastifyBaseLogger;
-  /** Counts the runs that end here, and what they moved. */
-  metrics: Pick<MetricsService, 'transferEnded'>;
+  /** Counts the runs that end here, what they moved, and the takeovers. */
+  metrics: Pick<MetricsService, 'transferEnded' | 'transferTakenOver'>;
+  /** Automatic takeovers of one transfer's runs (since its last execute or retry) before it fails instead. */
+  maxTakeovers: number;
 }
 
-const oid = (id: Id) => (typeof id === 'string' ? new Types.ObjectId(id) : id);
-const isObjectIdHex = (id: string) => /^[0-9a-f]{24}$/i.test(id);
+export const oid = (id: Id) => (typeof id === 'string' ? new Types.ObjectId(id) : id);
+export const isObjectIdHex = (id: string) => /^[0-9a-f]{24}$/i.test(id);
 
-function countersOf(p: Counters): Counters {
-  return {
-    files_total: p.files_total, files_transferred: p.files_transferred, files_skipped: p.files_skipped,
-    files_failed: p.files_failed, bytes_transferred: p.bytes_transferred,
-  };
-}
-
-const ZERO: Counters = { files_total: 0, files_transferred: 0, files_skipped: 0, files_failed: 0, bytes_transferred: 0 };
+/** The counters a new run starts from. */
+export const ZERO_COUNTERS = { files_total: 0, files_transferred: 0, files_skipped: 0, files_failed: 0, bytes_transferred: 0 };
 
 /**
- * The transfer state machine (queued → in-progress → completed, failed or cancelled; a retry
- * queues it again), the base of TransfersService (transfers.service.ts). Every change of state is
- * one conditional findOneAndUpdate (the condition names the state it leaves, and for agent reports
- * the agent and attempt), so two instances, a late agent message and an API call can race without
- * ever combining; the side effects (outbox event, wake-up of waiters) follow only the update that
- * won. Within this process, writes to one transfer also take its turn in a per-transfer queue
- * (lib/keyed-mutex.ts: FerretDB updates are not atomic).
+ * The transfer state machine, the base of TransfersService (transfers.service.ts): the
+ * transitions of the API and of finished runs here, waiting, starts and takeovers in
+ * queue-states.ts, agent reports in transfer-reports.ts. States: queued (created; with
+ * `queued_at`: waiting for an agent) → in-progress → completed, failed or cancelled; a takeover
+ * sends an in-progress run back to waiting as the next attempt; a retry queues a finished one again.
+ *
+ * Every change of the transfer document is one conditional findOneAndUpdate (the condition names
+ * the state it leaves, and for agent reports the agent and attempt); the side effects (outbox
+ * event, wake-up of waiters) follow only the update that won. Within this process, writes to one
+ * transfer take turns (lib/keyed-mutex.ts: FerretDB updates are not atomic). What must happen once
+ * across instances even on FerretDB is claimed by an insert or a delete instead: a transfer waits
+ * while its `transfer_queue` entry exists (queue.ts: inserted by execute and by a takeover,
+ * deleted by the one scheduler that starts it), and a run holds `agent_slots` (slots.ts).
  */
 export class TransferStates {
   /** Notified with the transfer id after every change of state made by this instance. */
   readonly changes = new Notifier();
+  /** The transfers waiting for an agent. */
+  readonly queue: TransferQueue;
+  /** The job slots the runs hold on agents. */
+  readonly slots: AgentSlots;
   private readonly locks = new KeyedMutex();
 
-  constructor(protected readonly o: TransferStatesOptions) {}
+  constructor(protected readonly o: TransferStatesOptions) {
+    this.queue = new TransferQueue(o.db);
+    this.slots = new AgentSlots(o.db);
+  }
 
   /** One write (or read-then-write) of transfer `id`, in turn with this process's other writes to it. */
-  private write<T>(id: Id, section: () => Promise<T>): Promise<T> {
+  protected write<T>(id: Id, section: () => Promise<T>): Promise<T> {
     return this.locks.run(String(id), section);
   }
 
-  private lease(instanceId: string | null, now = new Date()) {
+  protected lease(instanceId: string | null, now = new Date()) {
     return { instance_id: instanceId, expires_at: new Date(now.getTime() + this.o.leaseMs), renewed_at: now };
   }
 
-  /** Condition of a report from `agentId` about its run `attempt` of transfer `id`. */
-  private running(id: Id, agentId: Id, attempt: number) {
-    return { _id: oid(id), status: 'in-progress', agent_id: oid(agentId), attempt };
+  /** The transfer as stored now (by `_id` alone: FerretDB pushes only that down). */
+  protected read(id: Id): Promise<StoredTransfer | null> {
+    return this.o.db.transfers.collection.findOne<StoredTransfer>({ _id: oid(id) });
   }
 
-  /** Writes the event of a transfer that just ended and wakes its waiters. */
-  private async ended(job: StoredTransfer): Promise<void> {
+  /** Writes the event of a transfer that just ended, releases its slots and wakes its waiters. */
+  protected async ended(job: StoredTransfer): Promise<void> {
     const id = String(job._id);
+    await this.slots.release(job._id);
     const summary = { id, files_transferred: job.files_transferred, bytes_transferred: job.bytes_transferred };
     this.o.metrics.transferEnded(job.status, job.bytes_transferred ?? 0, job.files_transferred ?? 0);
     if (job.status === 'completed') await this.o.outbox.emit(job.account_id, 'transfer.completed', summary);
@@ -76,31 +86,8 @@ export class TransferStates {
   }
 
   /**
-   * queued → in-progress on `agentId`. The instance holding the agent's socket sends `job.assign`;
-   * until it claims the transfer, the lease runs from now, so one nobody picks up fails like one
-   * whose agent went silent. Null when the transfer was not queued any more.
-   */
-  async start(job: StoredTransfer, agentId: Id): Promise<StoredTransfer | null> {
-    const now = new Date();
-    const started = await this.write(job._id, () => this.o.db.transfers.findOneAndUpdate(
-      { _id: job._id, account_id: job.account_id, status: 'queued' },
-      { $set: {
-        status: 'in-progress', agent_id: oid(agentId), started_at: now, completed_at: null, error: null,
-        assigned_at: null, accepted_at: null, lease: this.lease(null, now), updated_at: now,
-      } },
-      { new: true },
-    ).lean<StoredTransfer>());
-    if (!started) return null;
-    await this.o.outbox.emit(job.account_id, 'transfer.started', {
-      id: String(job._id), name: job.name, attempt: started.attempt, agent_id: String(agentId),
-    });
-    this.changes.notify(String(job._id));
-    return started;
-  }
-
-  /**
-   * queued or in-progress → cancelled. The agent of a running transfer is told by the instance
-   * holding its socket (it notices on its next reconciliation). Null when it was in neither state.
+   * queued (waiting or not) or in-progress → cancelled. The agent of a running transfer is told by
+   * the instance holding its socket (it notices on its next reconciliation). Null when it was in neither state.
    */
   async cancel(accountId: Id, id: Types.ObjectId): Promise<StoredTransfer | null> {
     const now = new Date();
@@ -109,19 +96,22 @@ export class TransferStates {
       { $set: { status: 'cancelled', completed_at: now, error: null, lease: null, updated_at: now } },
       { new: true },
     ).lean<StoredTransfer>());
-    if (cancelled) await this.ended(cancelled);
+    if (cancelled) {
+      await this.queue.remove(id);
+      await this.ended(cancelled);
+    }
     return cancelled;
   }
 
-  /** failed or cancelled → queued, next attempt, counters cleared. Null when in another state. */
+  /** failed or cancelled → queued (not waiting: execute it again), next attempt, counters cleared. Null when in another state. */
   async retry(accountId: Id, id: Types.ObjectId): Promise<StoredTransfer | null> {
     const now = new Date();
     const retried = await this.write(id, () => this.o.db.transfers.findOneAndUpdate(
       { _id: id, account_id: oid(accountId), status: { $in: ['failed', 'cancelled'] } },
       {
         $set: {
-          status: 'queued', ...ZERO, started_at: null, completed_at: null, error: null, agent_id: null,
-          assigned_at: null, accepted_at: null, lease: null, updated_at: now,
+          status: 'queued', ...ZERO_COUNTERS, started_at: null, completed_at: null, error: null, agent_id: null, mode: null, source_agent_id: null,
+          queued_at: null, takeovers: 0, last_interruption: null, assigned_at: null, accepted_at: null, lease: null, updated_at: now,
         },
         $inc: { attempt: 1 },
       },
@@ -141,13 +131,16 @@ export class TransferStates {
       return doc;
     });
     if (!removed) return null;
+    // Nothing should be left of a finished transfer; a claim that outlived a crash is removed with it.
+    await this.queue.remove(id);
+    await this.slots.release(id);
     this.changes.notify(String(id));
     return removed;
   }
 
   /**
-   * in-progress → failed for the given run (`attempt`, optionally only on `agentId` or only while
-   * `extra` holds). Used for lost agents, revoked agents and transfers that cannot be sent.
+   * in-progress → failed for the given run (`attempt`, optionally only while `extra` holds). Used
+   * for revoked agents, transfers that cannot be sent, and takeovers past their limit.
    */
   async fail(id: Id, attempt: number, error: string, extra: Record<string, unknown> = {}): Promise<StoredTransfer | null> {
     const now = new Date();
@@ -160,40 +153,20 @@ export class TransferStates {
     return failed;
   }
 
-  /** Fails every in-progress transfer of `agentId` (the agent was revoked). */
+  /** Fails every in-progress transfer `agentId` runs or serves as a relay's source (the agent was revoked). */
   async failAllOfAgent(agentId: Id, error: string): Promise<number> {
-    const jobs = await this.o.db.transfers.find({ status: 'in-progress', agent_id: oid(agentId) }, { attempt: 1 }).lean();
+    const jobs = await this.o.db.transfers.find(
+      { status: 'in-progress', $or: [{ agent_id: oid(agentId) }, { source_agent_id: oid(agentId) }] }, { attempt: 1 },
+    ).lean();
     let count = 0;
-    for (const job of jobs) if (await this.fail(job._id, job.attempt, error, { agent_id: oid(agentId) })) count++;
-    return count;
-  }
-
-  /**
-   * The sweeper: fails in-progress transfers whose lease expired (their agent stopped responding). Any
-   * instance may run it at any time: each failure is conditional on the lease still being expired.
-   */
-  async expireLeases(now = new Date()): Promise<number> {
-    const expired = await this.o.db.transfers
-      .find({ status: 'in-progress', 'lease.expires_at': { $lt: now } }, { attempt: 1, agent_id: 1, lease: 1 })
-      .limit(200).lean();
-    if (expired.length === 0) return 0;
-    const agentIds = [...new Set(expired.map((j) => String(j.agent_id)))].map((id) => new Types.ObjectId(id));
-    const names = new Map((await this.o.db.agents.find({ _id: { $in: agentIds } }, { name: 1 }).lean()).map((a) => [String(a._id), a.name]));
-    let count = 0;
-    for (const job of expired) {
-      const since = job.lease?.renewed_at ?? now;
-      const seconds = Math.max(1, Math.round((now.getTime() - since.getTime()) / 1000));
-      const agent = names.get(String(job.agent_id)) ?? String(job.agent_id);
-      const error = `Agent ${agent} stopped responding; the job was failed after ${seconds} s without contact`;
-      if (await this.fail(job._id, job.attempt, error, { 'lease.expires_at': { $lt: now } })) count++;
-    }
+    for (const job of jobs) if (await this.fail(job._id, job.attempt, error)) count++;
     return count;
   }
 
   /**
    * Extends the leases of the in-progress transfers of agents whose sockets this instance holds,
-   * to `lease_ms` after each agent was last heard from: a transfer fails after exactly that long without
-   * contact, however often this runs.
+   * to `lease_ms` after each agent was last heard from: a run is taken over after exactly that
+   * long without contact, however often this runs.
    */
   async renewLeases(agents: Array<{ id: string; lastContact: Date }>, instanceId: string): Promise<void> {
     if (agents.length === 0) return;
@@ -233,7 +206,9 @@ export class TransferStates {
 
   /** Sends a claimed transfer back to the queue of its agent's instances (the agent lost it before accepting). */
   async unassign(id: Id, agentId: Id, attempt: number): Promise<void> {
-    await this.write(id, () => this.o.db.transfers.updateOne({ ...this.running(id, agentId, attempt), accepted_at: null }, { $set: { assigned_at: null } }));
+    await this.write(id, () => this.o.db.transfers.updateOne(
+      { _id: oid(id), status: 'in-progress', agent_id: oid(agentId), attempt, accepted_at: null }, { $set: { assigned_at: null } },
+    ));
   }
 
   /** The state of these transfers, for reconciling what an agent runs with what it should run. */
@@ -248,74 +223,5 @@ export class TransferStates {
   /** In-progress transfers of an agent (for reconciliation when it says hello). */
   async runningOn(agentId: Id): Promise<StoredTransfer[]> {
     return this.o.db.transfers.find({ status: 'in-progress', agent_id: oid(agentId) }).lean<StoredTransfer[]>();
-  }
-
-  // ---- agent reports: applied only to the run (agent, attempt) that sends them ----
-
-  async accepted(id: string, agentId: string, attempt: number): Promise<boolean> {
-    const now = new Date();
-    const res = await this.write(id, () => this.o.db.transfers.updateOne(this.running(id, agentId, attempt), {
-      $set: { accepted_at: now, updated_at: now },
-    }));
-    return res.matchedCount > 0;
-  }
-
-  /**
-   * Counters are cumulative, so each message simply replaces them; file results are inserted.
-   * `accountId` is the reporting agent's: an update, not a find-and-modify, as nothing of the transfer
-   * needs reading back (FerretDB runs find-and-modify as a query plus a write).
-   */
-  async progress(id: string, agent: { id: string; accountId: string }, attempt: number, p: PayloadOf<typeof AgentToServer, 'job.progress'>): Promise<boolean> {
-    const now = new Date();
-    return this.write(id, async () => {
-      const res = await this.o.db.transfers.updateOne(
-        { ...this.running(id, agent.id, attempt), account_id: oid(agent.accountId) },
-        { $set: { ...countersOf(p), updated_at: now } },
-      );
-      if (res.matchedCount === 0) return false;
-      if (p.files.length > 0) await this.recordFiles(id, attempt, oid(agent.accountId), p.files, now);
-      return true;
-    });
-  }
-
-  /**
-   * One document per (transfer, attempt, path), inserted in one unordered batch: a result sent twice
-   * (a report re-sent after a reconnect) meets the unique index and is skipped. Plain inserts, as
-   * upserts cost FerretDB a query and a write each. Lean: the documents are built complete and
-   * typed here, and mongoose's casting and validation of each was most of the server's CPU on a
-   * copy of small files.
-   */
-  private async recordFiles(id: string, attempt: number, accountId: Types.ObjectId, files: PayloadOf<typeof AgentToServer, 'job.progress'>['files'], now: Date): Promise<void> {
-    const docs = files.map((f) => ({
-      job_id: oid(id), attempt, path: f.path, account_id: accountId, created_at: now,
-      status: f.status, size: f.size, sha256: f.sha256 ?? null, verified_by: f.verified_by ?? null, error: f.error ?? null,
-    }));
-    try {
-      await this.o.db.transferFiles.insertMany(docs, { ordered: false, lean: true });
-    } catch (err) {
-      const writeErrors = (err as { writeErrors?: Array<{ code?: number; err?: { code?: number } }> }).writeErrors;
-      const duplicatesOnly = Array.isArray(writeErrors) && writeErrors.every((e) => (e.code ?? e.err?.code) === 11000);
-      if (!duplicatesOnly && (err as { code?: number }).code !== 11000) throw err;
-    }
-  }
-
-  async completed(id: string, agentId: string, attempt: number, p: Counters): Promise<boolean> {
-    return this.finish(id, agentId, attempt, { status: 'completed', error: null, ...countersOf(p) });
-  }
-
-  async failed(id: string, agentId: string, attempt: number, p: Counters & { error: string }): Promise<boolean> {
-    return this.finish(id, agentId, attempt, { status: 'failed', error: p.error, ...countersOf(p) });
-  }
-
-  private async finish(id: string, agentId: string, attempt: number, set: Record<string, unknown>): Promise<boolean> {
-    const now = new Date();
-    const job = await this.write(id, () => this.o.db.transfers.findOneAndUpdate(
-      this.running(id, agentId, attempt),
-      { $set: { ...set, completed_at: now, lease: null, updated_at: now } },
-      { new: true },
-    ).lean<StoredTransfer>());
-    if (!job) return false;
-    await this.ended(job);
-    return true;
   }
 }

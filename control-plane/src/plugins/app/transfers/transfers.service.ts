@@ -4,7 +4,8 @@ import {
 } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import type { TransferFileDoc } from '../../../models/transfer-file.model.js';
-import { TransferStates, type StoredTransfer, type TransferStatesOptions } from './transfer-states.js';
+import type { StoredTransfer, TransferStatesOptions } from './transfer-states.js';
+import { TransferReports } from './transfer-reports.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../../../errors.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
 
@@ -14,7 +15,10 @@ type AccountId = string | Types.ObjectId;
 export const transferNotFound = (id: string) => new NotFoundError(`Transfer ${id} not found`);
 
 /** 409 for a state change the transfer's current state does not allow, saying which states do. */
-export function stateConflict(job: Pick<StoredTransfer, '_id' | 'status'>, action: string, allowed: string): ConflictError {
+export function stateConflict(job: Pick<StoredTransfer, '_id' | 'status' | 'queued_at'>, action: string, allowed: string): ConflictError {
+  if (action === 'executed' && job.status === 'queued' && job.queued_at) {
+    return new ConflictError(`Transfer ${String(job._id)} was executed already and waits for an agent; follow it with GET /transfers/${String(job._id)}`);
+  }
   const hint = action === 'executed' && (job.status === 'failed' || job.status === 'cancelled')
     ? ` (POST /transfers/${String(job._id)}/retry queues it again)` : '';
   return new ConflictError(`Transfer ${String(job._id)} is ${job.status}; only ${allowed} transfers can be ${action}${hint}`);
@@ -35,6 +39,22 @@ async function ownedConnection(db: Models, accountId: AccountId, field: 'sourceC
   return doc;
 }
 
+/** A connection as the choice of the agents that may run a transfer sees it. */
+export interface RunConnection {
+  id: string;
+  name: string;
+  type: string;
+  /** The one agent that serves it, or null. */
+  agent_id: string | null;
+  /** The pool whose agents serve it, or null (with `agent_id` null: any agent of the account). */
+  agent_pool: string | null;
+}
+
+/** The RunConnection of a stored connection. */
+export function runConnection(doc: { _id: Types.ObjectId; name: string; type: string; agent_id?: Types.ObjectId | null; agent_pool?: string | null }): RunConnection {
+  return { id: String(doc._id), name: doc.name, type: doc.type, agent_id: doc.agent_id ? String(doc.agent_id) : null, agent_pool: doc.agent_pool ?? null };
+}
+
 /** What TransfersService needs: the state machine's dependencies, and how often a waiter reads the database. */
 export interface TransfersServiceOptions extends TransferStatesOptions {
   /** A blocking execute reads the transfer at least this often (its end may come from another instance). */
@@ -46,7 +66,7 @@ export interface TransfersServiceOptions extends TransferStatesOptions {
  * states by the API and by the agent gateway (transfer-states.ts), read and waited for here.
  * The agent protocol calls one run of a transfer a job (plugins/app/agents/index.ts).
  */
-export class TransfersService extends TransferStates {
+export class TransfersService extends TransferReports {
   constructor(private readonly options: TransfersServiceOptions) {
     super(options);
   }
@@ -117,17 +137,33 @@ export class TransfersService extends TransferStates {
   }
 
   /**
-   * The connections of a transfer as the choice of an agent needs them (AgentsService.choose);
-   * 409 when one was deleted since the transfer was created.
+   * The source and destination connections of a transfer as the choice of agents needs them
+   * (plugins/app/agents/eligibility.ts); 409 when one was deleted since the transfer was created.
    */
-  async connectionsOf(job: StoredTransfer) {
+  async connectionsOf(job: Pick<StoredTransfer, 'account_id' | 'source_connection_id' | 'destination_connection_id'>): Promise<[RunConnection, RunConnection]> {
     const ids = [job.source_connection_id, job.destination_connection_id];
-    const docs = await this.o.db.connections.find({ _id: { $in: ids }, account_id: job.account_id }, { name: 1, type: 1, agent_id: 1 }).lean();
-    return ids.map((id, i) => {
+    const docs = await this.o.db.connections.find({ _id: { $in: ids }, account_id: job.account_id }, { name: 1, type: 1, agent_id: 1, agent_pool: 1 }).lean();
+    const [source, destination] = ids.map((id, i) => {
       const doc = docs.find((d) => d._id.equals(id));
       if (!doc) throw new ConflictError(`The ${i === 0 ? 'source' : 'destination'} connection ${String(id)} of this transfer was deleted; it cannot run`);
-      return { id: String(doc._id), name: doc.name, type: doc.type, agent_id: doc.agent_id };
+      return runConnection(doc);
     });
+    return [source!, destination!];
+  }
+
+  /**
+   * The 1-based queue position of each of these transfers that waits (none for the others): one
+   * read of the account's queue per account. A read; nothing is written.
+   */
+  async queuePositions(jobs: StoredTransfer[]): Promise<Map<string, number>> {
+    const waiting = jobs.filter((j) => j.status === 'queued' && j.queued_at);
+    const positions = new Map<string, number>();
+    const byAccount = new Map<string, StoredTransfer[]>();
+    for (const j of waiting) byAccount.set(String(j.account_id), [...(byAccount.get(String(j.account_id)) ?? []), j]);
+    for (const [accountId, list] of byAccount) {
+      for (const [id, n] of await this.queue.positions(accountId, list.map((j) => ({ _id: j._id, queued_at: j.queued_at! })))) positions.set(id, n);
+    }
+    return positions;
   }
 
   /**
