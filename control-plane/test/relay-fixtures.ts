@@ -71,3 +71,25 @@ export function frames(job: StoredTransfer, sizes: number[]): Buffer[] {
 export const FULL_CREDIT = { entries: MAX_RELAY_ENTRIES, bytes: RELAY_WINDOW_BYTES };
 
 export const ref = (job: StoredTransfer) => ({ job_id: String(job._id), attempt: job.attempt });
+
+/**
+ * Waits until `job`'s attempt was taken over (TransfersService.interrupt took the run back to the
+ * queue as the next attempt), makes sure that happened once, and returns why it ended. Later
+ * attempts may be started and taken over again (the scheduler may pick an agent whose session has
+ * just closed, before its registration is cleared): only this attempt counts.
+ */
+export async function takenOverOnce(job: StoredTransfer, interrupt: jest.SpiedFunction<App['transfers']['interrupt']>): Promise<string> {
+  const effective = async () => {
+    const done: string[] = [];
+    for (const [i, [id, attempt, reason]] of interrupt.mock.calls.entries()) {
+      if (String(id) !== String(job._id) || attempt !== job.attempt) continue;
+      if (await (interrupt.mock.results[i]!.value as Promise<unknown>)) done.push(reason);
+    }
+    return done;
+  };
+  await eventually(async () => (await effective()).length >= 1, 'taken over');
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const reasons = await effective();
+  expect(reasons).toHaveLength(1);
+  return reasons[0]!;
+}

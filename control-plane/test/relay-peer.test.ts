@@ -10,7 +10,7 @@ import { buildTestApp, createAccount, type TestAccount } from './helper.js';
 import { makeConnection, makeTransfer, SECRET, transferAction } from './fixtures.js';
 import { FakeNetwork } from './fake-network.js';
 import { eventually, type ProtocolClient } from './protocol-client.js';
-import { assignRelay, entries, frames, FULL_CREDIT, ref, relayAgent, relayedTransfer, type RelayAgent } from './relay-fixtures.js';
+import { assignRelay, entries, frames, FULL_CREDIT, ref, relayAgent, relayedTransfer, takenOverOnce, type RelayAgent } from './relay-fixtures.js';
 
 /**
  * Relays across two control-plane instances on one database (docs/architecture.md "Relays"):
@@ -183,6 +183,7 @@ test('a destination on A that does not read: each instance holds at most the win
 
 test('an instance that refuses the link (its agent cannot serve relays): the relay is lost and the job taken over, saying why', async () => {
   const fail = jest.spyOn(a.transfers, 'fail');
+  const interrupt = jest.spyOn(a.transfers, 'interrupt');
   const destination = await agentOn(a);
   const source = await relayAgent(b, a, owner.apiKey, false);
   opened.push(source.client);
@@ -190,12 +191,14 @@ test('an instance that refuses the link (its agent cannot serve relays): the rel
   await assignRelay(a, job);
   const end = await destination.client.next('relay.end');
   expect(end.payload.error).toMatch(/^The link to instance .* holding relay source agent .* was lost: refused the relay link \(HTTP 409\)$/);
-  await eventually(async () => failCalls(fail, job).length === 1, 'taken over');
+  expect(await takenOverOnce(job, interrupt)).toBe(end.payload.error);
+  expect(failCalls(fail, job)).toEqual([]);
   expect(source.client.received.filter((m) => m.type !== 'welcome')).toEqual([]);
 });
 
 test('a network cut between the instances ends the relay on both: the destination and the source get relay.end, the job is taken over once, by the host', async () => {
   const failA = jest.spyOn(a.transfers, 'fail');
+  const interrupt = jest.spyOn(a.transfers, 'interrupt');
   const failB = jest.spyOn(b.transfers, 'fail');
   const { destination, source, job } = await acrossInstances();
   destination.client.send('relay.credit', { ...ref(job), ...FULL_CREDIT });
@@ -204,20 +207,19 @@ test('a network cut between the instances ends the relay on both: the destinatio
   const end = await destination.client.next('relay.end');
   expect(end.payload.error).toMatch(/^The link to instance .* holding relay source agent .* was lost/);
   expect((await source.client.next('relay.end')).payload.error).toMatch(/^The link to the instance hosting the relay closed/);
-  await eventually(async () => failCalls(failA, job).length === 1, 'taken over');
-  await new Promise((resolve) => setTimeout(resolve, 300));
-  expect(failCalls(failA, job)).toEqual([[String(job._id), job.attempt, end.payload.error]]);
-  expect(failCalls(failB, job)).toEqual([]);
+  expect(await takenOverOnce(job, interrupt)).toBe(end.payload.error);
+  expect([...failCalls(failA, job), ...failCalls(failB, job)]).toEqual([]);
 });
 
 test('the source agent leaving B ends the relay through the link: the destination is told why, the job is taken over once', async () => {
   const fail = jest.spyOn(a.transfers, 'fail');
+  const interrupt = jest.spyOn(a.transfers, 'interrupt');
   const { destination, source, job } = await acrossInstances();
   source.client.ws.terminate();
   const error = `Relay source agent ${source.name} disconnected`;
   expect((await destination.client.next('relay.end')).payload).toEqual({ ...ref(job), error });
-  await eventually(async () => failCalls(fail, job).length === 1, 'taken over');
-  expect(failCalls(fail, job)[0]).toEqual([String(job._id), job.attempt, error]);
+  expect(await takenOverOnce(job, interrupt)).toBe(error);
+  expect(failCalls(fail, job)).toEqual([]);
 });
 
 test('a source on B past its credit is cut off by B; the host fails the job with B\'s full reason', async () => {
@@ -245,12 +247,13 @@ test('cancel on A reaches the source on B: relay.end on both sides', async () =>
 
 test('B shutting down takes the job over: the destination on A gets relay.end', async () => {
   const fail = jest.spyOn(a.transfers, 'fail');
+  const interrupt = jest.spyOn(a.transfers, 'interrupt');
   const { destination, job } = await acrossInstances();
   bClosed = true;
   await b.close();
   const error = 'The control-plane instance carrying the relay is shutting down';
   expect((await destination.client.next('relay.end')).payload).toEqual({ ...ref(job), error });
-  await eventually(async () => failCalls(fail, job).length === 1, 'taken over');
-  expect(failCalls(fail, job)[0]).toEqual([String(job._id), job.attempt, error]);
+  expect(await takenOverOnce(job, interrupt)).toBe(error);
+  expect(failCalls(fail, job)).toEqual([]);
   expect(logs.filter((l) => l.includes(SECRET))).toEqual([]);
 });
