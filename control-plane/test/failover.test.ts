@@ -100,7 +100,7 @@ test('the old agent coming back is told to abort its stale run', async () => {
   client.close();
 });
 
-test('job.failed with interrupted: the run is taken over, not failed; a run refused before it was accepted likewise', async () => {
+test('job.failed with interrupted: the run is taken over, not failed; a run refused before it was accepted likewise, after a backoff', async () => {
   const { key, agents, job } = await pool(2);
   await transferAction(app, key, job.id, 'execute', '?wait=false');
   const first = await assignedTo(agents.map((a) => a.client), job.id, 1);
@@ -110,8 +110,11 @@ test('job.failed with interrupted: the run is taken over, not failed; a run refu
   expect(second.payload.resume).toBe(true);
   expect((await getTransfer(app, key, job.id)).last_interruption).toMatchObject({ attempt: 1, reason: expect.stringMatching(/interrupted the run: agent shutting down/) });
   // Refused at once (no job.accepted): nothing ran; another run takes it (the limit of 2 takeovers is reached by then).
+  const refusedAt = Date.now();
   second.client.send('job.failed', { job_id: job.id, ...counters(0, 0, 0), error: 'agent busy: already running 4 of max_jobs 4' });
   const third = await assignedTo(agents.map((a) => a.client), job.id, 3);
+  // A second takeover waits out a backoff (1 s) first: a side that looks online but is gone cannot use up the takeovers at once.
+  expect(Date.now() - refusedAt).toBeGreaterThanOrEqual(900);
   expect((await getTransfer(app, key, job.id)).last_interruption).toMatchObject({ attempt: 2, reason: 'The agent refused the run: agent busy: already running 4 of max_jobs 4' });
   // A third interruption passes XFER_JOB_MAX_TAKEOVERS (2): the transfer fails, saying why.
   third.client.send('job.accepted', { job_id: job.id });

@@ -23,6 +23,13 @@ const schema = new Schema(
     entered_at: { type: Date, required: true },
     /** Since when no agent that could run it has been online (the orphan sweeper's clock); null while one is. */
     orphaned_since: { type: Date, default: null },
+    /**
+     * A transfer taken over again is not started before this: a backoff growing with its takeovers
+     * (TAKEOVER_BACKOFF_MS), so that an agent that looks online but is gone (its instance died
+     * and its session has not gone stale yet) cannot use up XFER_JOB_MAX_TAKEOVERS in a moment.
+     * Null: at once (a first takeover, an execute).
+     */
+    not_before: { type: Date, default: null },
   },
   { collection: 'transfer_queue', autoIndex: false, versionKey: false },
 );

@@ -86,7 +86,11 @@ export class AgentsService {
   async factsOf(accountId: AccountId): Promise<AgentFacts[]> {
     const docs = await this.o.db.agents.find({ account_id: accountId }, FACTS).lean();
     const now = Date.now();
-    return docs.map((d) => ({ ...d, online: this.isOnline(d, now) } as AgentFacts));
+    // A session registered on this instance whose socket is no longer open here has closed (its
+    // registration is being cleared): offline, however fresh it looks. A relay side chosen there
+    // would be lost at once.
+    const closedHere = (d: (typeof docs)[number]) => d.session?.instance_id === this.o.hub.instanceId && !this.o.hub.get(String(d._id));
+    return docs.map((d) => ({ ...d, online: this.isOnline(d, now) && !closedHere(d) } as AgentFacts));
   }
 
   /**

@@ -89,6 +89,7 @@ export class Scheduler {
     const agents = await this.o.agents.factsOf(accountId);
     // Agents whose socket is here are online whatever their last session refresh says.
     for (const a of agents) if (local.some((l) => l.facts._id.equals(a._id))) a.online = true;
+    const now = new Date();
     const remoteRoom = new Map<string, number>();
     let started = 0;
     let page = await this.o.transfers.queue.page(accountId, null, PAGE);
@@ -99,6 +100,8 @@ export class Scheduler {
         const destination = connections.get(String(entry.destination_connection_id));
         // A deleted connection: the orphan sweep fails the transfer.
         if (!source || !destination) continue;
+        // Taken over again not long ago: it waits out its backoff (queue-states.ts takeoverBackoffMs).
+        if (entry.not_before && entry.not_before > now) continue;
         const choice = chooseRun(source, destination, agents, this.o.relays());
         if (await this.tryStart(entry, choice, local, remoteRoom)) started++;
         if (local.every((l) => l.free <= 0)) return started;

@@ -11,6 +11,16 @@ import { TransferStates, ZERO_COUNTERS, isObjectIdHex, oid, type Id, type Stored
  */
 export const CATCH_UP_MS = 30_000;
 
+/**
+ * How long a transfer taken over for the n-th time (n ≥ 2) waits before it may start again:
+ * 1 s, 2 s, 4 s, … up to 30 s. A first takeover starts at once (an agent lost, the lease over:
+ * failover is what the pool is for); the ones after add up past the online window of a session
+ * whose instance died (hub.ts `onlineWindowMs`), within which such an agent may still be chosen.
+ */
+export function takeoverBackoffMs(takeovers: number): number {
+  return takeovers <= 1 ? 0 : Math.min(30_000, 1_000 * 2 ** (takeovers - 2));
+}
+
 /** How a waiting transfer is to run: on which agent, its effective slot limit, and for a relay the source side's. */
 export interface RunPlan {
   mode: TransferMode;
@@ -27,11 +37,11 @@ export interface RunPlan {
 export type StartOutcome = { outcome: 'started'; job: StoredTransfer } | { outcome: 'gone' | 'busy' | 'source-busy' };
 
 /** The queue entry of a transfer about to wait as attempt `attempt`. */
-function entryOf(job: StoredTransfer, attempt: number, queuedAt: Date, now: Date): QueueEntry {
+function entryOf(job: StoredTransfer, attempt: number, queuedAt: Date, now: Date, notBefore: Date | null = null): QueueEntry {
   return {
     _id: job._id, account_id: job.account_id, queued_at: queuedAt, attempt,
     source_connection_id: job.source_connection_id, destination_connection_id: job.destination_connection_id,
-    entered_at: now, orphaned_since: null,
+    entered_at: now, orphaned_since: null, not_before: notBefore,
   };
 }
 
@@ -168,7 +178,8 @@ export class TransferQueueStates extends TransferStates {
     }
     const now = new Date();
     const queuedAt = job.queued_at ?? now;
-    const entry = entryOf(job, attempt + 1, queuedAt, now);
+    const backoffMs = takeoverBackoffMs(takeovers + 1);
+    const entry = entryOf(job, attempt + 1, queuedAt, now, backoffMs > 0 ? new Date(now.getTime() + backoffMs) : null);
     if (!(await this.queue.add(entry))) {
       // Another instance is taking it over now; or one died after inserting the entry (adopted once the grace is over).
       const left = await this.queue.get(_id);
