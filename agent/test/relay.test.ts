@@ -5,6 +5,7 @@ import { Readable } from 'node:stream';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { RELAY_WINDOW_BYTES, type AgentMessage, type ConnectionSettings, type FileResult, type JobOptions } from '@xfer/shared';
+import { AgentAccess } from '../src/connectors/access.js';
 import { ConnectorError, type Connector } from '../src/connectors/types.js';
 import { copyTree } from '../src/copy/copy-engine.js';
 import { registryConnectors, type ConnectorSource } from '../src/lib/connector-source.js';
@@ -235,7 +236,7 @@ describe('relay sftp → s3 between two agents', () => {
         const now = process.memoryUsage();
         peakRss = Math.max(peakRss, now.rss);
         peakBuffers = Math.max(peakBuffers, now.arrayBuffers);
-      }, 25);
+      }, 100);
       const started = Date.now();
       start(pair, id);
       const end = await jobEnd(pair.forwarder.destination, id);
@@ -381,6 +382,49 @@ describe('relay sftp → s3 between two agents', () => {
       expect(end.payload).toMatchObject({ interrupted: true, error: expect.stringMatching(/relay interrupted: the session with the control plane ended/) });
       expect(await raw.sha256('out/big.bin')).toBeNull();
       expect(await raw.openUploads()).toBe(0);
+    } finally {
+      await pair.stop();
+    }
+  });
+
+  test.each([
+    ['its source path does not exist', {}, '/nope', /^source path \/nope does not exist$/],
+    ["its owner's access rules forbid the source host", { access: new AgentAccess({ allowRoots: [], allowHosts: [], denyHosts: ['127.0.0.1'] }) }, '/', /127\.0\.0\.1/],
+  ])('a source side that cannot serve because %s ends the relay with the job\'s own error: job.failed, not interrupted', async (_name, sourceOptions, sourcePath, error) => {
+    sourceTree({ 'a.txt': 'a' });
+    const pair = await agents({ source: sourceOptions });
+    try {
+      const id = jobId();
+      start(pair, id, { sourcePath });
+      const end = await jobEnd(pair.forwarder.destination, id);
+      expect(end.type).toBe('job.failed');
+      expect(end.payload).toMatchObject({ files_total: 0, error: expect.stringMatching(error) });
+      expect('interrupted' in end.payload).toBe(false);
+      expect(pair.forwarder.ends[0]).toMatchObject({ from: 'source', payload: { permanent: true } });
+    } finally {
+      await pair.stop();
+    }
+  });
+
+  test("the source side takes one of its agent's max_jobs slots: past them relay.source and job.assign are refused \"agent busy\"", async () => {
+    largeFile('big.bin', 32 * MiB);
+    const pair = await agents({ source: { maxJobs: 1 } });
+    try {
+      pair.forwarder.holdFrom = 8 * MiB;
+      const id = jobId();
+      start(pair, id);
+      await pair.forwarder.reached.promise;
+      const other = jobId();
+      pair.forwarder.source.send('relay.source', { job_id: other, attempt: 1, source: sftpSettings(), source_path: '/', concurrency: 2 });
+      const refused = await pair.forwarder.source.next('relay.end', (m) => m.payload.job_id === other);
+      expect(refused.payload).toEqual({ job_id: other, attempt: 1, error: 'agent busy: already running 1 of max_jobs 1' });
+      pair.forwarder.source.send('job.assign', {
+        job_id: 'direct-job', attempt: 1, source: sftpSettings(), source_path: '/', destination: s3Settings(), destination_path: '/direct', options: options(), resume: false,
+      });
+      expect((await pair.forwarder.source.next('job.failed')).payload).toMatchObject({ job_id: 'direct-job', error: 'agent busy: already running 1 of max_jobs 1' });
+      pair.forwarder.release();
+      pair.forwarder.holdFrom = null;
+      expect((await jobEnd(pair.forwarder.destination, id)).type).toBe('job.completed');
     } finally {
       await pair.stop();
     }
