@@ -189,6 +189,8 @@ describe('relay sftp → s3 between two agents', () => {
       expect(results).toHaveLength(files.length);
       for (const r of results) expect(r).toMatchObject({ status: 'copied', sha256: sha256(SMALL_TREE[r.path]!) });
       expect([...pair.forwarder.wanted].sort()).toEqual(files.map(([p]) => p).sort());
+      // The wants of one tick go in one message.
+      expect(pair.forwarder.destination.all('relay.want').length).toBeLessThan(files.length);
       expect(pair.forwarder.overdrawn).toBe(false);
       // The destination ends the relay; the source answers with its own end once stopped.
       expect(pair.forwarder.ends.map((e) => [e.from, e.payload.error])).toEqual([['destination', undefined], ['source', undefined]]);

@@ -88,8 +88,8 @@ export interface SourceItem {
   path: string;
   entry: Entry;
   /**
-   * The file's bytes. Called once per attempt; a source that cannot be read twice (a relayed
-   * stream) throws a non-transient error on the second call, which fails the file.
+   * The file's bytes. Called once per attempt: each call reads the file again (a relay's asks the
+   * source agent for it again).
    */
   open(signal: AbortSignal): Promise<Readable>;
   /** What an earlier attempt of the job recorded verified for this file (resume runs only; copy/earlier-results.ts). */

@@ -110,6 +110,8 @@ export class JobRunner {
   stop(jobId: string, reason: StopReason, why?: string): boolean {
     const job = this.jobs.get(jobId);
     if (!job) return false;
+    // The first reason stands, but a cancel beats an interruption not reported yet: the user's word is final.
+    if (reason === 'cancel' && job.reason === 'interrupted') job.reason = 'cancel';
     job.reason ??= reason;
     if (job.reason === 'interrupted') job.interruption ??= why ?? 'interrupted';
     job.controller.abort(new Error(reason === 'cancel' ? 'job cancelled' : reason === 'shutdown' ? 'agent shutting down' : `interrupted: ${why ?? ''}`));

@@ -84,6 +84,10 @@ const MAX_HEARTBEAT_MS = 3_600_000;
  *
  * The reconnect backoff is capped to a quarter of the job lease the last welcome announced: the
  * control plane fails a job whose agent stays away a whole lease (counted from when it is back).
+ *
+ * Relays (option `relay`): `hello` says the agent plays them; on a session whose welcome says so
+ * too, binary frames are relay frames (decoded, handed to `relay.onChunk`) and `relayLink` is
+ * that session's way to send relay messages and frames, ended with the session.
  */
 export class AgentSession {
   private ws: WebSocket | null = null;
