@@ -365,6 +365,25 @@ describe('relay sftp → s3 between two agents', () => {
     }
   });
 
+  test('the source agent shutting down mid-file: its side ends the relay at the drain timeout, the destination run ends job.failed interrupted', async () => {
+    largeFile('big.bin', 48 * MiB);
+    const pair = await agents({ source: { drainTimeoutMs: 200 } });
+    try {
+      pair.forwarder.holdFrom = 20 * MiB;
+      const id = jobId();
+      start(pair, id);
+      await pair.forwarder.reached.promise;
+      await pair.source.agent.shutdown('SIGTERM');
+      expect(pair.forwarder.ends[0]).toMatchObject({ from: 'source', payload: { error: expect.stringMatching(/agent shutting down/) } });
+      expect(pair.forwarder.ends[0]!.payload.permanent).toBeUndefined();
+      const end = await jobEnd(pair.forwarder.destination, id);
+      expect(end.payload).toMatchObject({ interrupted: true, error: expect.stringMatching(/relay interrupted: .*agent shutting down/) });
+      expect(await raw.openUploads()).toBe(0);
+    } finally {
+      await pair.stop();
+    }
+  });
+
   test("the destination's own session dropping mid-file: its run ends job.failed interrupted (reported after it reconnects), the source stops, nothing partial", async () => {
     largeFile('big.bin', 48 * MiB);
     const pair = await agents();

@@ -125,7 +125,10 @@ export class RelaySource {
   private finish(message: { error?: string; permanent?: boolean } | null, status: RelaySourceEnd['status']): void {
     if (this.ending) return;
     this.ending = { message, status };
-    this.controller.abort(new Error(message?.error ?? 'the relay ended'));
+    const reason = new Error(message?.error ?? 'the relay ended');
+    this.controller.abort(reason);
+    // Packing may be waiting for room in the writer's output: that wait ends here too.
+    this.writer.destroy(reason);
   }
 
   private async run(): Promise<void> {
