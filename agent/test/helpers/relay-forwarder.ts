@@ -1,7 +1,4 @@
-import {
-  decodeRelayChunk, encodeRelayChunk, RELAY_FRAME_HEADER_BYTES,
-  type AgentMessage, type PayloadOf, type ServerToAgent,
-} from '@xfer/shared';
+import { decodeRelayChunk, encodeRelayChunk, type AgentMessage, type PayloadOf, type ServerToAgent } from '@xfer/shared';
 import { deferred, testAgent } from './test-agent.js';
 import type { AgentConnection, TestControlPlane } from './test-control-plane.js';
 
@@ -153,7 +150,6 @@ export function flipAt(at: number): (payload: Buffer, offset: number) => Buffer 
 
 /** Where the first wanted file's content starts in a relay's tar stream: its pax header (2 blocks) and its header. */
 export const FIRST_CONTENT_OFFSET = 3 * 512;
-export { RELAY_FRAME_HEADER_BYTES };
 
 /**
  * Two real agents on `server`, welcomed with `relay: true` (and the resume lookup), told apart by
