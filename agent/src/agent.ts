@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { CopyTuning } from './copy/types.js';
 import { closedAccess, type AgentAccess } from './connectors/access.js';
 import { JobRunner } from './jobs/job-runner.js';
+import { Slots } from './jobs/slots.js';
 import { VerifiedLookup } from './jobs/verified-lookup.js';
 import type { AgentMetrics } from './metrics/agent-metrics.js';
 import { reasonOf } from './copy/errors.js';
@@ -11,6 +12,7 @@ import { truncate } from './copy/stats.js';
 import { ZERO_COUNTERS } from './jobs/payloads.js';
 import type { ProgressReporterOptions } from './jobs/progress-reporter.js';
 import { registryConnectors, reportingCredentials, type ConnectorSource } from './lib/connector-source.js';
+import { Relays } from './relay/relays.js';
 import { testConnection } from './session/connection-test.js';
 import { spillDir } from './session/report-queue.js';
 import { AgentSession, type SessionMessage, type SessionOptions, type Welcome } from './session/session.js';
@@ -57,12 +59,14 @@ const FINAL_FLUSH_MS = 5000;
 export const MAX_CONNECTION_TESTS = 8;
 
 /**
- * The agent daemon: one session with the control plane, one job runner, and the replies to the
- * control plane's requests. `run` resolves when `shutdown` finished or the token was refused.
+ * The agent daemon: one session with the control plane, one job runner, the relays it plays a
+ * side of, and the replies to the control plane's requests. Jobs and the source sides of relays
+ * share the `max_jobs` slots. `run` resolves when `shutdown` finished or the token was refused.
  */
 export class Agent {
   private readonly session: AgentSession;
   private readonly runner: JobRunner;
+  private readonly relays: Relays;
   private readonly verified: VerifiedLookup;
   private readonly connectors: ConnectorSource;
   private shuttingDown: Promise<void> | null = null;
@@ -84,10 +88,13 @@ export class Agent {
       }),
       onWelcome: (welcome) => this.welcome(welcome),
       onMessage: (message) => this.handle(message),
+      relay: { onChunk: (chunk) => this.relays.chunk(chunk) },
     });
+    const slots = new Slots(o.maxJobs);
+    this.relays = new Relays({ link: () => this.session.relayLink, connectors: this.connectors, slots, log: o.log, metrics: o.metrics });
     this.verified = new VerifiedLookup({ send: (m) => this.session.send(m), timeoutMs: o.verifiedQueryTimeoutMs });
     this.runner = new JobRunner({
-      maxJobs: o.maxJobs, send: (m) => this.session.send(m), verified: this.verified, connectors: this.connectors, log: o.log,
+      maxJobs: o.maxJobs, slots, relays: this.relays, send: (m) => this.session.send(m), verified: this.verified, connectors: this.connectors, log: o.log,
       progress: o.progress, tuning: o.tuning, metrics: o.metrics,
     });
     o.metrics?.countRunningWith(() => this.runner.runningJobIds().length);
@@ -97,7 +104,7 @@ export class Agent {
     const end = await this.session.run();
     if (end.kind === 'terminal') {
       // Nobody will take these jobs' reports any more; stop them so nothing partial is left behind.
-      await this.runner.stopAll('shutdown');
+      await Promise.all([this.runner.stopAll('shutdown'), this.relays.stopAll('agent shutting down')]);
       return { code: 3, reason: end.reason };
     }
     await this.shuttingDown;
@@ -105,14 +112,16 @@ export class Agent {
   }
 
   /**
-   * Graceful stop: take no new jobs, let running ones finish for `drainTimeoutMs` (then abort
-   * them: they report job.failed "agent shutting down"), give the last reports a moment to get
-   * out, close the socket with 1000. Idempotent; `immediately` skips the wait for running jobs.
+   * Graceful stop: take no new jobs or relays, let running ones finish for `drainTimeoutMs` (then
+   * abort them: jobs report job.failed "agent shutting down" with `interrupted`, relay source
+   * sides end theirs), give the last reports a moment to get out, close the socket with 1000.
+   * Idempotent; `immediately` skips the wait for running jobs.
    */
   shutdown(reason: string, immediately = false): Promise<void> {
     if (this.shuttingDown && !immediately) return this.shuttingDown;
-    this.o.log.info({ reason, running_jobs: this.runner.runningJobIds().length }, 'shutting down');
-    const drain = immediately ? this.runner.drain(0) : this.runner.drain(this.o.drainTimeoutMs);
+    this.o.log.info({ reason, running_jobs: this.runner.runningJobIds().length, relays_serving: this.relays.serving }, 'shutting down');
+    const timeoutMs = immediately ? 0 : this.o.drainTimeoutMs;
+    const drain = Promise.all([this.runner.drain(timeoutMs), this.relays.drain(timeoutMs)]);
     this.shuttingDown = (async () => {
       await drain;
       if (!(await this.session.flushed(FINAL_FLUSH_MS))) this.o.log.warn('some job reports could not be delivered before exit');
@@ -155,9 +164,21 @@ export class Agent {
       case 'job.verified':
         this.verified.answered(message.payload);
         return;
-      case 'job.cancel':
+      case 'job.cancel': {
+        const jobId = message.payload.job_id;
+        if (this.runner.stop(jobId, 'cancel')) return;
+        // The source side of its relay: its relay.end is the answer (the destination reports the job).
+        if (this.relays.stopSources(jobId, 'job cancelled')) return;
         // Unknown here (finished already, or never arrived): nothing runs, so the cancel is done.
-        if (!this.runner.stop(message.payload.job_id, 'cancel')) this.send('job.cancelled', { job_id: message.payload.job_id, ...ZERO_COUNTERS });
+        this.send('job.cancelled', { job_id: jobId, ...ZERO_COUNTERS });
+        return;
+      }
+      case 'relay.source':
+      case 'relay.credit':
+      case 'relay.want':
+      case 'relay.entries':
+      case 'relay.end':
+        this.relays.message(message);
         return;
       case 'connection.test': {
         const { request_id, connection } = message.payload;

@@ -56,12 +56,12 @@ function samples() {
     ack: [{ seqs: [1] }, { seqs: [1, 2, 999_999] }],
     // Answers to queries the agent never sent are dropped.
     'job.verified': [{ request_id: 'vq-x', files: [] }, { request_id: 'constructor', files: [{ path: 'a', size: 1, attempt: 1, sha256: 'a'.repeat(64) }] }],
-    // Relay traffic about relays this agent does not play (its welcome offers none): dropped.
+    // Relay messages on a session whose welcome did not offer relays: protocol errors (firstBadFrame).
+    'relay.source': [{ job_id: relayJob, attempt: 1, source: nowhere, source_path: '/a', concurrency: 2 }],
     'relay.credit': [{ job_id: relayJob, attempt: 1, entries: 10, bytes: 1024 }],
     'relay.entries': [{ job_id: relayJob, attempt: 1, entries: [{ path: 'a', kind: 'file', size: 1 }], done: true }],
     'relay.want': [{ job_id: relayJob, attempt: 1, files: [{ path: 'a', size: 1 }] }],
-    'relay.end': [{ job_id: relayJob, attempt: 1 }, { job_id: relayJob, attempt: 2, error: 'gone' }],
-    'relay.source': [{ job_id: relayJob, attempt: 1, source: nowhere, source_path: '/a', concurrency: 1 }],
+    'relay.end': [{ job_id: relayJob, attempt: 1 }, { job_id: relayJob, attempt: 1, error: 'gone' }],
   } satisfies Record<keyof typeof ServerToAgent, unknown[]>;
   return all;
 }
@@ -88,8 +88,8 @@ function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   return Promise.race([promise, new Promise<T>((_, reject) => { timer = setTimeout(() => reject(new Error(`${what} within ${ms} ms`)), ms); })]).finally(() => clearTimeout(timer));
 }
 
-/** Index of the first frame that must end the session: invalid, or a second welcome. */
-const firstBadFrame = (frames: FuzzFrame[]) => frames.findIndex((f) => !isValidFrame(ServerToAgent, f) || typeOf(f) === 'welcome');
+/** Index of the first frame that must end the session: invalid, a second welcome, or a relay message (this session's welcome offers no relays). */
+const firstBadFrame = (frames: FuzzFrame[]) => frames.findIndex((f) => !isValidFrame(ServerToAgent, f) || typeOf(f) === 'welcome' || String(typeOf(f)).startsWith('relay.'));
 
 let runs = 0;
 /** The agent works on this connection: it answers a ping, and copies a file end to end. */

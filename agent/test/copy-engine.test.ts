@@ -5,7 +5,7 @@ import { Transform } from 'node:stream';
 import type { FileResult } from '@xfer/shared';
 import { ConnectorError } from '../src/connectors/types.js';
 import { copyTree } from '../src/copy/copy-engine.js';
-import type { CopyOutcome, CopyRequest } from '../src/copy/types.js';
+import type { CopyOutcome, DirectCopyRequest } from '../src/copy/types.js';
 import { FAST_RETRIES, fsConnector, options, partFiles, rmTemp, sha256, snapshot, tempDir, writeTree } from './helpers/tree.js';
 import { corruptByteAt, WrappedConnector } from './helpers/wrapped-connector.js';
 
@@ -22,7 +22,7 @@ afterEach(() => {
 });
 
 /** Runs the engine from `src` to `dst` and collects every FileResult. */
-async function run(overrides: Partial<CopyRequest> = {}): Promise<CopyOutcome & { files: FileResult[] }> {
+async function run(overrides: Partial<DirectCopyRequest> = {}): Promise<CopyOutcome & { files: FileResult[] }> {
   const files: FileResult[] = [];
   const outcome = await copyTree({
     source: fsConnector(src), sourcePath: '/', destination: fsConnector(dst), destinationPath: '/',

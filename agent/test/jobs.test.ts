@@ -335,14 +335,14 @@ describe('drain on shutdown', () => {
     expect(await running).toEqual({ code: 0 });
   });
 
-  test('jobs still running at the drain timeout are aborted and reported as failed "agent shutting down"', async () => {
+  test('jobs still running at the drain timeout are aborted and reported as failed "agent shutting down", interrupted (for another agent to take over)', async () => {
     writeTree(src, { 'a.txt': 'a' });
     const { connectors, started } = gatedConnectors();
     const { agent, running, conn, log } = await connected({ connectors, drainTimeoutMs: 100 });
     conn.send('job.assign', assignPayload('job-s', src, dst));
     await started.promise;
     await agent.shutdown('SIGTERM');
-    expect((await conn.next('job.failed')).payload).toMatchObject({ job_id: 'job-s', error: SHUTDOWN_ERROR });
+    expect((await conn.next('job.failed')).payload).toMatchObject({ job_id: 'job-s', error: SHUTDOWN_ERROR, interrupted: true });
     expect((await conn.closed).code).toBe(1000);
     expect(await running).toEqual({ code: 0 });
     expect(partFiles(dst)).toEqual([]);

@@ -1,8 +1,10 @@
-import { AgentToServer, CloseCodes, frame, type AgentMessage } from '@xfer/shared';
+import { AgentToServer, CloseCodes, encodeRelayChunk, frame, type AgentMessage } from '@xfer/shared';
 import { createLogger } from '../src/logger.js';
 import { AgentSession } from '../src/session/session.js';
 import { LogLines, TEST_TOKEN, testAgent } from './helpers/test-agent.js';
-import { TestControlPlane } from './helpers/test-control-plane.js';
+import { TestControlPlane, type AgentConnection } from './helpers/test-control-plane.js';
+
+const JOB = '0123456789abcdef01234567';
 
 let server: TestControlPlane;
 beforeEach(async () => {
@@ -19,7 +21,7 @@ describe('agent session', () => {
     const conn = await server.connection(0);
     expect(conn.headers.authorization).toBe(`Bearer ${TEST_TOKEN}`);
     const hello = await conn.welcome();
-    expect(hello.payload).toEqual({ version: '0.1.0-test', hostname: 'test-host', connector_types: ['nfs', 'sftp'], running_jobs: [], max_jobs: 2, acks: true });
+    expect(hello.payload).toEqual({ version: '0.1.0-test', hostname: 'test-host', connector_types: ['nfs', 'sftp'], running_jobs: [], max_jobs: 2, acks: true, relay: true });
     conn.send('ping', { request_id: 'r-1' });
     expect((await conn.next('pong')).payload).toEqual({ request_id: 'r-1' });
     await agent.shutdown('test');
@@ -40,6 +42,38 @@ describe('agent session', () => {
     await second.welcome();
     await agent.shutdown('test');
     expect(await running).toEqual({ code: 0 });
+  });
+
+  test.each([
+    ['a binary frame on a session whose welcome offered no relays', {}, (c: AgentConnection) => c.ws.send(encodeRelayChunk(JOB, 1, Buffer.from('tar')), { binary: true }), 'unexpected binary frame'],
+    ['a relay message on a session whose welcome offered no relays', {}, (c: AgentConnection) => c.send('relay.end', { job_id: JOB, attempt: 1 }), 'relay.end on a session without relays'],
+    ['a binary frame that is no relay frame, on a relay session', { relay: true }, (c: AgentConnection) => c.ws.send(Buffer.from('not a relay frame at all'), { binary: true }), 'binary frame is not a relay frame'],
+  ])('%s is a protocol error (4400)', async (_name, welcome, send, reason) => {
+    const { agent } = testAgent(server.connectUrl);
+    const running = agent.run();
+    const first = await server.connection(0);
+    await first.welcome(welcome);
+    send(first);
+    expect(await first.closed).toMatchObject({ code: CloseCodes.protocolError, reason });
+    await (await server.connection(1)).welcome();
+    await agent.shutdown('test');
+    await running;
+  });
+
+  test('on a relay session, relay frames and messages of relays that are not here are dropped; the session goes on', async () => {
+    const { agent, log } = testAgent(server.connectUrl);
+    const running = agent.run();
+    const conn = await server.connection(0);
+    await conn.welcome({ relay: true });
+    conn.ws.send(encodeRelayChunk(JOB, 1, Buffer.from('tar bytes of no relay')), { binary: true });
+    conn.send('relay.credit', { job_id: JOB, attempt: 1, entries: 5, bytes: 1024 });
+    conn.send('relay.end', { job_id: JOB, attempt: 1, error: 'gone' });
+    conn.send('ping', { request_id: 'still-here' });
+    expect((await conn.next('pong')).payload).toEqual({ request_id: 'still-here' });
+    expect(server.connections).toHaveLength(1);
+    expect(log.text).toContain('relay bytes for no relay here: dropped');
+    await agent.shutdown('test');
+    await running;
   });
 
   test('a message before welcome is a protocol error', async () => {

@@ -13,7 +13,7 @@ const MAX_ERROR_CHARS = 4000;
 
 /** The source's items; on a resume run, each with what an earlier attempt verified of it (earlier-results.ts). */
 function listed(request: CopyRequest, log?: Logger): AsyncIterable<SourceItem> {
-  const items = readSide(request.source, request.sourcePath, request.signal);
+  const items = request.items ?? readSide(request.source, request.sourcePath, request.signal);
   if (!request.resume) return items;
   if (!request.askVerified) {
     log?.info('resume run without the results of earlier attempts: every file follows the overwrite policy');
@@ -23,7 +23,8 @@ function listed(request: CopyRequest, log?: Logger): AsyncIterable<SourceItem> {
 }
 
 /**
- * Copies `sourcePath` (a file or a directory tree) into the directory `destinationPath`.
+ * Copies `sourcePath` (a file or a directory tree) into the directory `destinationPath`; or the
+ * request's own `items` (a relay's) in place of a source connector.
  *
  * The listing is consumed lazily: at most `concurrency` items run and at most `concurrency` more
  * wait in the queue, so memory is flat whatever the number of files, and each file streams

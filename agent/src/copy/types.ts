@@ -38,10 +38,22 @@ export interface CopyTuning {
 
 export const DEFAULT_TUNING: CopyTuning = { retries: 3, retryBaseMs: 500, retryMaxMs: 10_000 };
 
+/**
+ * Where a run's items come from: a connector and the path on it (read-side.ts lists it), or items
+ * of their own (the destination side of a relay: relay/relay-destination.ts).
+ */
+export type CopySource =
+  | { source: Connector; sourcePath: string; items?: undefined }
+  | { items: AsyncIterable<SourceItem>; source?: undefined; sourcePath?: undefined };
+
 /** One run of a transfer: both ends, the paths on them, the options and a signal that cancels it. */
-export interface CopyRequest {
-  source: Connector;
-  sourcePath: string;
+export type CopyRequest = CopySource & CopyRun;
+
+/** A run reading a source connector itself (no relay). */
+export type DirectCopyRequest = CopyRun & { source: Connector; sourcePath: string };
+
+/** A run but for where its items come from. */
+export interface CopyRun {
   destination: Connector;
   destinationPath: string;
   options: JobOptions;
@@ -76,8 +88,8 @@ export interface SourceItem {
   path: string;
   entry: Entry;
   /**
-   * The file's bytes. Called once per attempt; a source that cannot be read twice (a relayed
-   * stream) throws a non-transient error on the second call, which fails the file.
+   * The file's bytes. Called once per attempt: each call reads the file again (a relay's asks the
+   * source agent for it again).
    */
   open(signal: AbortSignal): Promise<Readable>;
   /** What an earlier attempt of the job recorded verified for this file (resume runs only; copy/earlier-results.ts). */

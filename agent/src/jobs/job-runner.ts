@@ -10,18 +10,28 @@ import type { CopyOutcome, CopyTuning } from '../copy/types.js';
 import { countersOf, ZERO_COUNTERS, type Counters } from './payloads.js';
 import { ProgressReporter, type ProgressReporterOptions } from './progress-reporter.js';
 import type { AgentMetrics, JobEnds } from '../metrics/agent-metrics.js';
+import { RelayInterrupted, type RelayDestination } from '../relay/relay-destination.js';
+import type { Relays } from '../relay/relays.js';
+import { Slots } from './slots.js';
 import type { VerifiedLookup } from './verified-lookup.js';
 
 export type JobAssign = PayloadOf<typeof ServerToAgent, 'job.assign'>;
 
-/** Why a job's signal was aborted: the control plane cancelled it, or the agent is stopping. */
-export type StopReason = 'cancel' | 'shutdown';
+/**
+ * Why a job's signal was aborted: the control plane cancelled it, the agent is stopping, or the
+ * relay it reads from broke for a reason that is not the job's.
+ */
+export type StopReason = 'cancel' | 'shutdown' | 'interrupted';
 
 export const SHUTDOWN_ERROR = 'agent shutting down: the job was stopped before it finished; retry it to resume';
 
 export interface JobRunnerOptions {
   /** Jobs run at once; an assign beyond it is refused with `job.failed` "agent busy". */
   maxJobs: number;
+  /** The `max_jobs` slots, when other work shares them (the source sides of relays); default: the runner's own. */
+  slots?: Slots;
+  /** Starts the destination side of relayed jobs (relay/relays.ts); none: a relayed job fails. */
+  relays?: Pick<Relays, 'destination'>;
   /** Sends one message to the control plane (the session queues what must not be lost). */
   send: (message: AgentMessage) => void;
   connectors: ConnectorSource;
@@ -30,14 +40,16 @@ export interface JobRunnerOptions {
   tuning?: Partial<CopyTuning>;
   /** Asks the control plane what earlier attempts verified (resume runs); none: resume follows the overwrite policy alone. */
   verified?: Pick<VerifiedLookup, 'query'>;
-  /** Counts each job's end by status and connector type (`--metrics-port`); none: not measured. */
-  metrics?: Pick<AgentMetrics, 'jobEnded'>;
+  /** Counts each job's end by status and connector type, relayed ones also as relays (`--metrics-port`); none: not measured. */
+  metrics?: Pick<AgentMetrics, 'jobEnded' | 'relayEnded'>;
 }
 
 interface RunningJob {
   id: string;
   controller: AbortController;
   reason: StopReason | null;
+  /** What interrupted it (reason `interrupted`). */
+  interruption: string | null;
   done: Promise<void>;
 }
 
@@ -54,8 +66,11 @@ interface RunningJob {
 export class JobRunner {
   private readonly jobs = new Map<string, RunningJob>();
   private accepting = true;
+  private readonly slots: Slots;
 
-  constructor(private readonly o: JobRunnerOptions) {}
+  constructor(private readonly o: JobRunnerOptions) {
+    this.slots = o.slots ?? new Slots(o.maxJobs);
+  }
 
   runningJobIds(): string[] {
     return [...this.jobs.keys()];
@@ -72,12 +87,12 @@ export class JobRunner {
       this.send('job.failed', { job_id: job.job_id, ...ZERO_COUNTERS, error: 'agent shutting down: not taking new jobs' });
       return;
     }
-    if (this.jobs.size >= this.o.maxJobs) {
-      log.warn({ job_id: job.job_id, max_jobs: this.o.maxJobs }, 'job refused: agent busy');
-      this.send('job.failed', { job_id: job.job_id, ...ZERO_COUNTERS, error: `agent busy: already running ${this.jobs.size} of max_jobs ${this.o.maxJobs}` });
+    if (!this.slots.take()) {
+      log.warn({ job_id: job.job_id, max_jobs: this.slots.max }, 'job refused: agent busy');
+      this.send('job.failed', { job_id: job.job_id, ...ZERO_COUNTERS, error: this.slots.busyMessage() });
       return;
     }
-    const running: RunningJob = { id: job.job_id, controller: new AbortController(), reason: null, done: Promise.resolve() };
+    const running: RunningJob = { id: job.job_id, controller: new AbortController(), reason: null, interruption: null, done: Promise.resolve() };
     this.jobs.set(job.job_id, running);
     running.done = this.run(running, job)
       .catch((err: unknown) => {
@@ -85,15 +100,21 @@ export class JobRunner {
         log.error({ err, job_id: job.job_id }, 'job ended with an unexpected error');
         this.send('job.failed', { job_id: job.job_id, ...ZERO_COUNTERS, error: `agent error: ${truncate(reasonOf(err), 3000)}` });
       })
-      .finally(() => this.jobs.delete(job.job_id));
+      .finally(() => {
+        this.jobs.delete(job.job_id);
+        this.slots.release();
+      });
   }
 
-  /** Aborts a running job; false when no such job runs here. */
-  stop(jobId: string, reason: StopReason): boolean {
+  /** Aborts a running job (`why`: what interrupted it); false when no such job runs here. */
+  stop(jobId: string, reason: StopReason, why?: string): boolean {
     const job = this.jobs.get(jobId);
     if (!job) return false;
+    // The first reason stands, but a cancel beats an interruption not reported yet: the user's word is final.
+    if (reason === 'cancel' && job.reason === 'interrupted') job.reason = 'cancel';
     job.reason ??= reason;
-    job.controller.abort(new Error(reason === 'cancel' ? 'job cancelled' : 'agent shutting down'));
+    if (job.reason === 'interrupted') job.interruption ??= why ?? 'interrupted';
+    job.controller.abort(new Error(reason === 'cancel' ? 'job cancelled' : reason === 'shutdown' ? 'agent shutting down' : `interrupted: ${why ?? ''}`));
     return true;
   }
 
@@ -130,39 +151,63 @@ export class JobRunner {
     log.info({ attempt: assign.attempt, source: sourceType, destination: assign.destination.type, resume: assign.resume }, 'job started');
     const reporter = new ProgressReporter(job.id, (payload) => this.send('job.progress', payload), this.o.progress);
     const opened: Connector[] = [];
+    let relay: RelayDestination | null = null;
     let outcome: CopyOutcome | null = null;
     try {
-      // This agent does not announce relays (hello.relay), so no control plane sends it one.
-      if (!assign.source) throw new Error('this agent cannot be the destination of a relayed job');
-      // Both at once: each may load its connector's library on first use.
-      const created = await Promise.allSettled([this.o.connectors.create(assign.source), this.o.connectors.create(assign.destination)]);
-      for (const c of created) if (c.status === 'fulfilled') opened.push(c.value);
-      for (const c of created) if (c.status === 'rejected') throw c.reason;
-      const [source, destination] = opened as [Connector, Connector];
-      reporter.start();
-      outcome = await copyTree({
-        source, sourcePath: assign.source_path, destination, destinationPath: assign.destination_path,
-        options: assign.options, resume: assign.resume,
-        askVerified: assign.resume && this.o.verified ? (paths, signal) => this.o.verified!.query(job.id, paths, signal) : undefined,
+      const common = {
+        destinationPath: assign.destination_path, options: assign.options, resume: assign.resume,
+        askVerified: assign.resume && this.o.verified ? (paths: string[], signal: AbortSignal) => this.o.verified!.query(job.id, paths, signal) : undefined,
         run: { jobId: job.id, attempt: assign.attempt }, signal: job.controller.signal, observer: reporter, tuning: this.o.tuning,
-      }, log);
+      };
+      if (assign.relay) {
+        // The destination side of a relay: the source agent lists and reads, through the control plane.
+        if (!this.o.relays) throw new Error('this agent cannot be the destination of a relayed job');
+        relay = this.o.relays.destination({
+          jobId: job.id, attempt: assign.attempt, concurrency: assign.options.concurrency, log,
+          onInterrupted: (err) => this.stop(job.id, 'interrupted', err.message),
+        });
+        const destination = await this.o.connectors.create(assign.destination);
+        opened.push(destination);
+        reporter.start();
+        outcome = await copyTree({ ...common, items: relay.items(), destination }, log);
+      } else {
+        if (!assign.source) throw new Error('a job.assign without relay must name its source');
+        // Both at once: each may load its connector's library on first use.
+        const created = await Promise.allSettled([this.o.connectors.create(assign.source), this.o.connectors.create(assign.destination)]);
+        for (const c of created) if (c.status === 'fulfilled') opened.push(c.value);
+        for (const c of created) if (c.status === 'rejected') throw c.reason;
+        const [source, destination] = opened as [Connector, Connector];
+        reporter.start();
+        outcome = await copyTree({ ...common, source, sourcePath: assign.source_path, destination }, log);
+      }
     } catch (err) {
-      // copyTree never rejects: this is a connector that could not even be built (unsupported type, bad settings).
-      outcome = { status: 'failed', counters: { ...ZERO_COUNTERS, listing_done: false }, error: reasonOf(err) };
+      // copyTree never rejects: this is a connector that could not even be built (unsupported type,
+      // bad settings), or a relay that could not start because the session was lost.
+      if (err instanceof RelayInterrupted) this.stop(job.id, 'interrupted', err.message);
+      outcome = { status: job.reason === 'interrupted' ? 'cancelled' : 'failed', counters: { ...ZERO_COUNTERS, listing_done: false }, error: reasonOf(err) };
     } finally {
       reporter.stop();
+      // The source side stops at once (it also would when the relay ends some other way).
+      relay?.finish(outcome === null || outcome.status === 'completed' ? undefined : outcome.status === 'cancelled' ? `job stopped: ${job.reason ?? 'cancel'}` : truncate(outcome.error ?? 'failed', 4000));
       await Promise.all(opened.map((c) => c.close().catch((e: unknown) => log.warn({ err: reasonOf(e) }, 'closing a connector failed'))));
     }
-    this.report(job, outcome, log, { source: sourceType, destination: assign.destination.type });
+    this.report(job, outcome, log, { source: sourceType, destination: assign.destination.type }, assign.relay !== undefined);
   }
 
-  private report(job: RunningJob, outcome: CopyOutcome, log: Logger, ends: JobEnds): void {
+  private report(job: RunningJob, outcome: CopyOutcome, log: Logger, ends: JobEnds, relayed: boolean): void {
     const counters: Counters = countersOf(outcome.counters);
-    const shutdown = outcome.status === 'cancelled' && job.reason === 'shutdown';
-    this.o.metrics?.jobEnded(shutdown ? 'failed' : outcome.status, ends, counters);
-    if (shutdown) {
+    // Stopped for a reason that is not the job's: another run takes over and resumes (job.failed.interrupted).
+    const interrupted = outcome.status === 'cancelled' && (job.reason === 'shutdown' || job.reason === 'interrupted');
+    const status = interrupted ? 'failed' : outcome.status;
+    this.o.metrics?.jobEnded(status, ends, counters);
+    if (relayed) this.o.metrics?.relayEnded('destination', ends.source, status);
+    if (interrupted && job.reason === 'shutdown') {
       log.warn(counters, 'job stopped: agent shutting down');
-      this.send('job.failed', { job_id: job.id, ...counters, error: SHUTDOWN_ERROR });
+      this.send('job.failed', { job_id: job.id, ...counters, error: SHUTDOWN_ERROR, interrupted: true });
+    } else if (interrupted) {
+      const error = truncate(`relay interrupted: ${job.interruption ?? 'unknown cause'}`, 4000);
+      log.warn({ ...counters, error }, 'job interrupted: its relay broke');
+      this.send('job.failed', { job_id: job.id, ...counters, error, interrupted: true });
     } else if (outcome.status === 'cancelled') {
       log.info(counters, 'job cancelled');
       this.send('job.cancelled', { job_id: job.id, ...counters });

@@ -1,12 +1,13 @@
 import WebSocket from 'ws';
 import {
-  AgentToServer, Backoff, CloseCodes, frame, MAX_FRAME_BYTES, parseMessage, ProtocolError, ServerToAgent, TERMINAL_CLOSE_CODES,
-  type AgentMessage, type PayloadOf, type ServerMessage,
+  AgentToServer, Backoff, CloseCodes, decodeRelayChunk, frame, MAX_FRAME_BYTES, parseMessage, ProtocolError, ServerToAgent, TERMINAL_CLOSE_CODES,
+  type AgentMessage, type PayloadOf, type RelayChunk, type ServerMessage,
 } from '@xfer/shared';
 import type { Logger } from 'pino';
 import { isDurable, Outbox } from './outbox.js';
 import { DEFAULT_OUTBOX_MEMORY_BYTES } from '../config.js';
 import { isJobReport, ReportQueue } from './report-queue.js';
+import { SocketRelayLink, type RelayLink } from './relay-link.js';
 
 export type Hello = PayloadOf<typeof AgentToServer, 'hello'>;
 export type Welcome = PayloadOf<typeof ServerToAgent, 'welcome'>;
@@ -43,6 +44,12 @@ export interface SessionOptions {
   spillDir?: string | null;
   /** Memory bound of the job reports held until acknowledged (default 8 MiB). */
   outboxMemoryBytes?: number;
+  /**
+   * Set: the agent plays relays (relay-protocol.ts). `hello` announces it, and on a session whose
+   * welcome sets `relay` the binary frames go to `onChunk` (`relay.*` messages to `onMessage`
+   * like any other); elsewhere both stay protocol errors.
+   */
+  relay?: { onChunk: (chunk: RelayChunk) => void };
 }
 
 /** How `run` ended: stopped by `stop()`, or refused for good by the control plane. */
@@ -87,6 +94,10 @@ const MAX_HEARTBEAT_MS = 3_600_000;
  * moves to the next one, round the list, after the same backoff: an instance that died is left at
  * once, and any instance can hold the session (they share the database). A terminal refusal from
  * any of them ends the session: a token is refused by all alike.
+ *
+ * Relays (option `relay`): `hello` says the agent plays them; on a session whose welcome says so
+ * too, binary frames are relay frames (decoded, handed to `relay.onChunk`) and `relayLink` is
+ * that session's way to send relay messages and frames, ended with the session.
  */
 export class AgentSession {
   private ws: WebSocket | null = null;
@@ -102,6 +113,8 @@ export class AgentSession {
   private readonly urls: readonly string[];
   /** Index in `urls` of the next dial. */
   private turn: number;
+  /** The relays' link to the current session, when its welcome set `relay`. */
+  private link: SocketRelayLink | null = null;
 
   constructor(private readonly o: SessionOptions) {
     this.urls = typeof o.url === 'string' ? [o.url] : [...o.url];
@@ -165,6 +178,11 @@ export class AgentSession {
   /** Whether the session is open (welcomed). */
   get connected(): boolean {
     return this.welcomed && this.ws?.readyState === WebSocket.OPEN;
+  }
+
+  /** The current session's link for relays; null when disconnected or when its welcome did not set `relay`. */
+  get relayLink(): RelayLink | null {
+    return this.link;
   }
 
   /**
@@ -251,7 +269,18 @@ export class AgentSession {
         if (ws.readyState !== WebSocket.OPEN) return;
         lastHeard = Date.now();
         if (isBinary) {
-          this.protocolFailure(ws, 'unexpected binary frame');
+          if (!this.link || !this.o.relay) {
+            this.protocolFailure(ws, 'unexpected binary frame');
+            return;
+          }
+          let chunk: RelayChunk;
+          try {
+            chunk = decodeRelayChunk(data);
+          } catch (err) {
+            this.protocolFailure(ws, err instanceof ProtocolError ? err.message : 'invalid binary frame');
+            return;
+          }
+          this.o.relay.onChunk(chunk);
           return;
         }
         let message: ServerMessage;
@@ -281,6 +310,7 @@ export class AgentSession {
           log.info({ url, agent_id: message.payload.agent_id, heartbeat_ms: heartbeatMs, abort_jobs: message.payload.abort_jobs.length }, 'connected to the control plane');
           this.serverAcks = message.payload.acks === true;
           this.backoffCapMs = Math.floor(message.payload.lease_ms / 4);
+          if (this.o.relay && message.payload.relay === true) this.link = new SocketRelayLink(ws);
           this.o.onWelcome(message.payload);
           for (const queued of this.outbox.take()) this.send(queued);
           this.reports.unsendAll();
@@ -297,6 +327,10 @@ export class AgentSession {
           this.checkIdle();
           return;
         }
+        if (message.type.startsWith('relay.') && !this.link) {
+          this.protocolFailure(ws, `${message.type} on a session without relays`);
+          return;
+        }
         this.o.onMessage(message);
       };
       ws.on('error', (err) => {
@@ -309,6 +343,9 @@ export class AgentSession {
         clearInterval(watchdog);
         if (this.ws === ws) this.ws = null;
         this.welcomed = false;
+        // Every relay of this session is over: its path through the control plane is gone.
+        this.link?.end(`the session with the control plane ended (close ${code})`);
+        this.link = null;
         resolve({ code, reason: reason.toString('utf8') || lastError, httpStatus, welcomedAt });
       });
     });
@@ -327,7 +364,7 @@ export class AgentSession {
   /** The caller's hello, with this session's part: acknowledgements wanted, jobs whose reports are held. */
   private helloPayload(): Hello {
     const held = this.reports.heldJobs().slice(0, 10_000);
-    return { ...this.o.hello(), acks: true, ...(held.length > 0 ? { held_jobs: held } : {}) };
+    return { ...this.o.hello(), acks: true, ...(held.length > 0 ? { held_jobs: held } : {}), ...(this.o.relay ? { relay: true } : {}) };
   }
 
   /** Writes the held reports not yet written to the open session, in order. */

@@ -6,7 +6,7 @@ import { DEFAULT_BLOB_TUNING, blobTarget } from '../../src/connectors/blob/blob.
 import { blobError } from '../../src/connectors/blob/blob.errors.js';
 import { blockBytes } from '../../src/connectors/blob/blob.upload.js';
 import { copyTree } from '../../src/copy/copy-engine.js';
-import type { CopyRequest } from '../../src/copy/types.js';
+import type { DirectCopyRequest } from '../../src/copy/types.js';
 import { FAST_RETRIES, fsConnector, options, rmTemp, snapshot, tempDir, writeTree } from '../helpers/tree.js';
 import { runConformance, type ConformanceTarget } from './conformance.suite.js';
 import { bodyOf, closedPort, expectCode, uniqueName } from './helpers.js';
@@ -163,7 +163,7 @@ describe('copy engine through the blob connector', () => {
     const blob = new BlobConnector(settings(`/${container}/engine`));
     try {
       writeTree(src, tree);
-      const run = async (request: Pick<CopyRequest, 'source' | 'destination'>) => {
+      const run = async (request: Pick<DirectCopyRequest, 'source' | 'destination'>) => {
         const files: FileResult[] = [];
         const outcome = await copyTree({
           ...request, sourcePath: '/', destinationPath: '/', options: options(), resume: false,

@@ -57,6 +57,10 @@ export class AgentConnection {
   readonly received: AgentMessage[] = [];
   /** Frames that failed validation (must stay empty). */
   readonly invalid: string[] = [];
+  /** Called with each valid message as it arrives (a relay forwarder's hook). */
+  onMessage: ((message: AgentMessage) => void) | null = null;
+  /** Called with each binary frame (relay tar bytes); without it a binary frame counts as invalid. */
+  onBinary: ((data: Buffer) => void) | null = null;
   readonly closed: Promise<{ code: number; reason: string }>;
   private readonly waiters: { match: (m: AgentMessage) => boolean; resolve: (m: AgentMessage) => void }[] = [];
 
@@ -65,7 +69,11 @@ export class AgentConnection {
     readonly headers: IncomingHttpHeaders,
   ) {
     this.closed = new Promise((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
-    ws.on('message', (data) => {
+    ws.on('message', (data, isBinary) => {
+      if (isBinary && this.onBinary) {
+        this.onBinary(data as Buffer);
+        return;
+      }
       let message: AgentMessage;
       try {
         message = parseMessage(AgentToServer, data as Buffer);
@@ -74,6 +82,7 @@ export class AgentConnection {
         return;
       }
       this.received.push(message);
+      this.onMessage?.(message);
       const i = this.waiters.findIndex((w) => w.match(message));
       if (i >= 0) this.waiters.splice(i, 1)[0]!.resolve(message);
     });

@@ -49,6 +49,7 @@ describe('relay messages', () => {
     for (const schemas of [AgentToServer, ServerToAgent]) {
       expect(parseMessage(schemas, msg('relay.credit', { job_id: JOB, attempt: 1, entries: 10, bytes: RELAY_WINDOW_BYTES })).type).toBe('relay.credit');
       expect(parseMessage(schemas, msg('relay.end', { job_id: JOB, attempt: 1 })).type).toBe('relay.end');
+      expect(parseMessage(schemas, msg('relay.end', { job_id: JOB, attempt: 1, error: 'source path /x does not exist', permanent: true })).type).toBe('relay.end');
       expect(parseMessage(schemas, msg('relay.want', { job_id: JOB, attempt: 1, files: [{ path: 'a/b', size: 3 }] })).type).toBe('relay.want');
       expect(parseMessage(schemas, msg('relay.entries', {
         job_id: JOB, attempt: 1, done: true, entries: [{ path: 'a', kind: 'directory', size: 0 }, { path: 'a/b', kind: 'file', size: 3, checksum: { algorithm: 'md5', value: 'ab' } }],

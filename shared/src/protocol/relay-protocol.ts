@@ -33,6 +33,11 @@ import { ProtocolError } from './protocol-error.js';
  * both sides). An agent ignores a `relay.end` for a relay it does not play (the control plane
  * answers any relay frame about a relay the sending session does not play with one).
  *
+ * Each side sends `relay.end` once, when it stops (whatever the reason; not when its session is
+ * gone): the source, for instance, answers the destination's `relay.end` with its own once it has
+ * stopped reading and closed its connector. Messages and frames of a relay that has ended (those
+ * crossing a `relay.end`) are dropped by whoever gets them, never a protocol error.
+ *
  * **The tar stream** (tar-stream's pack/extract, pax headers): for each wanted file, in `want`
  * order, a regular entry named by the file's path with the size the want gave and pax record
  * `xfer.kind=file`, then a zero-size regular entry with the same name and pax records
@@ -105,7 +110,18 @@ export const RelayForwarded = {
    * everything it wanted; the source sent everything wanted and its listing ended); with it,
    * failed or cancelled. Also sent by the control plane to a side whose peer is gone.
    */
-  'relay.end': Type.Object({ ...RelayRef, error: Type.Optional(Type.String({ maxLength: 4000 })) }),
+  'relay.end': Type.Object({
+    ...RelayRef,
+    error: Type.Optional(Type.String({ maxLength: 4000 })),
+    /**
+     * With `error`, from the source: the failure is the job's own and would recur on any agent
+     * (its source path does not exist, the store refused the credentials, the listing failed), so
+     * the destination fails the run with it, as a direct run does. Absent: the relay was
+     * interrupted (an agent busy or shutting down, a side or the path between them gone) and the
+     * destination's run ends `job.failed` with `interrupted`, for another run to take over.
+     */
+    permanent: Type.Optional(Type.Boolean()),
+  }),
 } as const;
 
 /** Relay messages only the control plane sends. */

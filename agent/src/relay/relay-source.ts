@@ -1,0 +1,386 @@
+import type { Readable } from 'node:stream';
+import {
+  AgentToServer, frame, MAX_RELAY_ENTRIES, RELAY_CHUNK_BYTES, RELAY_FRAME_HEADER_BYTES, relayFrameHeader,
+  type AgentMessage, type PayloadOf, type RelayEntry, type ServerToAgent,
+} from '@xfer/shared';
+import type { Logger } from 'pino';
+import { baseName, joinRel, relativePath } from '../connectors/paths.js';
+import type { Connector } from '../connectors/types.js';
+import { reasonOf } from '../copy/errors.js';
+import { readSide } from '../copy/read-side.js';
+import type { SourceItem } from '../copy/types.js';
+import type { ConnectorSource } from '../lib/connector-source.js';
+import type { RelayLink } from '../session/relay-link.js';
+import { isRelayPath } from './relay-path.js';
+import { RelayTarWriter, SMALL_FILE_BYTES } from './relay-tar.js';
+
+type Payload<T extends keyof typeof ServerToAgent> = PayloadOf<typeof ServerToAgent, T>;
+export type RelaySourceRequest = Payload<'relay.source'>;
+
+/** A listing page goes out once it waited this long for more entries (a slow listing still shows progress). */
+const PAGE_LINGER_MS = 25;
+/** UTF-8 bytes of the paths of one `relay.entries`, at most: the message stays far below the frame limit. */
+const MAX_PAGE_PATH_BYTES = 1024 * 1024;
+/** Wants outstanding at once, at most: a destination asking for more is breaking the protocol. */
+const MAX_WANTS = 10 * MAX_RELAY_ENTRIES;
+/** The protocol's bound on a listed path. */
+const MAX_PATH_CHARS = 4096;
+
+/** How a source side ended, for the hub's metrics. */
+export interface RelaySourceEnd {
+  /** completed: the destination ended it without error; failed: anything else. */
+  status: 'completed' | 'failed';
+  sourceType: string;
+  bytesSent: number;
+}
+
+export interface RelaySourceOptions {
+  link: RelayLink;
+  request: RelaySourceRequest;
+  /** The agent's connectors, with its owner's access rules: the same door as its jobs. */
+  connectors: ConnectorSource;
+  log: Logger;
+  /** The side stopped: its connector is closed and its `relay.end` sent. */
+  onEnded: (end: RelaySourceEnd) => void;
+}
+
+interface Want {
+  path: string;
+  size: number;
+  /** A small file's bytes, read ahead (or why they could not be). */
+  ahead?: Promise<Buffer[] | { error: string }>;
+}
+
+/**
+ * The source side of a relay (relay-protocol.ts), from `relay.source` to `relay.end`: builds the
+ * source connector, lists `source_path` lazily (copy/read-side.ts) into `relay.entries` pages
+ * within the entry credit the destination grants, and serves its `relay.want`s in order as one
+ * tar stream (relay-tar.ts) of binary frames of at most RELAY_CHUNK_BYTES, sent only within byte
+ * credit and at the socket's pace. Up to `concurrency` wanted files are read ahead: small ones
+ * (≤ SMALL_FILE_BYTES) whole into memory, large ones streamed when their turn comes. Memory is
+ * flat whatever the number and size of the files: one listing page, the files read ahead, the
+ * tar writer's buffer (one frame), the frame being sent.
+ *
+ * Ends on the destination's (or the control plane's) `relay.end`, on `stop` (a cancel, the
+ * agent shutting down), on a listing that fails (`relay.end` with `permanent`: the job's own
+ * error), or when the session is lost; then reads are aborted and the connector closed.
+ */
+export class RelaySource {
+  private readonly controller = new AbortController();
+  private readonly writer = new RelayTarWriter({ highWaterMark: RELAY_CHUNK_BYTES });
+  private readonly changed = new Notifier();
+  private readonly wants: Want[] = [];
+  private entryCredit = 0;
+  private byteCredit = 0;
+  private bytesSent = 0;
+  /** The first reason to stop; `null` message: say nothing (the session is gone). */
+  private ending: { message: { error?: string; permanent?: boolean } | null; status: RelaySourceEnd['status'] } | null = null;
+  /** Whether the source path is a file (its one item named by its base name), once the listing said so. */
+  private rootIsFile: boolean | null = null;
+  private readonly root: string;
+  readonly done: Promise<void>;
+
+  constructor(private readonly o: RelaySourceOptions) {
+    this.root = relativePath(o.request.source_path);
+    this.done = this.run();
+  }
+
+  /** The `relay.source` this side serves. */
+  get request(): RelaySourceRequest {
+    return this.o.request;
+  }
+
+  /** A relay message for this side (the hub routes `relay.credit`, `relay.want` and `relay.end` here). */
+  message(m:
+    | { type: 'relay.credit'; payload: Payload<'relay.credit'> }
+    | { type: 'relay.want'; payload: Payload<'relay.want'> }
+    | { type: 'relay.end'; payload: Payload<'relay.end'> }): void {
+    if (this.ending) return;
+    switch (m.type) {
+      case 'relay.credit':
+        this.entryCredit += m.payload.entries;
+        this.byteCredit += m.payload.bytes;
+        this.changed.notify();
+        return;
+      case 'relay.want':
+        for (const file of m.payload.files) {
+          const problem = this.checkWant(file.path);
+          if (problem) return this.finish({ error: `relay protocol error: ${problem}`, permanent: true }, 'failed');
+          this.wants.push({ path: file.path, size: file.size });
+        }
+        if (this.wants.length > MAX_WANTS) return this.finish({ error: `relay protocol error: more than ${MAX_WANTS} files wanted at once`, permanent: true }, 'failed');
+        this.changed.notify();
+        return;
+      case 'relay.end':
+        // The destination is done (or gone): answered with this side's own end once stopped.
+        this.finish({}, m.payload.error === undefined ? 'completed' : 'failed');
+    }
+  }
+
+  /** Stops serving (a cancel, the agent shutting down): `relay.end` with `reason` to the destination. */
+  stop(reason: string): void {
+    this.finish({ error: reason }, 'failed');
+  }
+
+  private finish(message: { error?: string; permanent?: boolean } | null, status: RelaySourceEnd['status']): void {
+    if (this.ending) return;
+    this.ending = { message, status };
+    const reason = new Error(message?.error ?? 'the relay ended');
+    this.controller.abort(reason);
+    // Packing may be waiting for room in the writer's output: that wait ends here too.
+    this.writer.destroy(reason);
+  }
+
+  private async run(): Promise<void> {
+    const { link, request, log } = this.o;
+    const onLinkEnd = () => this.finish(null, 'failed');
+    link.signal.addEventListener('abort', onLinkEnd, { once: true });
+    if (link.signal.aborted) onLinkEnd();
+    const signal = this.controller.signal;
+    let connector: Connector | null = null;
+    try {
+      connector = await this.o.connectors.create(request.source);
+      if (!signal.aborted) {
+        const source = connector;
+        // Until the relay ends; each stops at the abort (their own failures end the relay).
+        await Promise.allSettled([this.list(source, signal), this.serve(source, signal), this.pump(signal)]);
+      }
+    } catch (err) {
+      // The connector could not be built (unsupported type, bad settings, a host the owner forbids): the job's own error.
+      this.finish({ error: reasonOf(err), permanent: true }, 'failed');
+    } finally {
+      link.signal.removeEventListener('abort', onLinkEnd);
+      this.writer.destroy();
+      await connector?.close().catch((e: unknown) => log.warn({ err: reasonOf(e) }, 'closing a connector failed'));
+      const ending = this.ending!;
+      if (ending.message) this.send('relay.end', { ...this.ref(), ...ending.message, ...(ending.message.error ? { error: ending.message.error.slice(0, 4000) } : {}) });
+      log.info({ bytes_sent: this.bytesSent, status: ending.status, error: ending.message?.error }, 'relay source ended');
+      this.o.onEnded({ status: ending.status, sourceType: request.source.type, bytesSent: this.bytesSent });
+    }
+  }
+
+  /** The listing, in pages within entry credit; the last one says `done`. A failure ends the relay (the job's own error). */
+  private async list(source: Connector, signal: AbortSignal): Promise<void> {
+    let page: RelayEntry[] = [];
+    let pageBytes = 0;
+    const flush = (done: boolean) => {
+      if (page.length === 0 && !done) return;
+      this.entryCredit -= page.length;
+      this.send('relay.entries', { ...this.ref(), entries: page, done });
+      page = [];
+      pageBytes = 0;
+    };
+    try {
+      const items = readSide(source, this.o.request.source_path, signal)[Symbol.asyncIterator]();
+      let pending: Promise<IteratorResult<SourceItem>> | null = null;
+      for (;;) {
+        pending ??= items.next();
+        const got = page.length === 0 ? await pending : await within(pending, PAGE_LINGER_MS);
+        if (got === TIMED_OUT) {
+          flush(false);
+          continue;
+        }
+        pending = null;
+        if (got.done) break;
+        const entry = relayEntry(got.value);
+        this.rootIsFile ??= got.value.entry.path === this.root;
+        while (page.length >= this.entryCredit) {
+          flush(false);
+          await this.changed.wait(signal);
+        }
+        page.push(entry);
+        pageBytes += Buffer.byteLength(entry.path);
+        if (page.length >= MAX_RELAY_ENTRIES || pageBytes >= MAX_PAGE_PATH_BYTES) flush(false);
+      }
+      flush(true);
+    } catch (err) {
+      if (!signal.aborted) this.finish({ error: reasonOf(err), permanent: true }, 'failed');
+    }
+  }
+
+  /** The wanted files, in order, into the tar writer; small ones read ahead. */
+  private async serve(source: Connector, signal: AbortSignal): Promise<void> {
+    try {
+      for (;;) {
+        while (this.wants.length === 0) await this.changed.wait(signal);
+        this.readAhead(source, signal);
+        const want = this.wants.shift()!;
+        if (want.ahead) {
+          const read = await want.ahead;
+          if (Array.isArray(read)) await this.writer.file(want.path, want.size, read, signal);
+          else await this.writer.file(want.path, want.size, null, signal, read.error);
+          continue;
+        }
+        let body: Readable;
+        try {
+          body = await source.read(this.sourcePath(want.path), { signal });
+        } catch (err) {
+          signal.throwIfAborted();
+          await this.writer.file(want.path, want.size, null, signal, reasonOf(err));
+          continue;
+        }
+        try {
+          await this.writer.file(want.path, want.size, body, signal);
+        } finally {
+          body.destroy();
+        }
+      }
+    } catch (err) {
+      if (!signal.aborted) this.finish({ error: `the source agent failed serving the relay: ${reasonOf(err)}` }, 'failed');
+    }
+  }
+
+  /** Starts reading the small files among the next `concurrency` wants (the one due now included). */
+  private readAhead(source: Connector, signal: AbortSignal): void {
+    const ahead = Math.min(this.wants.length, this.o.request.concurrency);
+    for (let i = 0; i < ahead; i++) {
+      const want = this.wants[i]!;
+      if (want.ahead || want.size > SMALL_FILE_BYTES) continue;
+      want.ahead = this.readWhole(source, want, signal);
+    }
+  }
+
+  /** A small file's bytes (up to one byte more than wanted: the writer notices the change), or why not. */
+  private async readWhole(source: Connector, want: Want, signal: AbortSignal): Promise<Buffer[] | { error: string }> {
+    let body: Readable | undefined;
+    try {
+      body = await source.read(this.sourcePath(want.path), { signal });
+      const chunks: Buffer[] = [];
+      let bytes = 0;
+      for await (const chunk of body as AsyncIterable<Buffer>) {
+        chunks.push(chunk);
+        bytes += chunk.length;
+        if (bytes > want.size) break;
+      }
+      return chunks;
+    } catch (err) {
+      return { error: reasonOf(err) };
+    } finally {
+      body?.destroy();
+    }
+  }
+
+  /** The tar writer's bytes as binary frames, within byte credit, at the socket's pace. */
+  private async pump(signal: AbortSignal): Promise<void> {
+    const output = this.writer.output;
+    let carry: Buffer | null = null;
+    try {
+      for (;;) {
+        if (this.byteCredit <= 0) {
+          await this.changed.wait(signal);
+          continue;
+        }
+        const room = Math.min(RELAY_CHUNK_BYTES, this.byteCredit);
+        const parts: Buffer[] = [relayFrameHeader(this.o.request.job_id, this.o.request.attempt)];
+        let bytes = 0;
+        while (bytes < room) {
+          let chunk: Buffer | null = carry ?? (output.read() as Buffer | null);
+          carry = null;
+          if (chunk === null) break;
+          if (bytes + chunk.length > room) {
+            carry = chunk.subarray(room - bytes);
+            chunk = chunk.subarray(0, room - bytes);
+          }
+          parts.push(chunk);
+          bytes += chunk.length;
+        }
+        if (bytes === 0) {
+          await readable(output, signal);
+          continue;
+        }
+        this.byteCredit -= bytes;
+        this.bytesSent += bytes;
+        await this.o.link.sendFrame(Buffer.concat(parts, RELAY_FRAME_HEADER_BYTES + bytes));
+      }
+    } catch (err) {
+      if (!signal.aborted) this.finish({ error: `the source agent failed sending the relay: ${reasonOf(err)}` }, 'failed');
+    }
+  }
+
+  /** Why a wanted path is not one this side serves, or null. */
+  private checkWant(path: string): string | null {
+    if (!isRelayPath(path)) return `a wanted path is not relative and normalized: ${JSON.stringify(path)}`;
+    if (this.rootIsFile === null) return 'a file was wanted before the listing named any';
+    if (this.rootIsFile && path !== baseName(this.root)) return `${JSON.stringify(path)} is not the relayed file`;
+    return null;
+  }
+
+  /** The connector path of a wanted file (checked by `checkWant`). */
+  private sourcePath(path: string): string {
+    return this.rootIsFile ? this.root : joinRel(this.root, path);
+  }
+
+  private ref(): { job_id: string; attempt: number } {
+    return { job_id: this.o.request.job_id, attempt: this.o.request.attempt };
+  }
+
+  private send<T extends keyof typeof AgentToServer & `relay.${string}`>(type: T, payload: PayloadOf<typeof AgentToServer, T>): void {
+    this.o.link.send(frame(AgentToServer, type, payload) as AgentMessage);
+  }
+}
+
+/** A listed item as the relay lists it (the protocol's bounds checked: a path past them cannot be relayed). */
+function relayEntry(item: SourceItem): RelayEntry {
+  if (item.path.length > MAX_PATH_CHARS) throw new Error(`${item.path.slice(0, 100)}…: a path longer than ${MAX_PATH_CHARS} characters cannot be relayed`);
+  const { kind, size, modifiedAt, checksum } = item.entry;
+  const modified = modifiedAt && !Number.isNaN(modifiedAt.getTime()) ? modifiedAt.toISOString() : undefined;
+  return {
+    path: item.path, kind, size: kind === 'file' ? size : 0,
+    ...(modified ? { modified_at: modified } : {}),
+    ...(checksum && checksum.value.length <= 128 ? { checksum: { algorithm: checksum.algorithm, value: checksum.value } } : {}),
+  };
+}
+
+/** Wakes every waiter at each `notify` (credit granted, files wanted). */
+class Notifier {
+  private waiters = new Set<() => void>();
+
+  notify(): void {
+    const waiters = this.waiters;
+    this.waiters = new Set();
+    for (const wake of waiters) wake();
+  }
+
+  /** Resolves at the next `notify`; rejects when `signal` aborts. */
+  wait(signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return Promise.reject(signal.reason as Error);
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = () => { this.waiters.delete(wake); reject(signal.reason as Error); };
+      const wake = () => { signal.removeEventListener('abort', onAbort); resolve(); };
+      this.waiters.add(wake);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+}
+
+/** Resolves when the tar writer's output has bytes to read; rejects when `signal` aborts or the output closed. */
+function readable(output: RelayTarWriter['output'], signal: AbortSignal): Promise<void> {
+  signal.throwIfAborted();
+  return new Promise<void>((resolve, reject) => {
+    const done = (err?: Error) => {
+      output.off('readable', onReadable);
+      output.off('close', onClose);
+      signal.removeEventListener('abort', onAbort);
+      if (err) reject(err);
+      else resolve();
+    };
+    const onReadable = () => done();
+    const onClose = () => done(new Error('the relay tar writer closed'));
+    const onAbort = () => done(signal.reason as Error);
+    output.on('readable', onReadable);
+    output.on('close', onClose);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+const TIMED_OUT = Symbol('timed out');
+
+/** `promise`, or TIMED_OUT after `ms` (the promise stays pending for the next call). */
+async function within<T>(promise: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([promise, new Promise<typeof TIMED_OUT>((resolve) => { timer = setTimeout(() => resolve(TIMED_OUT), ms); })]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
