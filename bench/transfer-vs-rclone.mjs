@@ -7,12 +7,10 @@
 // transfer created and executed through the API) and rclone (`rclone copy`, current release)
 // copy the same source tree on the same sshd to fresh prefixes of the same S3 server. Prints
 // files/s, MB/s, the xfer/rclone ratio and the agent's peak RSS (VmHWM). Figures, not asserts.
-import { createWriteStream, mkdirSync } from 'node:fs';
-import { randomFillSync } from 'node:crypto';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startStack } from '../e2e/dist/stack.js';
-import { log, peakRssMiB, sftpToS3, writeSmallFiles } from './support/sftp-s3.mjs';
+import { log, peakRssMiB, sftpToS3, writeBigFile, writeSmallFiles } from './support/sftp-s3.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -31,23 +29,7 @@ const bench = await sftpToS3('bench');
 const { env: e, srcRoot } = bench;
 log(`writing ${SMALL_FILES} × ${SMALL_BYTES} B and one ${BIG_BYTES} B file under ${srcRoot}`);
 writeSmallFiles(join(srcRoot, 'small'), SMALL_FILES, SMALL_BYTES, Math.ceil(SMALL_FILES / 20));
-mkdirSync(join(srcRoot, 'big'), { recursive: true });
-await new Promise((resolve, reject) => {
-  const out = createWriteStream(join(srcRoot, 'big', 'big.bin'));
-  const chunk = Buffer.alloc(8 * 1024 * 1024);
-  let left = BIG_BYTES;
-  const write = () => {
-    while (left > 0) {
-      const n = Math.min(chunk.length, left);
-      randomFillSync(chunk, 0, n);
-      left -= n;
-      if (!out.write(Buffer.from(chunk.subarray(0, n)))) return void out.once('drain', write);
-    }
-    out.end();
-  };
-  out.on('finish', resolve).on('error', reject);
-  write();
-});
+await writeBigFile(join(srcRoot, 'big', 'big.bin'), BIG_BYTES);
 
 const stack = await startStack({ env: e });
 const results = [];

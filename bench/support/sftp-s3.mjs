@@ -1,11 +1,11 @@
 // What the sftp → s3 benchmarks share: the test services, rclone, a source directory on the test
 // sshd, a bucket of the run's own on the test S3 server, xfer's connections to both, rclone's
 // remotes for the same servers, and figures read from /proc.
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
+import { createWriteStream, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes, randomFillSync } from 'node:crypto';
 import { spawn, spawnSync } from 'node:child_process';
 import { loadavg } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { CreateBucketCommand, DeleteBucketCommand, DeleteObjectsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { ensureServices, releaseServices } from '../../e2e/dist/services/index.js';
 import { ensureRclone } from '../../e2e/dist/tools/rclone.js';
@@ -48,16 +48,21 @@ export async function sftpToS3(name) {
     env: e, rclone, srcRoot, bucket, s3,
     rcloneVersion: () => spawnSync(rclone, ['version'], { encoding: 'utf8' }).stdout.split('\n')[0],
 
-    /** Creates the sftp connection (base `srcRoot`) and the s3 connection (the bucket) through the API; `extra` goes into both bodies. */
-    async connections(api, extra = {}) {
+    /**
+     * Creates the sftp connection (base `srcRoot`) and the s3 connection (the bucket) through the
+     * API; `extra` goes into both bodies, `sides.sftp` and `sides.s3` into one each (e.g. each pinned
+     * to its own agent), `sides.suffix` into both names (a second pair of the same run).
+     */
+    async connections(api, extra = {}, sides = {}) {
+      const suffix = sides.suffix ? `-${sides.suffix}` : '';
       const sftp = await api.data('POST', '/connections', {
-        name: `${name}-sftp-${run}`, type: 'sftp', host: e.XFER_TEST_SFTP_HOST, port: Number(e.XFER_TEST_SFTP_PORT), path: srcRoot,
-        credentials: { username: e.XFER_TEST_SFTP_USER, password: e.XFER_TEST_SFTP_PASSWORD }, ...extra,
+        name: `${name}-sftp-${run}${suffix}`, type: 'sftp', host: e.XFER_TEST_SFTP_HOST, port: Number(e.XFER_TEST_SFTP_PORT), path: srcRoot,
+        credentials: { username: e.XFER_TEST_SFTP_USER, password: e.XFER_TEST_SFTP_PASSWORD }, ...extra, ...sides.sftp,
       });
       const s3conn = await api.data('POST', '/connections', {
-        name: `${name}-s3-${run}`, type: 's3', host: e.XFER_TEST_S3_HOST, port: Number(e.XFER_TEST_S3_PORT), path: `/${bucket}`,
+        name: `${name}-s3-${run}${suffix}`, type: 's3', host: e.XFER_TEST_S3_HOST, port: Number(e.XFER_TEST_S3_PORT), path: `/${bucket}`,
         options: { secure: false, force_path_style: true },
-        credentials: { access_key_id: e.XFER_TEST_S3_ACCESS_KEY, secret_access_key: e.XFER_TEST_S3_SECRET_KEY, region: 'us-east-1' }, ...extra,
+        credentials: { access_key_id: e.XFER_TEST_S3_ACCESS_KEY, secret_access_key: e.XFER_TEST_S3_SECRET_KEY, region: 'us-east-1' }, ...extra, ...sides.s3,
       });
       return { sftp: sftp.id, s3: s3conn.id };
     },
@@ -119,6 +124,27 @@ export function writeSmallFiles(root, count, bytes, perDir = 1000) {
     if (i % perDir === 0) mkdirSync(dir, { recursive: true });
     writeFileSync(join(dir, `f${i}.bin`), randomBytes(bytes));
   }
+}
+
+/** Writes one file of `bytes` random bytes at `path`, 8 MiB at a time (never the whole file in memory). */
+export async function writeBigFile(path, bytes) {
+  mkdirSync(dirname(path), { recursive: true });
+  await new Promise((resolve, reject) => {
+    const out = createWriteStream(path);
+    const chunk = Buffer.alloc(8 * 1024 * 1024);
+    let left = bytes;
+    const write = () => {
+      while (left > 0) {
+        const n = Math.min(chunk.length, left);
+        randomFillSync(chunk, 0, n);
+        left -= n;
+        if (!out.write(Buffer.from(chunk.subarray(0, n)))) return void out.once('drain', write);
+      }
+      out.end();
+    };
+    out.on('finish', resolve).on('error', reject);
+    write();
+  });
 }
 
 /** Peak resident memory (VmHWM) of a running process, in MiB. */
