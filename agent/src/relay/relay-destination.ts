@@ -14,9 +14,13 @@ import { TarReceiver } from './tar-receiver.js';
 
 type Payload<T extends keyof typeof ServerToAgent> = PayloadOf<typeof ServerToAgent, T>;
 
-/** Credit is granted again in steps of at least this much consumed (fewer, larger `relay.credit` messages). */
+/**
+ * Credit is granted again in steps of at least this much consumed: fewer, larger `relay.credit`
+ * messages (each crosses the control plane), while the source always has three quarters of the
+ * window to send into.
+ */
 const ENTRY_GRANT_STEP = MAX_RELAY_ENTRIES / 4;
-const BYTE_GRANT_STEP = RELAY_WINDOW_BYTES / 8;
+const BYTE_GRANT_STEP = RELAY_WINDOW_BYTES / 4;
 /** UTF-8 bytes of the paths of one `relay.want`, at most: the message stays far below the frame limit. */
 const MAX_WANT_PATH_BYTES = 1024 * 1024;
 
