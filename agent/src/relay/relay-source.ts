@@ -27,6 +27,8 @@ const MAX_WANTS = 10 * MAX_RELAY_ENTRIES;
 const MAX_PATH_CHARS = 4096;
 /** How long a frame that is not full waits for more bytes while wanted files are being read (see `pump`). */
 const FRAME_LINGER_MS = 2;
+/** Frame buffers kept for reuse, at most: the socket holds a few frames at once (RELAY_SEND_MARK_BYTES). */
+const MAX_SPARE_FRAMES = 8;
 
 /** How a source side ended, for the hub's metrics. */
 export interface RelaySourceEnd {
@@ -76,6 +78,8 @@ export class RelaySource {
   private readonly sendable = new Notifier();
   /** Every file wanted so far is packed: a frame not full goes out at once (nothing more comes until the destination wants more). */
   private servedAll = false;
+  /** Frame buffers the link is done with, for the next frames (see `pump`). */
+  private readonly spareFrames: Buffer[] = [];
   private readonly wants: Want[] = [];
   private entryCredit = 0;
   private byteCredit = 0;
@@ -315,10 +319,16 @@ export class RelaySource {
           this.byteCredit -= bytes;
           this.bytesSent += bytes;
           this.framesSent++;
-          const frame = Buffer.concat(parts, RELAY_FRAME_HEADER_BYTES + bytes);
+          // Into a frame buffer the link is done with, when there is one: a new one for every
+          // frame was a quarter of what this side allocated (and the garbage collector freed).
+          const buffer = this.spareFrames.pop() ?? Buffer.allocUnsafe(RELAY_FRAME_HEADER_BYTES + RELAY_CHUNK_BYTES);
+          let at = 0;
+          for (const part of parts) at += part.copy(buffer, at);
           parts = [parts[0]!];
           bytes = 0;
-          await this.o.link.sendFrame(frame);
+          await this.o.link.sendFrame(buffer.subarray(0, at), () => {
+            if (this.spareFrames.length < MAX_SPARE_FRAMES) this.spareFrames.push(buffer);
+          });
           continue;
         }
         if (output.destroyed && carry === null) throw new Error('the relay tar writer closed');
