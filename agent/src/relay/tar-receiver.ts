@@ -268,9 +268,16 @@ class WantedFile {
 /** Resolves when `stream` ended, each chunk given to `onData` on the way; rejects when it closed before. */
 function ended(stream: EntryStream, onData: (chunk: Buffer) => void): Promise<void> {
   return new Promise<void>((resolve, reject) => {
+    let done = false;
     stream.on('data', (chunk) => onData(chunk as Buffer));
-    stream.on('end', () => resolve());
-    stream.on('close', () => reject(new Error('the entry ended early')));
+    stream.on('end', () => {
+      done = true;
+      resolve();
+    });
+    // Every entry closes after its end: the error (and its stack trace) only for one that did not end.
+    stream.on('close', () => {
+      if (!done) reject(new Error('the entry ended early'));
+    });
   });
 }
 
