@@ -15,10 +15,7 @@ import {
  * hands the job to the other `dst` agent, which resumes. Across two instances: relay-instances.e2e.test.ts.
  */
 const BIG_BYTES = 200 * 1024 * 1024;
-const suite = relaySuite('e2e-relay', {
-  tree: { count: 300, bigBytes: BIG_BYTES },
-  stack: { serverEnv: { XFER_JOB_LEASE_MS: '4000', XFER_AGENT_HEARTBEAT_MS: '500', XFER_DISPATCH_POLL_MS: '100' } },
-});
+const suite = relaySuite('e2e-relay', { tree: { count: 300, bigBytes: BIG_BYTES } });
 const agents = {} as Record<'a' | 'b' | 'b2', { id: string; name: string; proc: Proc }>;
 const job = (id: string) => suite.stack.api.data('GET', `/transfers/${id}`);
 
@@ -44,7 +41,7 @@ test('pools: A serves only the sftp end, B and B2 only the s3 end (operator labe
 test('a tree of small files and a 200 MiB file, relayed: completed, byte-identical, verified, counters right, nothing partial', async () => {
   const id = await startTransfer(suite.stack.api, suite.ids, 'relay tree', '/src', '/tree');
   const final = await waitFor('the relay to end', () => job(id), (j) => !unfinished(j), 300_000);
-  expect(final).toMatchObject({ status: 'completed', mode: 'relay', source_agent_id: agents.a.id, attempts: 1, takeovers: 0 });
+  expect(final).toMatchObject({ status: 'completed', mode: 'relay', source_agent_id: agents.a.id, attempts: 1, takeovers: 0, last_interruption: null });
   expect(destinations().map((a) => a.id)).toContain(final.agent_id);
   const { view, results } = await expectRelayedCopy(suite, suite.stack.api, id, 'tree');
   // A fresh destination: everything copied, the empty file and the big one among them.
@@ -61,7 +58,7 @@ test('cancel while the 200 MiB file is relayed: cancelled, nothing at the destin
   const id = await startTransfer(suite.stack.api, suite.ids, 'relay cancel', '/src/big', '/cancel');
   const moving = await waitFor('bytes moving and the upload open', async () => ({ job: await job(id), uploads: await openUploads(suite.s3, suite.bucket) }),
     (s) => (s.job.bytes_transferred > 0 && s.uploads > 0) || !unfinished(s.job), 120_000);
-  expect(moving.job).toMatchObject({ status: 'in-progress', mode: 'relay', source_agent_id: agents.a.id });
+  expect(moving.job).toMatchObject({ status: 'in-progress', attempt: 1, mode: 'relay', source_agent_id: agents.a.id, last_interruption: null });
   expect(moving.job.bytes_transferred).toBeLessThan(BIG_BYTES);
 
   const cancelled = await suite.stack.api.call('POST', `/transfers/${id}/cancel`);
@@ -77,14 +74,14 @@ test('cancel while the 200 MiB file is relayed: cancelled, nothing at the destin
   // A stays healthy: online, and the source of the next relay.
   expect(await suite.stack.api.data('GET', `/agents/${agents.a.id}`)).toMatchObject({ status: 'online' });
   const next = await startTransfer(suite.stack.api, suite.ids, 'relay after cancel', '/src/a', '/after-cancel');
-  expect(await waitFor('the next relay to end', () => job(next), (j) => !unfinished(j), 120_000)).toMatchObject({ status: 'completed', mode: 'relay', source_agent_id: agents.a.id });
+  expect(await waitFor('the next relay to end', () => job(next), (j) => !unfinished(j), 120_000)).toMatchObject({ status: 'completed', mode: 'relay', source_agent_id: agents.a.id, attempts: 1, last_interruption: null });
   await expectRelayedCopy(suite, suite.stack.api, next, 'after-cancel', subtree(suite.tree, 'a'));
 }, 300_000);
 
 test('kill -9 of the destination agent mid-relay: the other dst agent takes it over and completes it (attempts 2); what attempt 1 verified is not copied again', async () => {
   const id = await startTransfer(suite.stack.api, suite.ids, 'relay failover', '/src', '/failover');
   const before = await midRun(suite, suite.stack.api, id);
-  expect(before).toMatchObject({ status: 'in-progress', attempt: 1, mode: 'relay', source_agent_id: agents.a.id });
+  expect(before).toMatchObject({ status: 'in-progress', attempt: 1, mode: 'relay', source_agent_id: agents.a.id, last_interruption: null });
   const victim = destinations().find((a) => a.id === before.agent_id)!;
   const survivor = destinations().find((a) => a !== victim)!;
   const killed = await killAgent(suite, victim.proc, 'failover');

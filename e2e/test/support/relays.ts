@@ -20,6 +20,14 @@ import { digestBucket, openUploads, s3Client, treeDiff, writeTree, type Digests 
 export const SOURCE_POOL = 'src';
 export const DESTINATION_POOL = 'dst';
 
+/**
+ * The control plane's settings in these suites. They lose agents by kill -9 (the socket closes at
+ * once), never by silence, so the heartbeat stays at 2 s: at 500 ms (3 silent ones: 1.5 s) an
+ * agent busy for a second on this loaded 2-core machine was dropped as silent and its relay taken
+ * over. A short dispatch poll lets a takeover start at once.
+ */
+const SERVER_ENV = { XFER_JOB_LEASE_MS: '10000', XFER_AGENT_HEARTBEAT_MS: '2000', XFER_DISPATCH_POLL_MS: '100' };
+
 export interface RelaySuite {
   stack: Stack;
   s3: S3Client;
@@ -34,10 +42,10 @@ export interface RelaySuite {
 
 /**
  * Registers the beforeAll/afterAll of a relay suite: bucket, tree (`count` files, one of
- * `bigBytes`), the stack (`stack` options: instances, control-plane settings), the pooled
+ * `bigBytes`), the stack (`stack` options: instances, more control-plane settings), the pooled
  * connections. afterAll stops the stack and removes the directory and the bucket.
  */
-export function relaySuite(name: string, opts: { tree: { count: number; bigBytes: number }; stack: Omit<StackOptions, 'env'> }): RelaySuite {
+export function relaySuite(name: string, opts: { tree: { count: number; bigBytes: number }; stack?: Omit<StackOptions, 'env'> }): RelaySuite {
   const env = process.env;
   const run = randomBytes(4).toString('hex');
   const dir = `${name}-${run}`;
@@ -47,7 +55,7 @@ export function relaySuite(name: string, opts: { tree: { count: number; bigBytes
     await suite.s3.send(new CreateBucketCommand({ Bucket: suite.bucket }));
     suite.tree = await writeTree(join(suite.sftpRoot, 'src'), opts.tree);
     spawnSync('chown', ['-R', `${env.XFER_TEST_SFTP_USER}:`, suite.sftpRoot]);
-    suite.stack = await startStack({ env, ...opts.stack });
+    suite.stack = await startStack({ env, ...opts.stack, serverEnv: { ...SERVER_ENV, ...opts.stack?.serverEnv } });
     const connection = async (body: Record<string, unknown>) => (await suite.stack.api.data('POST', '/connections', body)).id as string;
     suite.ids.sftp = await connection({ ...FIXTURES.sftp!.body(dir), name: `${name} sftp`, agent_pool: SOURCE_POOL });
     suite.ids.s3 = await connection({ ...FIXTURES.s3!.body(suite.bucket), name: `${name} s3`, agent_pool: DESTINATION_POOL });
