@@ -10,8 +10,8 @@ import { digestBucket, openUploads, treeDiff, writeTree } from './support/trees.
  * two agents, kill -9 of the one running a transfer hands it to the other without a manual
  * retry, which resumes: nothing attempt 1 verified is copied again.
  */
-const LEASE_MS = 4000;
-const suite = sftpAndS3Suite('e2e-queue', { XFER_JOB_LEASE_MS: String(LEASE_MS), XFER_AGENT_HEARTBEAT_MS: '500', XFER_DISPATCH_POLL_MS: '100' });
+const LEASE_MS = 6000;
+const suite = sftpAndS3Suite('e2e-queue', { XFER_JOB_LEASE_MS: String(LEASE_MS), XFER_AGENT_HEARTBEAT_MS: '1000', XFER_DISPATCH_POLL_MS: '100' });
 const { ids, bucket, sftpRoot, chownToSftpUser } = suite;
 const job = (id: string) => suite.stack.api.data('GET', `/transfers/${id}`);
 

@@ -19,7 +19,7 @@ const env = process.env;
 const run = randomBytes(4).toString('hex');
 const bucket = `e2e-instances-${run}`;
 const sftpRoot = join(env.XFER_TEST_SFTP_ROOT!, `e2e-instances-${run}`);
-const LEASE_MS = 4000;
+const LEASE_MS = 6000;
 /** Files per job: small ones (up to 40 KB) and one of 20 MiB (a multipart upload on s3), run with concurrency 2 for a few seconds. */
 const FILES = 150;
 const BIG_BYTES = 20 * 1024 * 1024;
@@ -42,7 +42,7 @@ beforeAll(async () => {
   await s3.send(new CreateBucketCommand({ Bucket: bucket }));
   stack = await startStack({
     env, instances: 3,
-    serverEnv: { XFER_JOB_LEASE_MS: String(LEASE_MS), XFER_AGENT_HEARTBEAT_MS: '500', XFER_DISPATCH_POLL_MS: '100' },
+    serverEnv: { XFER_JOB_LEASE_MS: String(LEASE_MS), XFER_AGENT_HEARTBEAT_MS: '1000', XFER_DISPATCH_POLL_MS: '100' },
   });
   Object.assign(ids, await sftpAndS3(stack, 'instances', sftpRoot, bucket));
   for (let i = 0; i < 3; i++) agents.push(await stack.startAgent(`fleet-${i}`));
