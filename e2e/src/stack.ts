@@ -116,10 +116,13 @@ export interface Stack {
   /** The first instance's environment (the others differ by port and `instanceEnv`). */
   serverEnv: Env;
   agents: Proc[];
-  /** Creates an agent through the API and starts `xfer-agent` with its token; resolves once it is online. */
-  startAgent(name?: string, extraEnv?: Record<string, string>, args?: string[]): Promise<{ id: string; token: string; proc: Proc }>;
-  /** Starts the agent binary with a given token (e.g. a revoked or wrong one). */
-  spawnAgent(token: string, extraEnv?: Record<string, string>, args?: string[]): Proc;
+  /**
+   * Creates an agent through the API and starts `xfer-agent` with its token; resolves once it is
+   * online. `instances`: the indexes of the instances whose URLs it is given (default: all of them).
+   */
+  startAgent(name?: string, extraEnv?: Record<string, string>, args?: string[], instances?: number[]): Promise<{ id: string; token: string; proc: Proc }>;
+  /** Starts the agent binary with a given token (e.g. a revoked or wrong one); `instances` as for `startAgent`. */
+  spawnAgent(token: string, extraEnv?: Record<string, string>, args?: string[], instances?: number[]): Proc;
   waitForAgent(id: string, status: 'online' | 'offline', timeoutMs?: number): Promise<void>;
   /** kill -9 of a control-plane instance, the first by default (an outage: no shutdown, no goodbye to the agents). */
   killServer(index?: number): Promise<void>;
@@ -180,8 +183,12 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
   const agents: Proc[] = [];
   const liveApi = () => apis.find((_, i) => servers[i]!.child.exitCode === null && servers[i]!.child.signalCode === null) ?? api;
 
-  const spawnAgent = (token: string, extraEnv: Record<string, string> = {}, args: string[] = []) => {
-    const proc = spawnNode(BINARIES.agent, ['start', ...urls.flatMap((u) => ['--url', u]), ...args], { ...opts.env, XFER_AGENT_TOKEN: token, XFER_LOG_LEVEL: 'info', ...extraEnv });
+  const spawnAgent = (token: string, extraEnv: Record<string, string> = {}, args: string[] = [], instances = urls.map((_, i) => i)) => {
+    const given = instances.map((i) => {
+      if (!urls[i]) throw new Error(`spawnAgent: no instance ${i} (the stack has ${urls.length})`);
+      return urls[i];
+    });
+    const proc = spawnNode(BINARIES.agent, ['start', ...given.flatMap((u) => ['--url', u]), ...args], { ...opts.env, XFER_AGENT_TOKEN: token, XFER_LOG_LEVEL: 'info', ...extraEnv });
     agents.push(proc);
     return proc;
   };
@@ -210,9 +217,9 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     async restartServer(index = 0) {
       servers[index] = await startInstance(index, Number(new URL(urls[index]!).port));
     },
-    async startAgent(name = `agent-${randomBytes(3).toString('hex')}`, extraEnv = {}, args = []) {
+    async startAgent(name = `agent-${randomBytes(3).toString('hex')}`, extraEnv = {}, args = [], instances?: number[]) {
       const created = await liveApi().data<{ id: string; token: string }>('POST', '/agents', { name });
-      const proc = spawnAgent(created.token, extraEnv, args);
+      const proc = spawnAgent(created.token, extraEnv, args, instances);
       await waitForAgent(created.id, 'online');
       return { id: created.id, token: created.token, proc };
     },

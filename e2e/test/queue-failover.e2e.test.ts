@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { HeadObjectCommand } from '@aws-sdk/client-s3';
 import { stopProc } from '../src/stack.js';
-import { sftpAndS3, sftpAndS3Suite, unfinished, waitFor } from './support/stack-helpers.js';
+import { fileResults, sftpAndS3, sftpAndS3Suite, unfinished, waitFor } from './support/stack-helpers.js';
 import { digestBucket, openUploads, treeDiff, writeTree } from './support/trees.js';
 
 /**
@@ -10,25 +10,10 @@ import { digestBucket, openUploads, treeDiff, writeTree } from './support/trees.
  * two agents, kill -9 of the one running a transfer hands it to the other without a manual
  * retry, which resumes: nothing attempt 1 verified is copied again.
  */
-const LEASE_MS = 4000;
-const suite = sftpAndS3Suite('e2e-queue', { XFER_JOB_LEASE_MS: String(LEASE_MS), XFER_AGENT_HEARTBEAT_MS: '500', XFER_DISPATCH_POLL_MS: '100' });
+const LEASE_MS = 6000;
+const suite = sftpAndS3Suite('e2e-queue', { XFER_JOB_LEASE_MS: String(LEASE_MS), XFER_AGENT_HEARTBEAT_MS: '1000', XFER_DISPATCH_POLL_MS: '100' });
 const { ids, bucket, sftpRoot, chownToSftpUser } = suite;
 const job = (id: string) => suite.stack.api.data('GET', `/transfers/${id}`);
-
-interface FileRecord { path: string; attempt: number; status: string; size: number; sha256: string | null; verified_by: string | null }
-
-/** Every per-file result of one attempt, all pages. */
-async function results(id: string, attempt: number): Promise<Map<string, FileRecord>> {
-  const all = new Map<string, FileRecord>();
-  let cursor: string | null = null;
-  do {
-    const page: { status: number; body: { data: FileRecord[]; next_cursor: string | null } } = await suite.stack.api.call('GET', `/transfers/${id}/files?attempt=${attempt}&limit=1000${cursor ? `&cursor=${cursor}` : ''}`);
-    expect(page.status).toBe(200);
-    for (const f of page.body.data) all.set(f.path, f);
-    cursor = page.body.next_cursor;
-  } while (cursor);
-  return all;
-}
 
 test('10 concurrent blocking executes on one agent with max_jobs 2: all 10 complete, never more than 2 at a time', async () => {
   const trees = [];
@@ -100,8 +85,8 @@ test('a pool of 2: kill -9 of the agent running a transfer, the other takes it o
   });
   const takenOverAt = Date.parse(final.last_interruption.at);
 
-  const first = await results(id, 1);
-  const second = await results(id, 2);
+  const first = await fileResults(suite.stack.api, id, 1);
+  const second = await fileResults(suite.stack.api, id, 2);
   const verified = [...first.values()].filter((f) => f.status === 'copied');
   expect(verified.length).toBeGreaterThanOrEqual(20);
   expect(second.size).toBe(expected.size);

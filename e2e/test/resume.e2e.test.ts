@@ -2,7 +2,7 @@ import { chmodSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HeadObjectCommand } from '@aws-sdk/client-s3';
 import { stopProc } from '../src/stack.js';
-import { sftpAndS3Suite, unfinished, waitFor } from './support/stack-helpers.js';
+import { fileResults, sftpAndS3Suite, unfinished, waitFor } from './support/stack-helpers.js';
 import { digestBucket, digestDir, openUploads, sha256, treeDiff, writeTree, type Digests } from './support/trees.js';
 
 /**
@@ -17,21 +17,6 @@ const LEASE_MS = 4000;
 const suite = sftpAndS3Suite('e2e-resume', { XFER_JOB_LEASE_MS: String(LEASE_MS), XFER_AGENT_HEARTBEAT_MS: '500', XFER_DISPATCH_POLL_MS: '100' });
 const { ids, bucket, sftpRoot, chownToSftpUser } = suite;
 const job = (id: string) => suite.stack.api.data('GET', `/transfers/${id}`);
-
-interface FileRecord { path: string; attempt: number; status: string; size: number; sha256: string | null; verified_by: string | null }
-
-/** Every per-file result of one attempt, all pages. */
-async function results(id: string, attempt: number): Promise<Map<string, FileRecord>> {
-  const all = new Map<string, FileRecord>();
-  let cursor: string | null = null;
-  do {
-    const page: { status: number; body: { data: FileRecord[]; next_cursor: string | null } } = await suite.stack.api.call('GET', `/transfers/${id}/files?attempt=${attempt}&limit=1000${cursor ? `&cursor=${cursor}` : ''}`);
-    expect(page.status).toBe(200);
-    for (const f of page.body.data) all.set(f.path, f);
-    cursor = page.body.next_cursor;
-  } while (cursor);
-  return all;
-}
 
 /** Last-Modified and ETag of an object below `prefix/`. */
 async function head(prefix: string, path: string): Promise<string> {
@@ -58,7 +43,7 @@ test('kill -9 mid-run, taken over on a new agent process: files attempt 1 verifi
   // The lease expires: the run is taken over; with no agent online, the transfer waits as attempt 2.
   expect(await waitFor('the lease to expire', () => job(id), (j) => j.status !== 'in-progress', LEASE_MS * 10)).toMatchObject({ status: 'queued', attempt: 2, takeovers: 1 });
 
-  const verified = [...(await results(id, 1)).values()].filter((f) => f.status === 'copied');
+  const verified = [...(await fileResults(suite.stack.api, id, 1)).values()].filter((f) => f.status === 'copied');
   expect(verified.length).toBeGreaterThanOrEqual(20);
   expect(verified.map((f) => f.path)).not.toContain('big/big.bin');
   const visibleBefore = (await digestBucket(suite.s3, bucket, 'kill-dst')).files;
@@ -69,7 +54,7 @@ test('kill -9 mid-run, taken over on a new agent process: files attempt 1 verifi
   const final = await waitFor('the transfer to end', () => job(id), (j) => !unfinished(j), 300_000);
   expect(final).toMatchObject({ status: 'completed', attempt: 2, files_total: expected.size, files_failed: 0 });
 
-  const second = await results(id, 2);
+  const second = await fileResults(suite.stack.api, id, 2);
   expect(second.size).toBe(expected.size);
   // Every file attempt 1 verified: skipped, saying so, the object untouched.
   for (const f of verified) {
@@ -121,14 +106,14 @@ test('retry with overwrite always: a same-size file at the destination that no a
   const first = await suite.stack.api.call('POST', `/transfers/${id}/execute`);
   expect(first.body).toMatchObject({ success: false });
   expect(await job(id)).toMatchObject({ status: 'failed', files_transferred: 30, files_failed: 1 });
-  const firstResults = await results(id, 1);
+  const firstResults = await fileResults(suite.stack.api, id, 1);
   expect(firstResults.get('stale.txt')).toMatchObject({ status: 'failed' });
 
   chmodSync(join(src, 'stale.txt'), 0o644);
   expect((await suite.stack.api.call('POST', `/transfers/${id}/retry`)).status).toBe(200);
   expect((await suite.stack.api.call('POST', `/transfers/${id}/execute`)).body).toMatchObject({ success: true, files_transferred: 1 });
   expect(await job(id)).toMatchObject({ status: 'completed', attempt: 2, files_transferred: 1, files_skipped: 30 });
-  const second = await results(id, 2);
+  const second = await fileResults(suite.stack.api, id, 2);
   expect(second.get('stale.txt')).toMatchObject({ status: 'copied', sha256: sha256(fresh) });
   for (let i = 0; i < 30; i++) expect(second.get(`f${i}.txt`)).toMatchObject({ status: 'skipped', verified_by: 'attempt 1', sha256: expected.get(`f${i}.txt`) });
   expect(treeDiff(expected, (await digestDir(dst)).files)).toEqual([]);

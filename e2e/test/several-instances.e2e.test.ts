@@ -4,7 +4,7 @@ import { readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
 import { startStack, type Proc, type Stack } from '../src/stack.js';
-import { sftpAndS3, waitFor } from './support/stack-helpers.js';
+import { agentLines, fileResults, instanceOf, sftpAndS3, waitFor } from './support/stack-helpers.js';
 import { digestBucket, digestDir, openUploads, s3Client, treeDiff, writeTree, type Digests } from './support/trees.js';
 
 /**
@@ -19,7 +19,7 @@ const env = process.env;
 const run = randomBytes(4).toString('hex');
 const bucket = `e2e-instances-${run}`;
 const sftpRoot = join(env.XFER_TEST_SFTP_ROOT!, `e2e-instances-${run}`);
-const LEASE_MS = 4000;
+const LEASE_MS = 6000;
 /** Files per job: small ones (up to 40 KB) and one of 20 MiB (a multipart upload on s3), run with concurrency 2 for a few seconds. */
 const FILES = 150;
 const BIG_BYTES = 20 * 1024 * 1024;
@@ -42,7 +42,7 @@ beforeAll(async () => {
   await s3.send(new CreateBucketCommand({ Bucket: bucket }));
   stack = await startStack({
     env, instances: 3,
-    serverEnv: { XFER_JOB_LEASE_MS: String(LEASE_MS), XFER_AGENT_HEARTBEAT_MS: '500', XFER_DISPATCH_POLL_MS: '100' },
+    serverEnv: { XFER_JOB_LEASE_MS: String(LEASE_MS), XFER_AGENT_HEARTBEAT_MS: '1000', XFER_DISPATCH_POLL_MS: '100' },
   });
   Object.assign(ids, await sftpAndS3(stack, 'instances', sftpRoot, bucket));
   for (let i = 0; i < 3; i++) agents.push(await stack.startAgent(`fleet-${i}`));
@@ -88,19 +88,6 @@ async function runningJob(jobs: Job[]): Promise<{ job: Job; view: any }> {
   return found!;
 }
 
-/** The agent's log lines (JSON) since it started. */
-function agentLines(proc: Proc): Array<Record<string, any>> {
-  return proc.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, any>);
-}
-
-/** The instance (index in `stack.urls`) the agent's latest session is on, as the agent logged it. */
-function instanceOf(proc: Proc): { index: number; at: number } {
-  const connected = agentLines(proc).filter((l) => l.msg === 'connected to the control plane').at(-1);
-  if (!connected) throw new Error(`agent not connected:\n${proc.output()}`);
-  const port = new URL(connected.url as string).port;
-  return { index: stack.urls.findIndex((u) => new URL(u).port === port), at: Date.parse(connected.time as string) };
-}
-
 /** Waits for every job to end, then checks each one: completed, counters, bytes at the destination, nothing partial. */
 async function checkAll(jobs: Job[]): Promise<Map<string, any>> {
   const views = new Map<string, any>();
@@ -110,7 +97,7 @@ async function checkAll(jobs: Job[]): Promise<Map<string, any>> {
     expect(view).toMatchObject({ id: job.id, status: 'completed', error: null, files_total: job.expected.size, files_failed: 0 });
     expect(view.files_transferred + view.files_skipped).toBe(view.files_total);
     // The counters are the final attempt's: its per-file results add up to them.
-    const results = await fileResults(job.id, view.attempt as number);
+    const results = [...(await fileResults(stack.liveApi(), job.id, view.attempt as number)).values()];
     const copied = results.filter((f) => f.status === 'copied');
     expect(copied.length).toBe(view.files_transferred);
     expect(results.filter((f) => f.status === 'skipped').length).toBe(view.files_skipped);
@@ -123,18 +110,6 @@ async function checkAll(jobs: Job[]): Promise<Map<string, any>> {
   return views;
 }
 
-/** Every per-file result of one attempt, all pages. */
-async function fileResults(id: string, attempt: number): Promise<Array<{ path: string; status: string; size: number }>> {
-  const all: Array<{ path: string; status: string; size: number }> = [];
-  let cursor: string | null = null;
-  do {
-    const page: { data: typeof all; next_cursor: string | null } = (await stack.liveApi().call('GET', `/transfers/${id}/files?attempt=${attempt}&limit=1000${cursor ? `&cursor=${cursor}` : ''}`)).body;
-    all.push(...page.data);
-    cursor = page.next_cursor;
-  } while (cursor);
-  return all;
-}
-
 /** Temporary `.part` files below `dir` on the raw sftp server's disk. */
 function partFiles(dir: string): string[] {
   return readdirSync(dir, { recursive: true, encoding: 'utf8' }).filter((p) => p.endsWith('.part'));
@@ -145,12 +120,12 @@ test('kill -9 of the instance holding a running job\'s agent socket: the agent m
   const jobs = await submit('inst', 6);
   const { job, view } = await runningJob(jobs);
   const agent = agents.find((a) => a.id === view.agent_id)!;
-  const holder = instanceOf(agent.proc);
+  const holder = instanceOf(stack, agent.proc);
   expect(holder.index).toBeGreaterThanOrEqual(0);
 
   await stack.killServer(holder.index);
   const killedAt = Date.now();
-  const moved = await waitFor('the agent to reconnect to another instance', async () => instanceOf(agent.proc), (i) => i.at > killedAt, 30_000);
+  const moved = await waitFor('the agent to reconnect to another instance', async () => instanceOf(stack, agent.proc), (i) => i.at > killedAt, 30_000);
   expect(moved.index).not.toBe(holder.index);
 
   const views = await checkAll(jobs);

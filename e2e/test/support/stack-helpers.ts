@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
-import { startStack, type Stack } from '../../src/stack.js';
+import { startStack, type Api, type Proc, type Stack } from '../../src/stack.js';
 import { s3Client } from './trees.js';
 
 /** Polls `get` until `ok` holds; throws with the last value after `timeoutMs`. */
@@ -34,6 +34,35 @@ export async function sftpAndS3(stack: Stack, name: string, sftpRoot: string, bu
     credentials: { access_key_id: env.XFER_TEST_S3_ACCESS_KEY, secret_access_key: env.XFER_TEST_S3_SECRET_KEY }, ...extra,
   })).id as string;
   return { sftp, s3 };
+}
+
+/** One file's result in one run (GET /transfers/:id/files). */
+export interface FileRecord { path: string; attempt: number; status: string; size: number; sha256: string | null; verified_by: string | null }
+
+/** Every per-file result of one attempt, all pages, by path. */
+export async function fileResults(api: Api, id: string, attempt: number): Promise<Map<string, FileRecord>> {
+  const all = new Map<string, FileRecord>();
+  let cursor: string | null = null;
+  do {
+    const page: { status: number; body: { data: FileRecord[]; next_cursor: string | null } } = await api.call('GET', `/transfers/${id}/files?attempt=${attempt}&limit=1000${cursor ? `&cursor=${cursor}` : ''}`);
+    expect(page.status).toBe(200);
+    for (const f of page.body.data) all.set(f.path, f);
+    cursor = page.body.next_cursor;
+  } while (cursor);
+  return all;
+}
+
+/** An agent's JSON log lines since it started. */
+export function agentLines(proc: Proc): Array<Record<string, any>> {
+  return proc.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, any>);
+}
+
+/** The instance (index in `stack.urls`) an agent's latest session is on, and since when, as the agent logged it. */
+export function instanceOf(stack: Stack, proc: Proc): { index: number; at: number } {
+  const connected = agentLines(proc).filter((l) => l.msg === 'connected to the control plane').at(-1);
+  if (!connected) throw new Error(`agent not connected:\n${proc.output()}`);
+  const port = new URL(connected.url as string).port;
+  return { index: stack.urls.findIndex((u) => new URL(u).port === port), at: Date.parse(connected.time as string) };
 }
 
 /** A transfer's state as the API reads it: still waiting for an agent or running. */

@@ -5,6 +5,7 @@ import {
   AgentToServer, CloseCodes, decodeRelayChunk, frame, MAX_FRAME_BYTES, parseMessage, ProtocolError, PROTOCOL_VERSION, ServerToAgent,
   type AgentMessage, type PayloadOf, type RelayChunk, type ServerToAgentType,
 } from '@xfer/shared';
+import { SocketPacer } from '../../../lib/socket-pacer.js';
 
 export type Hello = PayloadOf<typeof AgentToServer, 'hello'>;
 export type Welcome = PayloadOf<typeof ServerToAgent, 'welcome'>;
@@ -84,7 +85,8 @@ const reason = (text: string) => Buffer.from(text).subarray(0, 123).toString('ut
 export class AgentSession {
   readonly sessionId = randomUUID();
   readonly connectedAt = new Date();
-  lastHeardAt = new Date();
+  /** Runs the socket's back-pressure (`hold`/`release`) and tells when the agent was last heard from. */
+  private readonly pacer: SocketPacer;
   state: 'hello' | 'welcoming' | 'open' | 'closed' = 'hello';
   hello: Hello | null = null;
   /** Jobs this session runs, with the attempt it runs: reports apply to that run only. */
@@ -114,26 +116,21 @@ export class AgentSession {
   private queue: Promise<void> = Promise.resolve();
   private queued = 0;
   private queuedBytes = 0;
-  /** Why the socket is not read (back-pressure): the queue, relays whose other side is behind. */
-  private readonly holds = new Set<string>();
   /** Unread bytes allowed past MAX_UNREAD_BYTES: the windows of the relays that send to this agent. */
   private unreadAllowance = 0;
-  /** When the socket was last resumed after back-pressure: silence before it is not the agent's. */
-  private resumedAt = 0;
   private readonly heartbeat: NodeJS.Timeout;
   private readonly helloTimer: NodeJS.Timeout;
   private resolveClosed!: () => void;
 
   constructor(private readonly socket: WebSocket, readonly agent: AgentIdentity, private readonly o: SessionOptions) {
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
+    this.pacer = new SocketPacer(socket);
     socket.on('message', (data, isBinary) => this.contained('handling a frame', () => this.onFrame(data, isBinary)));
-    socket.on('pong', () => (this.lastHeardAt = new Date()));
-    socket.on('ping', () => (this.lastHeardAt = new Date()));
     socket.on('close', (code) => void this.onClose(code));
     this.heartbeat = setInterval(() => this.contained('the heartbeat', () => {
       // While we hold the socket paused (back-pressure) its pongs are not read: that silence is
-      // ours, not the agent's. The pings still go out, so the agent hears from us.
-      if (!socket.isPaused && Date.now() - Math.max(this.lastHeardAt.getTime(), this.resumedAt) > 3 * o.heartbeatMs) {
+      // ours, not the agent's (SocketPacer). The pings still go out, so the agent hears from us.
+      if (this.pacer.silentFor(3 * o.heartbeatMs)) {
         o.log.info({ agentId: agent.id }, 'agent silent for 3 heartbeats: dropping its socket');
         socket.terminate();
       } else {
@@ -183,14 +180,17 @@ export class AgentSession {
 
   /** Stops reading the socket until every holder released it (back-pressure). */
   hold(reason: string): void {
-    this.holds.add(reason);
-    if (!this.socket.isPaused) this.socket.pause();
+    this.pacer.hold(reason);
   }
 
+  /** Releases `reason`'s hold on the socket (see `hold`). */
   release(reason: string): void {
-    if (!this.holds.delete(reason) || this.holds.size > 0 || !this.socket.isPaused) return;
-    this.resumedAt = Date.now();
-    this.socket.resume();
+    this.pacer.release(reason);
+  }
+
+  /** When the agent was last heard from (a frame, a ping, a pong): what its leases and `last_seen_at` count from. */
+  get lastHeardAt(): Date {
+    return new Date(this.pacer.lastHeardAt);
   }
 
   /** Open, and the agent reads what it was sent: an agent this far behind is dropped. */
@@ -252,7 +252,7 @@ export class AgentSession {
 
   private onFrame(data: RawData, isBinary: boolean): void {
     if (this.state === 'closed') return;
-    this.lastHeardAt = new Date();
+    this.pacer.heard();
     const raw = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
     if (isBinary) return this.onBinary(raw);
     let message: AgentMessage;

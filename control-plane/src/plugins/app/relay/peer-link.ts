@@ -5,6 +5,7 @@ import {
 } from '@xfer/shared';
 import type { AgentRelayMessage, Sent } from '../agents/index.js';
 import { CONTROL_PIPE_BYTES, DATA_PIPE_BYTES, type Farewell, type Forwarded, type Notice, type RelayEnd } from './ends.js';
+import { SocketPacer } from '../../../lib/socket-pacer.js';
 
 /**
  * Close codes of a peer link, read by the host when its link closes: `normal` after the source's
@@ -77,9 +78,7 @@ export interface PeerLinkOptions {
  */
 export class PeerLink implements RelayEnd {
   readonly label: string;
-  private readonly holds = new Set<string>();
-  private lastHeardAt = Date.now();
-  private resumedAt = 0;
+  private readonly pacer: SocketPacer;
   private heartbeat: NodeJS.Timeout | null = null;
   private refusal: number | null = null;
   private notice: Notice | null = null;
@@ -87,9 +86,8 @@ export class PeerLink implements RelayEnd {
 
   constructor(private readonly socket: WebSocket, private readonly o: PeerLinkOptions, private readonly handlers: LinkHandlers) {
     this.label = o.label;
+    this.pacer = new SocketPacer(socket);
     socket.on('message', (data, isBinary) => this.contained(() => this.onFrame(data, isBinary)));
-    socket.on('pong', () => (this.lastHeardAt = Date.now()));
-    socket.on('ping', () => (this.lastHeardAt = Date.now()));
     socket.on('error', (err) => o.log.warn({ err: err.message, link: o.label }, 'relay peer link error'));
     socket.on('close', (code, reason) => this.onClose(code, reason.toString()));
     if (socket.readyState === WebSocket.OPEN) this.startHeartbeat();
@@ -135,14 +133,11 @@ export class PeerLink implements RelayEnd {
   }
 
   hold(reason: string): void {
-    this.holds.add(reason);
-    if (!this.socket.isPaused) this.socket.pause();
+    this.pacer.hold(reason);
   }
 
   release(reason: string): void {
-    if (!this.holds.delete(reason) || this.holds.size > 0 || !this.socket.isPaused) return;
-    this.resumedAt = Date.now();
-    this.socket.resume();
+    this.pacer.release(reason);
   }
 
   finish(farewell: Farewell): void {
@@ -170,10 +165,10 @@ export class PeerLink implements RelayEnd {
   }
 
   private startHeartbeat(): void {
-    this.lastHeardAt = Date.now();
+    this.pacer.heard();
     this.heartbeat = setInterval(() => this.contained(() => {
-      // Silence while we do not read (back-pressure) is ours, as for agent sessions.
-      if (!this.socket.isPaused && Date.now() - Math.max(this.lastHeardAt, this.resumedAt) > 3 * this.o.heartbeatMs) {
+      // Silence while we do not read (back-pressure) is ours, as for agent sessions (SocketPacer).
+      if (this.pacer.silentFor(3 * this.o.heartbeatMs)) {
         this.o.log.info({ link: this.label }, 'relay peer link silent for 3 heartbeats: dropping it');
         this.socket.terminate();
       } else if (this.socket.readyState === WebSocket.OPEN) {
@@ -184,7 +179,7 @@ export class PeerLink implements RelayEnd {
 
   private onFrame(data: RawData, isBinary: boolean): void {
     if (this.done) return;
-    this.lastHeardAt = Date.now();
+    this.pacer.heard();
     const raw = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
     try {
       if (isBinary) {
