@@ -3,6 +3,7 @@
 // (source agent → control plane → destination agent), on the same real servers in one run.
 //
 //   npm run build && node bench/relay-vs-direct.mjs [--small-files 2000] [--small-kib 16] [--big-mib 1024] [--concurrency 16] [--rounds 1]
+//     [--only small|big] [--mode direct|relay] [--cpu-prof DIR] [--cpu-all]
 //
 // Two agents (A and B) of one account. The direct run's connections name neither agent, so the
 // scheduler runs it on one of them; the relayed run's sftp connection is pinned to A and its s3
@@ -13,7 +14,7 @@
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startStack } from '../e2e/dist/stack.js';
-import { cpuSeconds, load, log, peakRssMiB, sftpToS3, writeBigFile, writeSmallFiles } from './support/sftp-s3.mjs';
+import { cpuBetween, cpuSeconds, cpuSnapshot, load, log, peakRssMiB, sftpToS3, writeBigFile, writeSmallFiles } from './support/sftp-s3.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -22,6 +23,13 @@ const { values: args } = parseArgs({
     'big-mib': { type: 'string', default: '1024' },
     concurrency: { type: 'string', default: '16' },
     rounds: { type: 'string', default: '1' },
+    // One case only, one mode only (to profile one of them; no ratio then).
+    only: { type: 'string' },
+    mode: { type: 'string' },
+    // A directory: the control plane and both agents write V8 CPU profiles there (bench/cpu-prof.cjs).
+    'cpu-prof': { type: 'string' },
+    // Also print the CPU every process of the machine used during each copy (sshd, versitygw, …).
+    'cpu-all': { type: 'boolean', default: false },
   },
 });
 const SMALL_FILES = Number(args['small-files']);
@@ -34,10 +42,13 @@ const TARGET = 0.7;
 const bench = await sftpToS3('relay');
 const { env: e, srcRoot } = bench;
 log(`load ${load()}; writing ${SMALL_FILES} × ${SMALL_BYTES} B and one ${BIG_BYTES} B file under ${srcRoot}`);
-writeSmallFiles(join(srcRoot, 'small'), SMALL_FILES, SMALL_BYTES, Math.ceil(SMALL_FILES / 20));
-await writeBigFile(join(srcRoot, 'big', 'big.bin'), BIG_BYTES);
+if (args.only !== 'big') writeSmallFiles(join(srcRoot, 'small'), SMALL_FILES, SMALL_BYTES, Math.ceil(SMALL_FILES / 20));
+if (args.only !== 'small') await writeBigFile(join(srcRoot, 'big', 'big.bin'), BIG_BYTES);
 
-const stack = await startStack({ env: e });
+const stack = await startStack({ env: {
+  ...e,
+  ...(args['cpu-prof'] ? { NODE_OPTIONS: `--require ${new URL('./cpu-prof.cjs', import.meta.url).pathname}`, XFER_BENCH_CPU_PROF_DIR: args['cpu-prof'] } : {}),
+} });
 const runs = [];
 try {
   const a = await stack.startAgent('relay-a');
@@ -56,10 +67,16 @@ try {
       destinationConnectionId: conns.s3, destinationPath: `/${prefix}`, options: { concurrency: CONCURRENCY, overwrite: 'always' },
     });
     const cpu0 = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid)]));
+    const all0 = args['cpu-all'] ? cpuSnapshot() : null;
     const t0 = process.hrtime.bigint();
     const done = await api.call('POST', `/transfers/${job.id}/execute`);
     const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
     const cpu = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid) - cpu0[k]]));
+    if (all0) {
+      const names = { ...Object.fromEntries(Object.entries(pids).map(([k, pid]) => [pid, k])), [process.pid]: 'bench' };
+      const used = cpuBetween(all0, cpuSnapshot(), names).filter(([, s]) => s >= 0.05);
+      log(`${dir} ${mode}: machine CPU ${used.reduce((a, [, s]) => a + s, 0).toFixed(1)} s of ${(2 * seconds).toFixed(1)} s on 2 cores: ${used.map(([k, s]) => `${k} ${s.toFixed(2)}`).join(', ')}`);
+    }
     if (done.status !== 200 || !done.body.success) throw new Error(`${mode} ${dir} failed: ${JSON.stringify(done.body)}`);
     const ran = await api.data('GET', `/transfers/${job.id}`);
     if (ran.mode !== mode) throw new Error(`${mode} ${dir}: the transfer ran ${ran.mode}`);
@@ -73,11 +90,12 @@ try {
     ['(a) small files', 'small', SMALL_FILES, SMALL_FILES * SMALL_BYTES],
     ['(b) one big file', 'big', 1, BIG_BYTES],
   ]) {
+    if (args.only && args.only !== dir) continue;
     for (let round = 0; round < ROUNDS; round++) {
-      const order = round % 2 === 0 ? ['direct', 'relay'] : ['relay', 'direct'];
+      const order = (round % 2 === 0 ? ['direct', 'relay'] : ['relay', 'direct']).filter((m) => !args.mode || m === args.mode);
       const got = {};
       for (const mode of order) got[mode] = await copy(mode, mode === 'relay' ? relayed : direct, dir, files, bytes);
-      runs.push({ label, files, bytes, direct: got.direct, relay: got.relay });
+      if (got.direct && got.relay) runs.push({ label, files, bytes, direct: got.direct, relay: got.relay });
     }
   }
 

@@ -1,7 +1,7 @@
 // What the sftp → s3 benchmarks share: the test services, rclone, a source directory on the test
 // sshd, a bucket of the run's own on the test S3 server, xfer's connections to both, rclone's
 // remotes for the same servers, and figures read from /proc.
-import { createWriteStream, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes, randomFillSync } from 'node:crypto';
 import { spawn, spawnSync } from 'node:child_process';
 import { loadavg } from 'node:os';
@@ -167,6 +167,42 @@ export function cpuSeconds(pid) {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
   // After the command name: utime and stime are the 12th and 13th fields (in clock ticks, 100 a second on Linux).
   return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/**
+ * CPU seconds (user + system) of every process now, by pid, with its command name: two snapshots
+ * give what each process (sshd, versitygw, FerretDB, someone else's tests) used in between, for
+ * where the machine's CPU went. sshd's count those of its reaped children too: a session's
+ * processes (sftp-server among them) end with it, before the second snapshot. A process that
+ * started and ended in between is missed.
+ */
+export function cpuSnapshot() {
+  const snapshot = new Map();
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const comm = /\((.*)\) /.exec(stat)?.[1] ?? '?';
+      const f = stat.replace(/^.*\) /, '').split(' ');
+      const children = comm === 'sshd' ? Number(f[13]) + Number(f[14]) : 0;
+      snapshot.set(Number(pid), { comm, seconds: (Number(f[11]) + Number(f[12]) + children) / 100 });
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return snapshot;
+}
+
+/** CPU seconds used between two snapshots, by name (`names` names some pids; others go by command), largest first. */
+export function cpuBetween(before, after, names = {}) {
+  const used = new Map();
+  for (const [pid, { comm, seconds }] of after) {
+    const delta = seconds - (before.get(pid)?.seconds ?? 0);
+    if (delta <= 0) continue;
+    const name = names[pid] ?? comm;
+    used.set(name, (used.get(name) ?? 0) + delta);
+  }
+  return [...used].sort((a, b) => b[1] - a[1]);
 }
 
 /** The 1, 5 and 15 minute load averages, for the report (the machine is shared). */

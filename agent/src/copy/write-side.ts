@@ -6,7 +6,7 @@ import { baseName, joinRel, parentOf, relativePath } from '../connectors/paths.j
 import type { Checksum, Connector, WriteResult } from '../connectors/types.js';
 import { CopyJobError, reasonOf, SourceChangedError, VerifyError } from './errors.js';
 import { EarlierUploads, runTag, type RunRef } from './leftovers.js';
-import { HashingStream } from './hashing.js';
+import { HashingStream, PreHashedBody } from './hashing.js';
 import { planFile } from './plan.js';
 import { withRetries } from './retry.js';
 import { truncate, type CopyStats } from './stats.js';
@@ -124,6 +124,8 @@ export class WriteSide {
     let written = false;
     try {
       source = await item.open(signal);
+      // A relayed body was hashed (and checked against the source's SHA-256) as it arrived: not hashed twice.
+      if (source instanceof PreHashedBody) hasher.takeSha256From(source);
       source.on('error', (err) => {
         sourceError ??= err;
         hasher.destroy(err);

@@ -14,9 +14,13 @@ import { TarReceiver } from './tar-receiver.js';
 
 type Payload<T extends keyof typeof ServerToAgent> = PayloadOf<typeof ServerToAgent, T>;
 
-/** Credit is granted again in steps of at least this much consumed (fewer, larger `relay.credit` messages). */
+/**
+ * Credit is granted again in steps of at least this much consumed: fewer, larger `relay.credit`
+ * messages (each crosses the control plane), while the source always has three quarters of the
+ * window to send into.
+ */
 const ENTRY_GRANT_STEP = MAX_RELAY_ENTRIES / 4;
-const BYTE_GRANT_STEP = RELAY_WINDOW_BYTES / 8;
+const BYTE_GRANT_STEP = RELAY_WINDOW_BYTES / 4;
 /** UTF-8 bytes of the paths of one `relay.want`, at most: the message stays far below the frame limit. */
 const MAX_WANT_PATH_BYTES = 1024 * 1024;
 
@@ -70,6 +74,11 @@ export class RelayDestination {
   private bytesToGrant = 0;
   private wants: { path: string; size: number }[] = [];
   private wantsScheduled = false;
+  /** Files wanted of the source whose trailer has not arrived yet. */
+  private unanswered = 0;
+  /** While the source has this many wants unanswered, wants are held back until `wantBatch` of them wait (see `scheduleWants`). */
+  private readonly wantLowWater: number;
+  private readonly wantBatch: number;
   private readonly onLinkEnd = () => this.interrupt(`the session with the control plane ended: ${(this.o.link.signal.reason as Error | undefined)?.message ?? 'closed'}`);
 
   constructor(private readonly o: RelayDestinationOptions) {
@@ -77,7 +86,13 @@ export class RelayDestination {
       memoryBytes: o.concurrency * SMALL_FILE_BYTES,
       onConsumed: (bytes) => this.consumed(0, bytes),
       onBreach: (err) => this.breach(err),
+      onAnswered: () => {
+        this.unanswered--;
+        this.scheduleWants();
+      },
     });
+    this.wantLowWater = Math.ceil(o.concurrency / 2);
+    this.wantBatch = Math.ceil(o.concurrency / 4);
   }
 
   /** Starts the conversation: the first credit. */
@@ -162,19 +177,32 @@ export class RelayDestination {
     if (signal.aborted) return Promise.reject(signal.reason as Error);
     const opened = this.receiver.want(path, size, signal);
     this.wants.push({ path, size });
-    if (!this.wantsScheduled) {
-      this.wantsScheduled = true;
-      setImmediate(() => this.sendWants());
-    }
+    this.scheduleWants();
     return opened;
   }
 
-  /** The wants of one tick, in order, in as few messages as the limits allow. */
+  /**
+   * Sends the waiting wants at the end of this tick (those of one tick in one message), unless
+   * the source still has `wantLowWater` files to serve and fewer than `wantBatch` wait: then they
+   * wait for more, or for answers to bring the source below that (`onAnswered` calls this
+   * again). Each want costs a message and a wake-up of the control plane and of the source; with
+   * small files, one a file (the engine opens them as its writers free up) was most of what the
+   * relay added. The source never runs dry meanwhile: it has half the run's concurrency to read.
+   */
+  private scheduleWants(): void {
+    if (this.wantsScheduled || this.wants.length === 0) return;
+    if (this.unanswered >= this.wantLowWater && this.wants.length < this.wantBatch) return;
+    this.wantsScheduled = true;
+    setImmediate(() => this.sendWants());
+  }
+
+  /** The waiting wants, in order, in as few messages as the limits allow. */
   private sendWants(): void {
     this.wantsScheduled = false;
     const wants = this.wants;
     this.wants = [];
     if (this.ended) return;
+    this.unanswered += wants.length;
     let batch: { path: string; size: number }[] = [];
     let bytes = 0;
     for (const want of wants) {

@@ -25,6 +25,10 @@ const MAX_PAGE_PATH_BYTES = 1024 * 1024;
 const MAX_WANTS = 10 * MAX_RELAY_ENTRIES;
 /** The protocol's bound on a listed path. */
 const MAX_PATH_CHARS = 4096;
+/** How long a frame that is not full waits for more bytes while wanted files are being read (see `pump`). */
+const FRAME_LINGER_MS = 2;
+/** Frame buffers kept for reuse, at most: the socket holds a few frames at once (RELAY_SEND_MARK_BYTES). */
+const MAX_SPARE_FRAMES = 8;
 
 /** How a source side ended, for the hub's metrics. */
 export interface RelaySourceEnd {
@@ -68,11 +72,19 @@ interface Want {
 export class RelaySource {
   private readonly controller = new AbortController();
   private readonly writer = new RelayTarWriter({ highWaterMark: RELAY_CHUNK_BYTES });
+  /** Credit granted, files wanted (the listing and the packing wait for them). */
   private readonly changed = new Notifier();
+  /** Bytes to send, credit granted, or all wanted files packed (the sending waits for them). */
+  private readonly sendable = new Notifier();
+  /** Every file wanted so far is packed: a frame not full goes out at once (nothing more comes until the destination wants more). */
+  private servedAll = false;
+  /** Frame buffers the link is done with, for the next frames (see `pump`). */
+  private readonly spareFrames: Buffer[] = [];
   private readonly wants: Want[] = [];
   private entryCredit = 0;
   private byteCredit = 0;
   private bytesSent = 0;
+  private framesSent = 0;
   /** The first reason to stop; `null` message: say nothing (the session is gone). */
   private ending: { message: { error?: string; permanent?: boolean } | null; status: RelaySourceEnd['status'] } | null = null;
   /** Whether the source path is a file (its one item named by its base name), once the listing said so. */
@@ -101,6 +113,7 @@ export class RelaySource {
         this.entryCredit += m.payload.entries;
         this.byteCredit += m.payload.bytes;
         this.changed.notify();
+        this.sendable.notify();
         return;
       case 'relay.want':
         for (const file of m.payload.files) {
@@ -154,7 +167,7 @@ export class RelaySource {
       await connector?.close().catch((e: unknown) => log.warn({ err: reasonOf(e) }, 'closing a connector failed'));
       const ending = this.ending!;
       if (ending.message) this.send('relay.end', { ...this.ref(), ...ending.message, ...(ending.message.error ? { error: ending.message.error.slice(0, 4000) } : {}) });
-      log.info({ bytes_sent: this.bytesSent, status: ending.status, error: ending.message?.error }, 'relay source ended');
+      log.info({ bytes_sent: this.bytesSent, frames_sent: this.framesSent, status: ending.status, error: ending.message?.error }, 'relay source ended');
       this.o.onEnded({ status: ending.status, sourceType: request.source.type, bytesSent: this.bytesSent });
     }
   }
@@ -202,7 +215,14 @@ export class RelaySource {
   private async serve(source: Connector, signal: AbortSignal): Promise<void> {
     try {
       for (;;) {
-        while (this.wants.length === 0) await this.changed.wait(signal);
+        while (this.wants.length === 0) {
+          if (!this.servedAll) {
+            this.servedAll = true;
+            this.sendable.notify();
+          }
+          await this.changed.wait(signal);
+        }
+        this.servedAll = false;
         this.readAhead(source, signal);
         const want = this.wants.shift()!;
         if (want.ahead) {
@@ -260,19 +280,27 @@ export class RelaySource {
     }
   }
 
-  /** The tar writer's bytes as binary frames, within byte credit, at the socket's pace. */
+  /**
+   * The tar writer's bytes as binary frames, within byte credit, at the socket's pace. A frame
+   * goes out full (RELAY_CHUNK_BYTES, or all the credit left), or as it is once every wanted file
+   * is packed, or once it waited FRAME_LINGER_MS for more while files are being read: every frame
+   * costs a write and a wake-up on each hop (this agent, the control plane, the destination), and
+   * the source's reads answer in pieces of 64 KiB and less, so sent as they came a small file or
+   * a piece of a large one was a frame of its own.
+   */
   private async pump(signal: AbortSignal): Promise<void> {
     const output = this.writer.output;
+    const wake = () => this.sendable.notify();
+    output.on('readable', wake);
+    output.on('close', wake);
+    let parts: Buffer[] = [relayFrameHeader(this.o.request.job_id, this.o.request.attempt)];
+    let bytes = 0;
     let carry: Buffer | null = null;
+    let linger: NodeJS.Timeout | null = null;
+    let lingered = false;
     try {
       for (;;) {
-        if (this.byteCredit <= 0) {
-          await this.changed.wait(signal);
-          continue;
-        }
         const room = Math.min(RELAY_CHUNK_BYTES, this.byteCredit);
-        const parts: Buffer[] = [relayFrameHeader(this.o.request.job_id, this.o.request.attempt)];
-        let bytes = 0;
         while (bytes < room) {
           let chunk: Buffer | null = carry ?? (output.read() as Buffer | null);
           carry = null;
@@ -284,16 +312,35 @@ export class RelaySource {
           parts.push(chunk);
           bytes += chunk.length;
         }
-        if (bytes === 0) {
-          await readable(output, signal);
+        if (bytes > 0 && (bytes >= room || this.servedAll || lingered)) {
+          if (linger) clearTimeout(linger);
+          linger = null;
+          lingered = false;
+          this.byteCredit -= bytes;
+          this.bytesSent += bytes;
+          this.framesSent++;
+          // Into a frame buffer the link is done with, when there is one: a new one for every
+          // frame was a quarter of what this side allocated (and the garbage collector freed).
+          const buffer = this.spareFrames.pop() ?? Buffer.allocUnsafe(RELAY_FRAME_HEADER_BYTES + RELAY_CHUNK_BYTES);
+          let at = 0;
+          for (const part of parts) at += part.copy(buffer, at);
+          parts = [parts[0]!];
+          bytes = 0;
+          await this.o.link.sendFrame(buffer.subarray(0, at), () => {
+            if (this.spareFrames.length < MAX_SPARE_FRAMES) this.spareFrames.push(buffer);
+          });
           continue;
         }
-        this.byteCredit -= bytes;
-        this.bytesSent += bytes;
-        await this.o.link.sendFrame(Buffer.concat(parts, RELAY_FRAME_HEADER_BYTES + bytes));
+        if (output.destroyed && carry === null) throw new Error('the relay tar writer closed');
+        if (bytes > 0 && !linger) linger = setTimeout(() => { lingered = true; wake(); }, FRAME_LINGER_MS);
+        await this.sendable.wait(signal);
       }
     } catch (err) {
       if (!signal.aborted) this.finish({ error: `the source agent failed sending the relay: ${reasonOf(err)}` }, 'failed');
+    } finally {
+      if (linger) clearTimeout(linger);
+      output.off('readable', wake);
+      output.off('close', wake);
     }
   }
 
@@ -351,26 +398,6 @@ class Notifier {
       signal.addEventListener('abort', onAbort, { once: true });
     });
   }
-}
-
-/** Resolves when the tar writer's output has bytes to read; rejects when `signal` aborts or the output closed. */
-function readable(output: RelayTarWriter['output'], signal: AbortSignal): Promise<void> {
-  signal.throwIfAborted();
-  return new Promise<void>((resolve, reject) => {
-    const done = (err?: Error) => {
-      output.off('readable', onReadable);
-      output.off('close', onClose);
-      signal.removeEventListener('abort', onAbort);
-      if (err) reject(err);
-      else resolve();
-    };
-    const onReadable = () => done();
-    const onClose = () => done(new Error('the relay tar writer closed'));
-    const onAbort = () => done(signal.reason as Error);
-    output.on('readable', onReadable);
-    output.on('close', onClose);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
 }
 
 const TIMED_OUT = Symbol('timed out');

@@ -46,18 +46,21 @@ export type ReadResult = { sha256: string } | { error: string };
 
 /** The header of a file's content entry. */
 export function contentHeader(path: string, size: number): Header {
-  return { ...common(path), size, pax: { [KIND]: 'file' } };
+  return header(path, size, { [KIND]: 'file' });
 }
 
 /** The header of a file's trailer. */
 export function trailerHeader(path: string, result: ReadResult): Header {
-  const record = 'sha256' in result ? { [SHA256]: result.sha256 } : { [ERROR]: truncate(result.error, MAX_ERROR_CHARS) };
-  return { ...common(path), size: 0, pax: { [KIND]: 'sum', ...record } };
+  return header(path, 0, 'sha256' in result ? { [KIND]: 'sum', [SHA256]: result.sha256 } : { [KIND]: 'sum', [ERROR]: truncate(result.error, MAX_ERROR_CHARS) });
 }
 
-function common(path: string): Omit<Header, 'size'> {
+/** tar-stream only reads it. */
+const EPOCH = new Date(0);
+
+/** A new header (tar-stream's pack fills in a header it is given): two a file, so built in one literal. */
+function header(path: string, size: number, pax: Record<string, string>): Header {
   // Nothing but the name and size means anything here: fixed mode, owner and time.
-  return { name: path, type: 'file', mode: 0o644, mtime: new Date(0), linkname: '', uid: 0, gid: 0, uname: '', gname: '', devmajor: 0, devminor: 0 };
+  return { name: path, size, type: 'file', mode: 0o644, mtime: EPOCH, linkname: '', uid: 0, gid: 0, uname: '', gname: '', devmajor: 0, devminor: 0, pax };
 }
 
 /** What an extracted header says; RelayBreach when it is not an entry of the contract. */

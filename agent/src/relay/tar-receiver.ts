@@ -1,8 +1,9 @@
 import { createHash, type Hash } from 'node:crypto';
-import { Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { extract, type ExtractEvents, type Header } from 'tar-stream';
 import { ConnectorError } from '../connectors/types.js';
 import { VerifyError } from '../copy/errors.js';
+import { PreHashedBody } from '../copy/hashing.js';
 import { readEntryHeader, RelayBreach, SMALL_FILE_BYTES, type RelayTarEntry } from './relay-tar.js';
 
 /** What a relayed large file's stream holds ahead of its reader. */
@@ -18,6 +19,8 @@ export interface TarReceiverOptions {
   onConsumed: (bytes: number) => void;
   /** The stream broke the contract: the relay is over. */
   onBreach: (err: RelayBreach) => void;
+  /** A wanted file's trailer arrived: the source has answered that want (whatever it said). */
+  onAnswered?: () => void;
 }
 
 /**
@@ -106,6 +109,7 @@ export class TarReceiver {
       next();
       const broken = file.trailer(entry);
       if (broken) this.breach(broken);
+      else this.o.onAnswered?.();
       return;
     }
     if (file.phase !== 'wanted' || entry.size !== file.size) {
@@ -141,7 +145,7 @@ class WantedFile {
   /** Memory this file holds of the budget. */
   private held = 0;
   /** A large file's stream, handed out at its first byte. */
-  private out: Readable | null = null;
+  private out: PreHashedBody | null = null;
   private entryStream: EntryStream | null = null;
 
   constructor(readonly path: string, readonly size: number, private readonly memory: MemoryBudget) {}
@@ -179,7 +183,7 @@ class WantedFile {
   async stream(stream: EntryStream): Promise<void> {
     this.phase = 'content';
     this.entryStream = stream;
-    const out = new Readable({
+    const out = new PreHashedBody({
       highWaterMark: STREAM_HIGH_WATER_MARK,
       read: () => stream.resume(),
       destroy: (err, callback) => {
@@ -206,6 +210,8 @@ class WantedFile {
     let err: Error | null = null;
     if ('error' in entry) err = new ConnectorError('TRANSIENT', `the source agent could not read ${this.path}: ${entry.error}`);
     else if (this.hash.digest('hex') !== entry.sha256) err = new VerifyError(`the relayed bytes of ${this.path} do not match the source's SHA-256 (changed in transit)`);
+    // The bytes handed out are those hashed here: the write side takes this SHA-256 instead of hashing them again.
+    const sha256 = 'sha256' in entry ? entry.sha256 : null;
     if (this.abandoned) {
       this.release();
       return null;
@@ -215,10 +221,14 @@ class WantedFile {
       return null;
     }
     if (this.out) {
+      this.out.sha256 = sha256;
       this.out.push(null);
       return null;
     }
-    const body = Readable.from(this.chunks ?? [], { objectMode: false });
+    const body = new PreHashedBody({ read() {} });
+    body.sha256 = sha256;
+    for (const chunk of this.chunks ?? []) body.push(chunk);
+    body.push(null);
     this.chunks = null;
     body.once('close', () => this.release());
     this.settle(() => this.resolve(body));
@@ -258,9 +268,16 @@ class WantedFile {
 /** Resolves when `stream` ended, each chunk given to `onData` on the way; rejects when it closed before. */
 function ended(stream: EntryStream, onData: (chunk: Buffer) => void): Promise<void> {
   return new Promise<void>((resolve, reject) => {
+    let done = false;
     stream.on('data', (chunk) => onData(chunk as Buffer));
-    stream.on('end', () => resolve());
-    stream.on('close', () => reject(new Error('the entry ended early')));
+    stream.on('end', () => {
+      done = true;
+      resolve();
+    });
+    // Every entry closes after its end: the error (and its stack trace) only for one that did not end.
+    stream.on('close', () => {
+      if (!done) reject(new Error('the entry ended early'));
+    });
   });
 }
 

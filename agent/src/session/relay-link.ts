@@ -21,9 +21,11 @@ export interface RelayLink {
   /**
    * Sends one binary relay frame. Resolves at once while the socket holds less than
    * `RELAY_SEND_MARK_BYTES` unsent, else once this frame was written out; rejects when the
-   * session ended.
+   * session ended. `written`, when given, is called once the frame was handed to the operating
+   * system (or the send failed): from then on the link holds nothing of `frame`, which may be
+   * reused.
    */
-  sendFrame(frame: Buffer): Promise<void>;
+  sendFrame(frame: Buffer, written?: () => void): Promise<void>;
 }
 
 /** The RelayLink of one WebSocket session (session.ts makes one per welcome that set `relay`). */
@@ -40,13 +42,14 @@ export class SocketRelayLink implements RelayLink {
     if (this.open) this.ws.send(JSON.stringify(message));
   }
 
-  sendFrame(frame: Buffer): Promise<void> {
+  sendFrame(frame: Buffer, written?: () => void): Promise<void> {
     if (!this.open) return Promise.reject(this.ended());
     return new Promise<void>((resolve, reject) => {
       const { signal } = this.controller;
       const onEnd = () => reject(this.ended());
       this.ws.send(frame, { binary: true }, () => {
         signal.removeEventListener('abort', onEnd);
+        written?.();
         // An error here closes the socket: the session's close handler ends the link.
         resolve();
       });
