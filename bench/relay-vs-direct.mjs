@@ -3,14 +3,15 @@
 // (source agent → control plane → destination agent), on the same real servers in one run.
 //
 //   npm run build && node bench/relay-vs-direct.mjs [--small-files 2000] [--small-kib 16] [--big-mib 1024] [--concurrency 16] [--rounds 1]
-//     [--only small|big] [--mode direct|relay] [--cpu-prof DIR] [--cpu-all]
+//     [--warmup 1] [--only small|big] [--mode direct|relay] [--cpu-prof DIR] [--cpu-all]
 //
 // Two agents (A and B) of one account. The direct run's connections name neither agent, so the
 // scheduler runs it on one of them; the relayed run's sftp connection is pinned to A and its s3
 // connection to B, so no agent serves both ends and the job is relayed (its `mode` is checked).
-// Each case runs direct then relayed (`--rounds` times, alternating which goes first). Prints
-// seconds, files/s and MB/s of both, relay/direct throughput (target ≥ 0.7×), and the peak RSS
-// (VmHWM) of the control plane and both agents. Figures, not asserts.
+// Each case runs direct then relayed (`--warmup` unmeasured rounds, then `--rounds` times,
+// alternating which goes first). Prints seconds, files/s and MB/s of both, relay/direct
+// throughput per round and over all rounds of a case (target ≥ 0.7×), and the peak RSS (VmHWM) of
+// the control plane and both agents. Figures, not asserts.
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startStack } from '../e2e/dist/stack.js';
@@ -23,6 +24,9 @@ const { values: args } = parseArgs({
     'big-mib': { type: 'string', default: '1024' },
     concurrency: { type: 'string', default: '16' },
     rounds: { type: 'string', default: '1' },
+    // Unmeasured rounds first (both modes, the case's files): the agents' and servers' first
+    // copies run cold (JIT, the sshd's and the store's caches), and whichever mode went first paid for it.
+    warmup: { type: 'string', default: '1' },
     // One case only, one mode only (to profile one of them; no ratio then).
     only: { type: 'string' },
     mode: { type: 'string' },
@@ -37,6 +41,7 @@ const SMALL_BYTES = Number(args['small-kib']) * 1024;
 const BIG_BYTES = Number(args['big-mib']) * 1024 * 1024;
 const CONCURRENCY = Number(args.concurrency);
 const ROUNDS = Number(args.rounds);
+const WARMUP = Number(args.warmup);
 const TARGET = 0.7;
 
 const bench = await sftpToS3('relay');
@@ -91,11 +96,12 @@ try {
     ['(b) one big file', 'big', 1, BIG_BYTES],
   ]) {
     if (args.only && args.only !== dir) continue;
-    for (let round = 0; round < ROUNDS; round++) {
+    for (let round = -WARMUP; round < ROUNDS; round++) {
       const order = (round % 2 === 0 ? ['direct', 'relay'] : ['relay', 'direct']).filter((m) => !args.mode || m === args.mode);
       const got = {};
+      if (round < 0) log(`${dir}: warm-up round, not counted`);
       for (const mode of order) got[mode] = await copy(mode, mode === 'relay' ? relayed : direct, dir, files, bytes);
-      if (got.direct && got.relay) runs.push({ label, files, bytes, direct: got.direct, relay: got.relay });
+      if (round >= 0 && got.direct && got.relay) runs.push({ label, files, bytes, direct: got.direct, relay: got.relay });
     }
   }
 
@@ -104,7 +110,13 @@ try {
   const fps = (f, s) => (f / s).toFixed(0);
   console.log(`\nrelay vs direct, sftp → s3 (OpenSSH sshd, versitygw) on loopback, concurrency ${CONCURRENCY}; load ${load()}`);
   console.log('case               | direct s | relay s | direct files/s | relay files/s | direct MB/s | relay MB/s | relay/direct | target');
-  for (const r of runs) {
+  // Each round, then each case over all its rounds (total bytes over total seconds of each mode).
+  const totals = [...new Set(runs.map((r) => r.label))].map((label) => {
+    const of = runs.filter((r) => r.label === label);
+    const sum = (mode) => ({ seconds: of.reduce((a, r) => a + r[mode].seconds, 0) });
+    return { label: `${label.slice(0, 3)} all ${of.length}`, files: of[0].files * of.length, bytes: of[0].bytes * of.length, direct: sum('direct'), relay: sum('relay') };
+  });
+  for (const r of [...runs, ...(ROUNDS > 1 ? totals : [])]) {
     const ratio = r.direct.seconds / r.relay.seconds;
     console.log(
       `${r.label.padEnd(18)} | ${r.direct.seconds.toFixed(2).padStart(8)} | ${r.relay.seconds.toFixed(2).padStart(7)} | ` +
