@@ -172,6 +172,16 @@ function start(pair: Awaited<ReturnType<typeof agents>>, id: string, over: { att
   );
 }
 
+/**
+ * `start`, with the forwarder holding the source's bytes from `holdFrom` on (20 MiB: past the first
+ * 8 MiB part, so the destination's multipart upload is open); resolves when the hold is reached.
+ */
+async function startHeld(pair: Awaited<ReturnType<typeof agents>>, id: string, over: Parameters<typeof start>[2] = {}, holdFrom = 20 * MiB): Promise<void> {
+  pair.forwarder.holdFrom = holdFrom;
+  start(pair, id, over);
+  await pair.forwarder.reached.promise;
+}
+
 describe('relay sftp → s3 between two agents', () => {
   test('a tree of small files arrives byte-identical, each file verified as a direct run verifies it, wanted once each; both sides counted in metrics', async () => {
     sourceTree(SMALL_TREE);
@@ -326,11 +336,8 @@ describe('relay sftp → s3 between two agents', () => {
     largeFile('big.bin', 48 * MiB);
     const pair = await agents();
     try {
-      // Past the first 8 MiB part: the multipart upload is open when the cancel comes.
-      pair.forwarder.holdFrom = 20 * MiB;
       const id = jobId();
-      start(pair, id);
-      await pair.forwarder.reached.promise;
+      await startHeld(pair, id);
       await until(() => pair.forwarder.destination.all('job.progress').some((m) => m.payload.bytes_transferred > 12 * MiB), 'bytes written');
       pair.forwarder.destination.send('job.cancel', { job_id: id });
       const end = await jobEnd(pair.forwarder.destination, id);
@@ -350,10 +357,8 @@ describe('relay sftp → s3 between two agents', () => {
     sourceTree({ 'small.txt': 'small' });
     const pair = await agents();
     try {
-      pair.forwarder.holdFrom = 20 * MiB;
       const id = jobId();
-      start(pair, id, { options: { concurrency: 1 } });
-      await pair.forwarder.reached.promise;
+      await startHeld(pair, id, { options: { concurrency: 1 } });
       pair.forwarder.source.ws.terminate();
       const end = await jobEnd(pair.forwarder.destination, id);
       expect(end.type).toBe('job.failed');
@@ -369,10 +374,8 @@ describe('relay sftp → s3 between two agents', () => {
     largeFile('big.bin', 48 * MiB);
     const pair = await agents({ source: { drainTimeoutMs: 200 } });
     try {
-      pair.forwarder.holdFrom = 20 * MiB;
       const id = jobId();
-      start(pair, id);
-      await pair.forwarder.reached.promise;
+      await startHeld(pair, id);
       await pair.source.agent.shutdown('SIGTERM');
       expect(pair.forwarder.ends[0]).toMatchObject({ from: 'source', payload: { error: expect.stringMatching(/agent shutting down/) } });
       expect(pair.forwarder.ends[0]!.payload.permanent).toBeUndefined();
@@ -388,10 +391,8 @@ describe('relay sftp → s3 between two agents', () => {
     largeFile('big.bin', 48 * MiB);
     const pair = await agents();
     try {
-      pair.forwarder.holdFrom = 20 * MiB;
       const id = jobId();
-      start(pair, id);
-      await pair.forwarder.reached.promise;
+      await startHeld(pair, id);
       pair.forwarder.destination.ws.terminate();
       // The source is told its destination is gone; it stops and says so.
       expect(await pair.forwarder.sourceEnded()).toEqual({ job_id: id, attempt: 1 });
@@ -431,10 +432,8 @@ describe('relay sftp → s3 between two agents', () => {
     largeFile('big.bin', 32 * MiB);
     const pair = await agents({ source: { maxJobs: 1 } });
     try {
-      pair.forwarder.holdFrom = 8 * MiB;
       const id = jobId();
-      start(pair, id);
-      await pair.forwarder.reached.promise;
+      await startHeld(pair, id, {}, 8 * MiB);
       const other = jobId();
       pair.forwarder.source.send('relay.source', { job_id: other, attempt: 1, source: sftpSettings(), source_path: '/', concurrency: 2 });
       const refused = await pair.forwarder.source.next('relay.end', (m) => m.payload.job_id === other);
