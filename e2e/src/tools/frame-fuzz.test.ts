@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { fuzzFrame, PROTOTYPE_NAMES, type FuzzFrame } from './frame-fuzz.js';
+import { fuzzFrame, mutate, PROTOTYPE_NAMES, type FuzzFrame } from './frame-fuzz.js';
 
 /**
  * The frame generator itself must never throw: a throw inside it fails the property test that
@@ -32,4 +32,8 @@ test('mutations that leave non-index keys on arrays, then mutate again, still pr
   // plain words among the generated keys become array properties.
   const arrays = { job_progress: [[[['a'], ['b', ['c']]], []]], hello: [[PROTOTYPE_NAMES.slice(), [[]]]] };
   fc.assert(fc.property(fuzzFrame(arrays as never), wellFormed), { numRuns: RUNS });
+});
+
+test("an array's length is never deleted or set (fast-check's strings include \"length\"): the array stays as it was", () => {
+  for (const op of ['delete', 'set'] as const) expect(mutate([1, 2], [{ where: 0, op, key: 'length', value: 'x' }])).toEqual([1, 2]);
 });

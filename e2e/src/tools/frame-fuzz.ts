@@ -58,7 +58,7 @@ function setOwn(target: Json, key: string | number, value: Json): void {
   } else Object.defineProperty(target, name, { value, enumerable: true, writable: true, configurable: true });
 }
 
-interface Mutation {
+export interface Mutation {
   where: number;
   op: 'set' | 'delete' | 'replace';
   key: string;
@@ -73,7 +73,7 @@ const mutation: fc.Arbitrary<Mutation> = fc.record({
 });
 
 /** `payload` with the mutations applied (on a copy), each at one of its objects or arrays. */
-function mutate(payload: Json, mutations: Mutation[]): Json {
+export function mutate(payload: Json, mutations: Mutation[]): Json {
   const copy = (value: Json) => JSON.parse(JSON.stringify(value)) as Json;
   let root = copy(payload);
   for (const raw of mutations) {
@@ -97,7 +97,8 @@ function mutate(payload: Json, mutations: Mutation[]): Json {
       if (Array.isArray(target) && /^\d+$/.test(key) && Number(key) < target.length) {
         for (let i = Number(key); i < target.length - 1; i++) target[i] = target[i + 1]!;
         target.length -= 1;
-      } else {
+      } else if (!(Array.isArray(target) && key === 'length')) {
+        // (An array's `length` cannot be deleted: fast-check's strings include "length".)
         delete (target as Record<string, Json>)[key];
       }
     } else {
