@@ -8,7 +8,9 @@ let app: App;
 let owner: TestAccount;
 
 beforeAll(async () => {
-  app = await buildTestApp({ dispatchPollMs: 50, agentHeartbeatMs: 200 });
+  // A 1 s heartbeat: the protocol client answers pings from the test's event loop, and at 200 ms a
+  // stall of 0.6 s on the loaded machine dropped its session mid-request.
+  app = await buildTestApp({ dispatchPollMs: 50, agentHeartbeatMs: 1000 });
   await app.listen({ host: '127.0.0.1', port: 0 });
   owner = await createAccount(app);
 });
