@@ -30,6 +30,8 @@ export const Messages = {
   stoppedWaiting: (id: string) => `Interrupted; transfer ${id} was asked to cancel: see xfer transfers get ${id}`,
   stoppedWatching: (id: string) => `Stopped watching; transfer ${id} continues on the server: xfer transfers watch ${id}`,
   webhookSecretMissing: 'No signing secret on stdin: pipe it with --secret-stdin, or leave the flag out to have one generated',
+  secretValueOnCommandLine: 'A secret value is not taken from the command line (the process list and the shell history show it): pipe it with --value-stdin',
+  parameterValueMissing: 'No value given: pass --value, or pipe it with --value-stdin',
   mfaEnrolment: 'Add the secret to an authenticator app (or scan otpauth_url), then turn MFA on with: xfer settings mfa verify --code <code>',
   mfaEnableOrDisable: 'Give --enable or --disable',
   sessionsRevoked: 'Signed out everywhere: this session no longer works either (run xfer auth login again)',
