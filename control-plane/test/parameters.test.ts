@@ -266,3 +266,32 @@ describe('templates in POST /transfers', () => {
     expectError(await transfer(`/in/{{params.${up.name}}}/x`), 400, /^body\.sourcePath /);
   });
 });
+
+describe('app.parameters for stored templates (schedules, watchers)', () => {
+  test('values: the plain values of the names that exist; a secret one named throws saying it is secret', async () => {
+    const account = await createAccount(app);
+    const a = await created({ name: freshName('a'), value: 'alpha' }, account.apiKey);
+    const b = await created({ name: freshName('b'), value: '' }, account.apiKey);
+    const s = await created({ name: freshName('s'), value: 'hidden', secret: true }, account.apiKey);
+    const theirs = await created({ name: freshName('t'), value: 'theirs' }, stranger.apiKey);
+    const got = await app.parameters.values(account.accountId, [a.name, b.name, a.name, 'not_there', theirs.name]);
+    expect([...got.entries()].sort()).toEqual([[a.name, 'alpha'], [b.name, '']].sort());
+    expect(await app.parameters.values(account.accountId, [])).toEqual(new Map());
+    await expect(app.parameters.values(account.accountId, [a.name, s.name]))
+      .rejects.toMatchObject({ name: 'TemplateError', message: `names the secret parameter "${s.name}"; secret parameters cannot be used in paths` });
+  });
+
+  test('checkTemplate: 400s naming the field; {{file.*}} and {{run.id}} only where allowed', async () => {
+    const p = await created({ name: freshName('ok'), value: 'v' });
+    const s = await created({ name: freshName('sec'), value: 'v', secret: true });
+    const check = (text: string, allowed = {}) => app.parameters.checkTemplate(owner.accountId, 'transfer.sourcePath', text, allowed);
+    await expect(check(`/a/{{params.${p.name}}}/{{date:YYYY}}`)).resolves.toBeUndefined();
+    await expect(check('/a/{{file.name}}', { file: true, run: true })).resolves.toBeUndefined();
+    await expect(check('/a/{{file.path}}', { run: true }))
+      .rejects.toMatchObject({ statusCode: 400, message: "transfer.sourcePath uses {{file.name}} or {{file.path}}, which only a watcher's paths may hold" });
+    await expect(check('/a/{{run.id}}')).rejects.toMatchObject({ statusCode: 400, message: 'transfer.sourcePath uses {{run.id}}, which has no run here' });
+    await expect(check('/a/{{params.missing_one}}')).rejects.toMatchObject({ statusCode: 400, message: 'transfer.sourcePath names the parameter "missing_one", which does not exist' });
+    await expect(check(`/a/{{params.${s.name}}}`)).rejects.toMatchObject({ statusCode: 400, message: `transfer.sourcePath names the secret parameter "${s.name}"; secret parameters cannot be used in paths` });
+    await expect(check('/a/{{nope}}')).rejects.toMatchObject({ statusCode: 400, message: expect.stringMatching(/^transfer\.sourcePath has an unknown variable \{\{nope\}\}/) });
+  });
+});
