@@ -31,6 +31,7 @@ export const Messages = {
   stoppedWatching: (id: string) => `Stopped watching; transfer ${id} continues on the server: xfer transfers watch ${id}`,
   webhookSecretMissing: 'No signing secret on stdin: pipe it with --secret-stdin, or leave the flag out to have one generated',
   secretValueOnCommandLine: 'A secret value is not taken from the command line (the process list and the shell history show it): pipe it with --value-stdin',
+  parameterNotFound: (ref: string) => `No parameter with the id or name "${ref}"`,
   parameterValueMissing: 'No value given: pass --value, or pipe it with --value-stdin',
   mfaEnrolment: 'Add the secret to an authenticator app (or scan otpauth_url), then turn MFA on with: xfer settings mfa verify --code <code>',
   mfaEnableOrDisable: 'Give --enable or --disable',

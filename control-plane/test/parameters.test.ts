@@ -117,6 +117,14 @@ describe('GET /parameters', () => {
     expect(second).toEqual({ data: [expect.objectContaining({ id: made[0]!.id, value: '0' })], next_cursor: null });
     expect((await get('?limit=1000', stranger.apiKey)).json().data.map((p: { id: string }) => p.id)).not.toContain(made[0]!.id);
   });
+
+  test('?name= finds the one parameter of that exact name, in the caller\'s account only', async () => {
+    const p = await created({ name: freshName('Named'), value: 'v' });
+    expect((await get(`?name=${p.name}`)).json()).toEqual({ data: [p], next_cursor: null });
+    expect((await get(`?name=${p.name.toLowerCase()}`)).json().data).toEqual([]);
+    expect((await get(`?name=${p.name}`, stranger.apiKey)).json().data).toEqual([]);
+    expectError(await get(`?name=${'x'.repeat(65)}`), 400, /name/);
+  });
 });
 
 describe('PUT /parameters/:id', () => {

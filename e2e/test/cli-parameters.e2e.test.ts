@@ -38,7 +38,7 @@ afterAll(async () => {
   await stack?.stop();
 }, 60_000);
 
-test('parameters: create, get, list (table and --all --json), update, delete; a taken name is exit 5, an unknown id exit 4', async () => {
+test('parameters: create, get (by id or name), list (table and --all --json), update, delete; a taken name is exit 5, an unknown id exit 4', async () => {
   const name = `region_${run}`;
   const created = await json(['parameters', 'create', '--name', name, '--value', 'eu-west', '--description', 'where reports land']);
   expect(created).toMatchObject({ name, value: 'eu-west', secret: false, has_value: true, description: 'where reports land' });
@@ -49,7 +49,10 @@ test('parameters: create, get, list (table and --all --json), update, delete; a 
   expect(table.status).toBe(0);
   expect(table.stdout).toMatch(new RegExp(`^${created.id} +${name} +eu-west +where reports land`, 'm'));
 
-  const updated = await json(['parameters', 'update', created.id, '--value', 'us-east']);
+  // By name as well as by id (looked up with GET /parameters?name=).
+  expect(await json(['parameters', 'get', name])).toEqual(created);
+  expect(await fails(['parameters', 'get', `missing_${run}`])).toEqual({ status: 4, error: `No parameter with the id or name "missing_${run}"` });
+  const updated = await json(['parameters', 'update', name, '--value', 'us-east']);
   expect(updated).toMatchObject({ id: created.id, value: 'us-east' });
   expect(await fails(['parameters', 'create', '--name', name, '--value', 'x'])).toEqual({ status: 5, error: `name: a parameter named '${name}' already exists` });
 

@@ -1,5 +1,5 @@
-import { Args, Flags } from '@oclif/core';
-import type { Parameter } from '@xfer/shared';
+import { Args, Errors, Flags } from '@oclif/core';
+import { ExitCode, type Parameter, type XferClient } from '@xfer/shared';
 import { usageError } from '../base-command.js';
 import { promptHidden, readStdin } from '../input.js';
 import { Messages } from '../messages.js';
@@ -14,7 +14,20 @@ export const parameterColumns: Column<Parameter>[] = [
   { header: 'updated_at', get: (p) => p.updated_at },
 ];
 
-export const parameterIdArg = { id: Args.string({ description: 'Parameter id', required: true }) };
+export const parameterIdArg = { id: Args.string({ description: 'Parameter id or name', required: true }) };
+
+const OBJECT_ID = /^[0-9a-f]{24}$/i;
+
+/**
+ * The id of a parameter given by id or by name (GET /parameters?name=, exact). 24 hex digits are
+ * taken for an id, so a parameter with such a name is reached by its id.
+ */
+export async function parameterId(client: XferClient, ref: string): Promise<string> {
+  if (OBJECT_ID.test(ref)) return ref;
+  const { data } = await client.parameters.list({ name: ref, limit: 1 });
+  if (!data[0]) throw new Errors.CLIError(Messages.parameterNotFound(ref), { exit: ExitCode.notFound });
+  return data[0].id;
+}
 
 const nameFlag = { description: 'Name used in templates as {{params.NAME}} (a letter or _, then letters, digits, _; at most 64)' };
 

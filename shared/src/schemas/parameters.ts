@@ -25,7 +25,11 @@ export const Parameter = Type.Object({
 });
 export type Parameter = Static<typeof Parameter>;
 
-export const ListParametersQuery = Type.Composite([PageQuery], { additionalProperties: false });
+/** `name`: the one parameter of that exact name (what the CLI looks a name up with). */
+export const ListParametersQuery = Type.Composite(
+  [PageQuery, Type.Object({ name: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })) })],
+  { additionalProperties: false },
+);
 export type ListParametersQuery = Static<typeof ListParametersQuery>;
 
 // The name's pattern is checked by the service, so that the 400 names the field and the rule.

@@ -3,14 +3,14 @@ import type { Parameter, UpdateParameterRequest } from '@xfer/shared';
 import { BaseCommand, usageError } from '../../base-command.js';
 import { Messages } from '../../messages.js';
 import { record } from '../../output.js';
-import { parameterFlags, parameterIdArg, readParameterValue } from '../../resources/parameters.js';
+import { parameterFlags, parameterId, parameterIdArg, readParameterValue } from '../../resources/parameters.js';
 
 export default class Update extends BaseCommand<typeof Update> {
-  static override summary = 'Change a global parameter (PUT /parameters/:id).';
+  static override summary = 'Change a global parameter (GET /parameters, PUT /parameters/:id).';
   static override description = `Only the fields given change. --secret encrypts the stored value; --no-secret makes a secret parameter plain again and needs a new value (the secret one is never revealed).
-Transfers already created keep the paths they were rendered with. Exit code 4 when the id is unknown, 5 when the new name is taken.`;
+Transfers already created keep the paths they were rendered with. The parameter is given by id or name (looked up with GET /parameters?name=). Exit code 4 when it is unknown, 5 when the new name is taken.`;
   static override examples = [
-    '<%= config.bin %> parameters update 665f1c2e9b1d4a0012345678 --value us-east',
+    '<%= config.bin %> parameters update region --value us-east',
     'printf %s "$NEW_TOKEN" | <%= config.bin %> parameters update 665f1c2e9b1d4a0012345678 --value-stdin',
   ];
   static override args = parameterIdArg;
@@ -31,7 +31,8 @@ Transfers already created keep the paths they were rendered with. Exit code 4 wh
       ...(f.description !== undefined && { description: f.description }),
     };
     if (Object.keys(body).length === 0) throw usageError(Messages.nothingToUpdate);
-    const parameter = await this.client().parameters.update(this.args.id, body);
+    const client = this.client();
+    const parameter = await client.parameters.update(await parameterId(client, this.args.id), body);
     this.print(record(parameter));
     return parameter;
   }

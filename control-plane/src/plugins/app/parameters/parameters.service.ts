@@ -73,9 +73,11 @@ const noAnnouncement: BeforeWrite = async () => {};
 export class ParametersService {
   constructor(private readonly o: { db: Models; vault: Vault }) {}
 
-  /** A page of the account's parameters, newest first. */
+  /** A page of the account's parameters, newest first; `name` narrows it to that one (exact, on the unique index). */
   list(accountId: AccountId, query: ListParametersQuery): Promise<Page<Parameter>> {
-    return paginate(this.o.db.parameters, { account_id: accountId }, query, (doc) => presentParameter(doc as StoredParameter));
+    const { name, ...page } = query;
+    const filter = { account_id: accountId, ...(name !== undefined ? { name } : {}) };
+    return paginate(this.o.db.parameters, filter, page, (doc) => presentParameter(doc as StoredParameter));
   }
 
   /** The caller's parameter, or 404. */
