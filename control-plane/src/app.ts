@@ -16,6 +16,7 @@ import multipartPlugin from './plugins/external/multipart.js';
 import webhooksPlugin from './plugins/app/webhooks/index.js';
 import filesPlugin from './plugins/app/files/index.js';
 import connectionsPlugin from './plugins/app/connections/index.js';
+import parametersPlugin from './plugins/app/parameters/index.js';
 import transfersPlugin from './plugins/app/transfers/index.js';
 import agentsPlugin from './plugins/app/agents/index.js';
 import relayPlugin from './plugins/app/relay/index.js';
@@ -170,6 +171,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(webhooksPlugin);
   await app.register(filesPlugin);
   await app.register(connectionsPlugin);
+  await app.register(parametersPlugin);
   await app.register(transfersPlugin);
   await app.register(agentsPlugin);
   await app.register(relayPlugin);

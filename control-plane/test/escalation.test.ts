@@ -177,6 +177,9 @@ const DOORS: Record<string, Door> = {
   'DELETE /api/v1/files/:id/share/:share_id': { mintsNothing: 'revokes a share link' },
   'DELETE /api/v1/webhooks/:id': { mintsNothing: 'removes' },
   'POST /api/v1/webhooks/:id/test': { mintsNothing: 'sends a test event to the webhook\'s own URL' },
+  'POST /api/v1/parameters': { mintsNothing: 'a value for path templates; a secret one is sealed and write-only, and cannot go into a path' },
+  'PUT /api/v1/parameters/:id': { mintsNothing: 'as POST /parameters; a secret is made plain only with a new value, so it is never revealed' },
+  'DELETE /api/v1/parameters/:id': { mintsNothing: 'removes' },
 };
 
 describe('every door that changes something is classified', () => {

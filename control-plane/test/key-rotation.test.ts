@@ -50,7 +50,11 @@ async function fixtures() {
   await a.db.connections.collection.updateOne({ _id: new Types.ObjectId(legacy.id) }, { $set: { credentials: sealFormat1(K1, { username: 'u', password: SECRET }) } });
   const user = { _id: new Types.ObjectId(owner.userId), account_id: owner.accountId };
   await a.db.users.updateOne({ _id: user._id }, { $set: { mfa_secret: a.vault.seal('JBSWY3DPEHPK3PXP', boundTo('user.mfa', user)) } });
-  return { conn: conn.id, legacy: legacy.id, hook: hook.json().data.id as string, hookSecret: hook.json().data.secret as string, user };
+  const param = await a.inject({
+    method: 'POST', url: '/api/v1/parameters', headers: auth(owner.apiKey), payload: { name: `rot_${randomBytes(4).toString('hex')}`, value: SECRET, secret: true },
+  });
+  expect(param.statusCode).toBe(201);
+  return { conn: conn.id, legacy: legacy.id, hook: hook.json().data.id as string, hookSecret: hook.json().data.secret as string, user, param: param.json().data.id as string };
 }
 
 async function expectAllOpen(app: App, f: Awaited<ReturnType<typeof fixtures>>) {
@@ -58,6 +62,8 @@ async function expectAllOpen(app: App, f: Awaited<ReturnType<typeof fixtures>>) 
   expect(openWebhookSecret(app.vault, (await app.db.webhooks.findById(f.hook).lean())!)).toBe(f.hookSecret);
   const user = await app.db.users.findById(f.user._id).lean();
   expect(app.vault.open(user!.mfa_secret as Sealed, boundTo('user.mfa', user!))).toBe('JBSWY3DPEHPK3PXP');
+  const param = await app.db.parameters.findById(f.param).lean();
+  expect(app.vault.open(param!.secret_value as Sealed, boundTo('parameter.value', param!))).toBe(SECRET);
 }
 
 test('env keys: re-seals everything under the new key, idempotent, readable by instances with both keys; sessions survive', async () => {
@@ -72,6 +78,7 @@ test('env keys: re-seals everything under the new key, idempotent, readable by i
     expect(first.code).toBe(0);
     expect(first.report).toMatchObject({ active_kid: keyId(K2), changed_meanwhile: 0, unreadable: 0 });
     expect(first.report.resealed).toBeGreaterThanOrEqual(3);
+    expect((first.report as unknown as { by_field: Record<string, { resealed: number }> }).by_field['parameters.secret_value']).toMatchObject({ resealed: 1 });
     const second = rotate(env);
     expect(second.report).toMatchObject({ resealed: 0, unreadable: 0, current: first.report.scanned });
     // Meanwhile and afterwards, the instance holding both keys reads everything.

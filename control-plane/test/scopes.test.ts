@@ -68,6 +68,15 @@ const FIXTURES: Record<string, { create: () => Promise<string>; body?: Record<st
       return res.json().data.id;
     },
   },
+  '/api/v1/parameters/': {
+    create: async () => {
+      const res = await app.inject({
+        method: 'POST', url: '/api/v1/parameters', headers: auth(owner.apiKey), payload: { name: `p_${new Types.ObjectId()}`, value: 'v', secret: true },
+      });
+      return res.json().data.id;
+    },
+    body: { value: 'changed' },
+  },
   // A file record is enough to own an id (uploading needs clamd, which this test does not use).
   '/api/v1/files/': {
     create: async () => String((await app.db.files.create({

@@ -36,6 +36,8 @@ const CALLS: Array<(c: XferClient) => Promise<unknown>> = [
   async (c) => (await c.shares.download('TOKEN')).body.resume(),
   (c) => c.webhooks.list(), (c) => c.webhooks.create({ url: 'https://h', events: ['file.uploaded'] }), (c) => c.webhooks.get('ID'),
   (c) => c.webhooks.update('ID', { active: false }), (c) => c.webhooks.delete('ID'), (c) => c.webhooks.test('ID'), (c) => c.webhooks.deliveries('ID'),
+  (c) => c.parameters.list(), (c) => c.parameters.create({ name: 'n', value: 'v' }), (c) => c.parameters.get('ID'),
+  (c) => c.parameters.update('ID', { value: 'w' }), (c) => c.parameters.delete('ID'),
 ];
 
 /** Every request the recorder saw, as method and URL. */

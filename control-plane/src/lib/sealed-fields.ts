@@ -11,6 +11,7 @@ export const SEALED_FIELDS = [
   { model: 'users', field: 'mfa_secret', purpose: 'user.mfa' },
   { model: 'users', field: 'mfa_pending_secret', purpose: 'user.mfa' },
   { model: 'systemKeys', field: 'key', purpose: 'system.key' },
+  { model: 'parameters', field: 'secret_value', purpose: 'parameter.value' },
 ] as const;
 
 export type SealPurpose = (typeof SEALED_FIELDS)[number]['purpose'];

@@ -22,6 +22,7 @@ import { shareDownloadModel } from './share-download.model.js';
 import { loginAttemptModel } from './login-attempt.model.js';
 import { setAsideLegacyRecords } from '../lib/audit-chain.js';
 import { systemKeyModel } from './system-key.model.js';
+import { parameterModel } from './parameter.model.js';
 
 /** Every model, bound to one connection (one app instance, one database). */
 export function registerModels(conn: Connection) {
@@ -49,6 +50,7 @@ export function registerModels(conn: Connection) {
     shareDownloads: shareDownloadModel(conn),
     systemKeys: systemKeyModel(conn),
     loginAttempts: loginAttemptModel(conn),
+    parameters: parameterModel(conn),
   };
 }
 

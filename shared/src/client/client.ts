@@ -1,6 +1,7 @@
 import { ActivityApi, ApiKeysApi, AuthApi, SettingsApi, UsersApi } from './account.js';
 import { FilesApi, SharesApi } from './files.js';
 import { AgentsApi, ConnectionsApi } from './infrastructure.js';
+import { ParametersApi } from './parameters.js';
 import { DEFAULT_BACKOFF, type BackoffOptions } from './retry.js';
 import { TransfersApi } from './transfers.js';
 import { Transport, type CallOptions, type CallSettings, type RetryInfo } from './transport.js';
@@ -52,6 +53,7 @@ export class XferClient {
   readonly files: FilesApi;
   readonly shares: SharesApi;
   readonly webhooks: WebhooksApi;
+  readonly parameters: ParametersApi;
   private readonly transport: Transport;
 
   constructor(options: XferClientOptions) {
@@ -77,6 +79,7 @@ export class XferClient {
     this.files = new FilesApi(t);
     this.shares = new SharesApi(t);
     this.webhooks = new WebhooksApi(t);
+    this.parameters = new ParametersApi(t);
   }
 
   /** The API root this client talks to, without a trailing slash. */
