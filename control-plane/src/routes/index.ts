@@ -12,6 +12,7 @@ import files from './files/index.js';
 import shares from './shares/index.js';
 import webhooks from './webhooks/index.js';
 import webhookDeliveries from './webhook-deliveries/index.js';
+import parameters from './parameters/index.js';
 
 /** Every resource, one folder each, mounted under /api/v1. */
 const routes: FastifyPluginAsync = async (app) => {
@@ -28,6 +29,7 @@ const routes: FastifyPluginAsync = async (app) => {
   await app.register(shares);
   await app.register(webhooks);
   await app.register(webhookDeliveries);
+  await app.register(parameters);
 };
 
 export default routes;

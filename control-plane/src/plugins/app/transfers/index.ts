@@ -18,8 +18,8 @@ export default fp(
   async (app) => {
     app.decorate('transfers', new TransfersService({
       db: app.db, outbox: app.outbox, leaseMs: app.config.jobLeaseMs, pollMs: app.config.dispatchPollMs, log: app.log, metrics: app.metrics,
-      maxTakeovers: app.config.jobMaxTakeovers,
+      maxTakeovers: app.config.jobMaxTakeovers, parameters: app.parameters,
     }));
   },
-  { name: 'transfers', dependencies: ['mongoose', 'outbox', 'metrics'] },
+  { name: 'transfers', dependencies: ['mongoose', 'outbox', 'metrics', 'parameters'] },
 );

@@ -8,6 +8,7 @@ import type { StoredTransfer, TransferStatesOptions } from './transfer-states.js
 import { TransferReports } from './transfer-reports.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../../../errors.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
+import type { ParametersService } from '../parameters/index.js';
 
 type AccountId = string | Types.ObjectId;
 
@@ -24,9 +25,9 @@ export function stateConflict(job: Pick<StoredTransfer, '_id' | 'status' | 'queu
   return new ConflictError(`Transfer ${String(job._id)} is ${job.status}; only ${allowed} transfers can be ${action}${hint}`);
 }
 
-function checkedPath(field: 'sourcePath' | 'destinationPath', path: string): string {
+function checkedPath(field: 'sourcePath' | 'destinationPath', path: string, prefix = 'body.'): string {
   const problem = basePathProblem(path);
-  if (problem) throw new BadRequestError(`body.${field} ${problem.replace(/^path /, '')}`);
+  if (problem) throw new BadRequestError(`${prefix}${field} ${problem.replace(/^path /, '')}`);
   return normalizeBasePath(path);
 }
 
@@ -59,6 +60,22 @@ export function runConnection(doc: { _id: Types.ObjectId; name: string; type: st
 export interface TransfersServiceOptions extends TransferStatesOptions {
   /** A blocking execute reads the transfer at least this often (its end may come from another instance). */
   pollMs: number;
+  /** Renders the path templates of a new transfer (`{{params.NAME}}`, `{{date:…}}`, `{{run.id}}`). */
+  parameters: Pick<ParametersService, 'renderNow'>;
+}
+
+/**
+ * The run a new transfer's path templates are rendered for (docs/automation.md "Global parameters
+ * and templates"). POST /transfers: now, UTC, the transfer's own id; a schedule's run: its due
+ * time, its time zone, the run's id, and the prefix of its fields (`transfer.`).
+ */
+export interface TransferRun {
+  now?: Date;
+  timezone?: string;
+  /** `{{run.id}}`; default the new transfer's id. */
+  runId?: string;
+  /** What the 400s name the paths after (`body.` by default: `body.sourcePath …`). */
+  fieldPrefix?: string;
 }
 
 /**
@@ -117,14 +134,24 @@ export class TransfersService extends TransferReports {
     return [...latest.values()];
   }
 
-  /** A new queued transfer between two connections of the account (404 naming the field of one that is not). */
-  async create(accountId: AccountId, input: CreateTransferRequest): Promise<StoredTransfer> {
+  /**
+   * A new queued transfer between two connections of the account (404 naming the field of one
+   * that is not). Its paths are templates rendered here, once, for `run` and stored rendered: a
+   * bad template, an unknown or secret parameter or `{{file.*}}` is a 400 naming the path's field.
+   */
+  async create(accountId: AccountId, input: CreateTransferRequest, run: TransferRun = {}): Promise<StoredTransfer> {
     const { db } = this.o;
-    const sourcePath = checkedPath('sourcePath', input.sourcePath);
-    const destinationPath = checkedPath('destinationPath', input.destinationPath);
+    const _id = new Types.ObjectId();
+    const prefix = run.fieldPrefix ?? 'body.';
+    const context = { now: run.now ?? new Date(), timezone: run.timezone ?? 'UTC', runId: run.runId ?? String(_id) };
+    const rendered = async (field: 'sourcePath' | 'destinationPath') =>
+      checkedPath(field, await this.options.parameters.renderNow(accountId, `${prefix}${field}`, input[field], { run: true }, context), prefix);
+    const sourcePath = await rendered('sourcePath');
+    const destinationPath = await rendered('destinationPath');
     const source = await ownedConnection(db, accountId, 'sourceConnectionId', input.sourceConnectionId);
     const destination = await ownedConnection(db, accountId, 'destinationConnectionId', input.destinationConnectionId);
     const doc = await db.transfers.create({
+      _id,
       account_id: accountId,
       name: input.name.trim(),
       source_connection_id: source._id,
