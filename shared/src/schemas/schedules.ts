@@ -8,11 +8,11 @@ export const SCHEDULE_OVERLAPS = ['skip', 'queue'] as const;
 export type ScheduleOverlap = (typeof SCHEDULE_OVERLAPS)[number];
 
 /**
- * Where a schedule run stands: `skipped` (overlap `skip` while the previous run had not ended),
- * `failed` also when its transfer could not be created (the reason in `error`); otherwise the
- * state of its transfer.
+ * Where a schedule run stands: the status of its transfer; `skipped` (overlap `skip` while the
+ * previous run's transfer had not ended); `failed` also when no transfer could be created (the
+ * reason in `error`); `unknown` once its transfer has been deleted.
  */
-export const SCHEDULE_RUN_STATUSES = ['queued', 'in-progress', 'completed', 'failed', 'cancelled', 'skipped'] as const;
+export const SCHEDULE_RUN_STATUSES = ['queued', 'in-progress', 'completed', 'failed', 'cancelled', 'skipped', 'unknown'] as const;
 export type ScheduleRunStatus = (typeof SCHEDULE_RUN_STATUSES)[number];
 
 /** How a run came about: a due time of the cron expression, or `POST /schedules/:id/run`. */
