@@ -36,6 +36,9 @@ const CALLS: Array<(c: XferClient) => Promise<unknown>> = [
   async (c) => (await c.shares.download('TOKEN')).body.resume(),
   (c) => c.webhooks.list(), (c) => c.webhooks.create({ url: 'https://h', events: ['file.uploaded'] }), (c) => c.webhooks.get('ID'),
   (c) => c.webhooks.update('ID', { active: false }), (c) => c.webhooks.delete('ID'), (c) => c.webhooks.test('ID'), (c) => c.webhooks.deliveries('ID'),
+  (c) => c.schedules.list(), (c) => c.schedules.get('ID'), (c) => c.schedules.update('ID', { active: false }), (c) => c.schedules.delete('ID'),
+  (c) => c.schedules.create({ name: 's', cron: '0 2 * * *', transfer: { sourceConnectionId: 's', sourcePath: '/', destinationConnectionId: 'd', destinationPath: '/' } }),
+  (c) => c.schedules.run('ID'), (c) => c.schedules.runs('ID'),
 ];
 
 /** Every request the recorder saw, as method and URL. */

@@ -5,6 +5,7 @@ import { DEFAULT_BACKOFF, type BackoffOptions } from './retry.js';
 import { TransfersApi } from './transfers.js';
 import { Transport, type CallOptions, type CallSettings, type RetryInfo } from './transport.js';
 import { WebhooksApi } from './webhooks.js';
+import { SchedulesApi } from './schedules.js';
 
 export interface XferClientOptions {
   /** The API root up to and including `/api/v1`, e.g. `https://xfer.example.com/api/v1`. */
@@ -52,6 +53,7 @@ export class XferClient {
   readonly files: FilesApi;
   readonly shares: SharesApi;
   readonly webhooks: WebhooksApi;
+  readonly schedules: SchedulesApi;
   private readonly transport: Transport;
 
   constructor(options: XferClientOptions) {
@@ -77,6 +79,7 @@ export class XferClient {
     this.files = new FilesApi(t);
     this.shares = new SharesApi(t);
     this.webhooks = new WebhooksApi(t);
+    this.schedules = new SchedulesApi(t);
   }
 
   /** The API root this client talks to, without a trailing slash. */

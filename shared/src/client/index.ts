@@ -12,3 +12,4 @@ export type { ConnectionsApi, AgentsApi } from './infrastructure.js';
 export type { TransfersApi } from './transfers.js';
 export type { FilesApi, SharesApi } from './files.js';
 export type { WebhooksApi } from './webhooks.js';
+export type { SchedulesApi } from './schedules.js';
