@@ -25,8 +25,8 @@ let home: string;
 let expected: Digests;
 const ids = { sftp: '', s3: '' };
 
-const xfer = <T = any>(args: string[]): T =>
-  jsonOf<T>(runCli([...args, '--json'], { env: cliEnv(home, { XFER_URL: stack.url, XFER_API_KEY: stack.api.token }), timeoutMs: 60_000 }));
+const cli = (args: string[]) => runCli(args, { env: cliEnv(home, { XFER_URL: stack.url, XFER_API_KEY: stack.api.token }), timeoutMs: 60_000 });
+const xfer = <T = any>(args: string[]): T => jsonOf<T>(cli([...args, '--json']));
 
 beforeAll(async () => {
   s3 = s3Client(env);
@@ -73,3 +73,32 @@ test('a * * * * * schedule fires within 65 s, once per due time across two insta
 
   xfer(['schedules', 'delete', schedule.id]);
 }, 240_000);
+
+test('the CLI manages a schedule: paused create with a parameter in a path, update of one path, run now, history, a refused cron', async () => {
+  await stack.api.data('POST', '/parameters', { name: 'mirror_root', value: `mirror-${run}` });
+  const name = `cli schedule ${run}`;
+  const created = xfer<{ id: string; active: boolean; next_run_at: string | null; transfer: Record<string, unknown> }>([
+    'schedules', 'create', '--name', name, '--cron', '30 2 * * 1-5', '--timezone', 'Europe/Berlin', '--no-active',
+    '--source', 'schedules sftp', '--source-path', '/src', '--dest', 'schedules s3', '--dest-path', '/{{params.mirror_root}}/old', '--verify', 'size',
+  ]);
+  expect(created).toMatchObject({ active: false, next_run_at: null, transfer: { sourceConnectionId: ids.sftp, destinationConnectionId: ids.s3 } });
+
+  // One transfer flag: the rest of the transfer stays as it was.
+  const updated = xfer(['schedules', 'update', created.id, '--dest-path', '/{{params.mirror_root}}/{{run.id}}']);
+  expect(updated.transfer).toMatchObject({ sourceConnectionId: ids.sftp, sourcePath: '/src', destinationPath: '/{{params.mirror_root}}/{{run.id}}', options: { verify: 'size' } });
+  expect(xfer(['schedules', 'get', created.id]).transfer.destinationPath).toBe('/{{params.mirror_root}}/{{run.id}}');
+  expect(xfer<Array<{ id: string }>>(['schedules', 'list', '--all']).map((s) => s.id)).toContain(created.id);
+
+  const started = xfer<{ id: string; trigger: string; status: string; transfer_id: string }>(['schedules', 'run', created.id]);
+  expect(started).toMatchObject({ trigger: 'manual', status: 'queued' });
+  await waitFor('the manual run to complete', () => stack.api.data('GET', `/transfers/${started.transfer_id}`), (t: { status: string }) => t.status === 'completed');
+  const copied = await digestBucket(s3, bucket, `mirror-${run}/${started.id}`);
+  expect(treeDiff(expected, copied.files)).toEqual([]);
+  expect(xfer<Array<{ id: string; status: string }>>(['schedules', 'runs', created.id])).toEqual([expect.objectContaining({ id: started.id, status: 'completed' })]);
+
+  const refused = cli(['schedules', 'update', created.id, '--cron', '0 0 * * * *']);
+  expect(refused.status).toBe(2);
+  expect(refused.stderr).toContain('cron must have exactly 5 fields');
+  xfer(['schedules', 'delete', created.id]);
+  expect(cli(['schedules', 'get', created.id]).status).toBe(4);
+}, 120_000);
