@@ -95,3 +95,26 @@ test('passes of both instances racing over the same due schedules fire each once
     b.scheduleFiring.start();
   }
 });
+
+test('overlap skip is exact too: runs of one schedule started together on both instances make one transfer', async () => {
+  const res = await a.inject({
+    method: 'POST', url: '/api/v1/schedules', headers: auth(owner.apiKey),
+    payload: { name: uniqueName('exclusive'), cron: '0 3 * * *', transfer: { sourceConnectionId: src, sourcePath: '/in', destinationConnectionId: dst, destinationPath: '/out' } },
+  });
+  const id = res.json().data.id as string;
+  const runs = await Promise.all([a, b, a, b, a, b].map(async (app) => {
+    const r = await app.inject({ method: 'POST', url: `/api/v1/schedules/${id}/run`, headers: auth(owner.apiKey) });
+    expect(r.statusCode).toBe(201);
+    return r.json().data as { status: string; transfer_id: string | null; error: string | null };
+  }));
+  const started = runs.filter((r) => r.transfer_id);
+  expect(started).toHaveLength(1);
+  for (const r of runs.filter((x) => !x.transfer_id)) {
+    expect(r.status).toBe('skipped');
+    expect(r.error).toMatch(/\(overlap: skip\)$/);
+  }
+  // Once that transfer has ended, the next run takes its place.
+  await a.inject({ method: 'POST', url: `/api/v1/transfers/${started[0]!.transfer_id}/cancel`, headers: auth(owner.apiKey) });
+  const next = await b.inject({ method: 'POST', url: `/api/v1/schedules/${id}/run`, headers: auth(owner.apiKey) });
+  expect(next.json().data).toMatchObject({ status: 'queued' });
+});

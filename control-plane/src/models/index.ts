@@ -25,6 +25,7 @@ import { systemKeyModel } from './system-key.model.js';
 import { parameterModel } from './parameter.model.js';
 import { scheduleModel } from './schedule.model.js';
 import { scheduleRunModel } from './schedule-run.model.js';
+import { scheduleInflightModel } from './schedule-inflight.model.js';
 
 /** Every model, bound to one connection (one app instance, one database). */
 export function registerModels(conn: Connection) {
@@ -55,6 +56,7 @@ export function registerModels(conn: Connection) {
     parameters: parameterModel(conn),
     schedules: scheduleModel(conn),
     scheduleRuns: scheduleRunModel(conn),
+    scheduleInflight: scheduleInflightModel(conn),
   };
 }
 

@@ -37,7 +37,7 @@ const schema = new Schema(
     last_run_at: { type: Date, default: null },
     /** That run's `state` (schedule-run.model.ts); `started`: its status is its transfer's. */
     last_run_state: { type: String, default: null },
-    /** The transfer of the newest run that made one: what `overlap: skip` waits for. */
+    /** The transfer of the newest run that made one. */
     last_transfer_id: { type: Schema.Types.ObjectId, default: null },
     created_at: { type: Date, required: true, default: () => new Date() },
     updated_at: { type: Date, required: true, default: () => new Date() },

@@ -64,7 +64,8 @@ export function presentRun(run: StoredScheduleRun, transfer: { status: TransferS
 /**
  * The runs of schedules: claimed by inserting them (the unique `{schedule_id, scheduled_for}`
  * index makes each due time one run across every instance), then started: skipped under
- * `overlap: skip` while the previous run's transfer has not ended, else a transfer is created
+ * `overlap: skip` while the previous run's transfer has not ended (an exact claim too: the
+ * schedule's in-flight document), else a transfer is created
  * through the same service `POST /transfers` uses, its path templates rendered for this run, and
  * queued for an agent without waiting for it.
  */
@@ -120,15 +121,21 @@ export class ScheduleRuns {
   }
 
   private async outcomeOf(schedule: StoredSchedule, run: StoredScheduleRun): Promise<RunOutcome> {
+    const exclusive = schedule.overlap === 'skip';
+    let holding = false;
     try {
       if (!schedule.transfer) return { state: 'failed', error: 'workflows are not available yet' };
-      if (schedule.overlap === 'skip') {
-        const busy = await this.unfinishedTransferOf(schedule._id);
-        if (busy) return { state: 'skipped', error: `the transfer ${String(busy)} of the previous run had not ended (overlap: skip)` };
+      if (exclusive) {
+        const busy = await this.claimInflight(schedule._id, run._id);
+        if (busy) return { state: 'skipped', error: `${busy} (overlap: skip)` };
+        holding = true;
       }
       const job = await this.createTransfer(schedule, run);
+      if (exclusive) await this.o.db.scheduleInflight.updateOne({ _id: schedule._id, run_id: run._id }, { $set: { transfer_id: job._id } });
+      holding = false;
       return { state: 'started', error: null, job };
     } catch (err) {
+      if (holding) await this.o.db.scheduleInflight.deleteOne({ _id: schedule._id, run_id: run._id }).catch(() => {});
       // A 4xx is the run's own problem (a connection deleted, a parameter gone or made secret):
       // the run fails saying so. Anything else is the server's: logged, not shown.
       if (err instanceof AppError && err.statusCode < 500) return { state: 'failed', error: err.message };
@@ -137,13 +144,36 @@ export class ScheduleRuns {
     }
   }
 
-  /** The newest transfer of the schedule's runs, when it is still queued or in progress. */
-  private async unfinishedTransferOf(scheduleId: Types.ObjectId): Promise<Types.ObjectId | null> {
+  /**
+   * Claims the schedule's one run in flight (models/schedule-inflight.model.ts) for `runId`: null
+   * when claimed, else why not. A claim whose transfer has ended (or was deleted), or whose run
+   * died before making one, is freed first, by exactly one of the runs that find it so.
+   */
+  private async claimInflight(scheduleId: Types.ObjectId, runId: Types.ObjectId): Promise<string | null> {
     const { db } = this.o;
-    const fresh = await db.schedules.findById(scheduleId, { last_transfer_id: 1 }).lean();
-    if (!fresh?.last_transfer_id) return null;
-    const job = await db.transfers.findById(fresh.last_transfer_id, { status: 1 }).lean();
-    return job && (job.status === 'queued' || job.status === 'in-progress') ? job._id : null;
+    for (let tries = 0; tries < 3; tries++) {
+      try {
+        await db.scheduleInflight.collection.insertOne({ _id: scheduleId, run_id: runId, transfer_id: null, since: new Date() });
+        return null;
+      } catch (err) {
+        if (!isDuplicateKey(err)) throw err;
+      }
+      const held = await db.scheduleInflight.findById(scheduleId).lean();
+      if (!held) continue;
+      const busy = await this.stillBusy(held);
+      if (busy) return busy;
+      await db.scheduleInflight.deleteOne({ _id: scheduleId, run_id: held.run_id });
+    }
+    return 'another run of this schedule started at the same moment';
+  }
+
+  /** Why the run holding the claim still counts as running, or null when it no longer does. */
+  private async stillBusy(held: { run_id: Types.ObjectId; transfer_id?: Types.ObjectId | null; since: Date }): Promise<string | null> {
+    if (!held.transfer_id) {
+      return Date.now() - held.since.getTime() < STALE_START_MS ? `the previous run ${String(held.run_id)} is still starting` : null;
+    }
+    const job = await this.o.db.transfers.findById(held.transfer_id, { status: 1 }).lean();
+    return job && (job.status === 'queued' || job.status === 'in-progress') ? `the transfer ${String(job._id)} of the previous run had not ended` : null;
   }
 
   /**

@@ -152,6 +152,7 @@ export class SchedulesService {
     await beforeWrite(String(doc._id), auditDetails(doc));
     if ((await this.o.db.schedules.deleteOne({ _id: doc._id, account_id: doc.account_id })).deletedCount !== 1) throw scheduleNotFound(id);
     await this.o.db.scheduleRuns.deleteMany({ schedule_id: doc._id });
+    await this.o.db.scheduleInflight.deleteOne({ _id: doc._id });
     return presentSchedule(doc, null);
   }
 
