@@ -23,7 +23,7 @@ export interface ScheduleFiringOptions {
   db: Models;
   runs: ScheduleRuns;
   audit: Pick<AuditService, 'record'>;
-  log: Pick<FastifyBaseLogger, 'error'>;
+  log: Pick<FastifyBaseLogger, 'warn'>;
   /** How often each instance looks for due schedules: a due time fires within about this much of it. */
   tickMs: number;
 }
@@ -44,7 +44,7 @@ export class ScheduleFiring {
   private readonly loop: Loop;
 
   constructor(private readonly o: ScheduleFiringOptions) {
-    this.loop = new Loop(() => this.tick(), o.tickMs, (err) => o.log.error({ err }, 'schedules: a firing pass failed'));
+    this.loop = new Loop(() => this.tick(), o.tickMs, (err) => o.log.warn({ err }, 'schedules: a firing pass failed; retrying on the next pass'));
   }
 
   start(): void {
@@ -68,7 +68,7 @@ export class ScheduleFiring {
         try {
           await this.fire(schedule, now);
         } catch (err) {
-          this.o.log.error({ err, schedule_id: String(schedule._id) }, 'schedules: a due schedule could not be fired');
+          this.o.log.warn({ err, schedule_id: String(schedule._id) }, 'schedules: a due schedule could not be fired; retrying on the next pass unless its due time was claimed');
         }
       }
     }));
