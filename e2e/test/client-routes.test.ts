@@ -38,6 +38,9 @@ const CALLS: Array<(c: XferClient) => Promise<unknown>> = [
   (c) => c.webhooks.update('ID', { active: false }), (c) => c.webhooks.delete('ID'), (c) => c.webhooks.test('ID'), (c) => c.webhooks.deliveries('ID'),
   (c) => c.parameters.list(), (c) => c.parameters.create({ name: 'n', value: 'v' }), (c) => c.parameters.get('ID'),
   (c) => c.parameters.update('ID', { value: 'w' }), (c) => c.parameters.delete('ID'),
+  (c) => c.schedules.list(), (c) => c.schedules.get('ID'), (c) => c.schedules.update('ID', { active: false }), (c) => c.schedules.delete('ID'),
+  (c) => c.schedules.create({ name: 's', cron: '0 2 * * *', transfer: { sourceConnectionId: 's', sourcePath: '/', destinationConnectionId: 'd', destinationPath: '/' } }),
+  (c) => c.schedules.run('ID'), (c) => c.schedules.runs('ID'),
 ];
 
 /** Every request the recorder saw, as method and URL. */

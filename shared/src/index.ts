@@ -14,6 +14,7 @@ export * from './schemas/files.js';
 export * from './schemas/shares.js';
 export * from './schemas/webhooks.js';
 export * from './schemas/parameters.js';
+export * from './schemas/schedules.js';
 export * from './protocol/agent-protocol.js';
 export * from './protocol/relay-protocol.js';
 export * from './client/index.js';

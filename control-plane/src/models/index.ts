@@ -23,6 +23,9 @@ import { loginAttemptModel } from './login-attempt.model.js';
 import { setAsideLegacyRecords } from '../lib/audit-chain.js';
 import { systemKeyModel } from './system-key.model.js';
 import { parameterModel } from './parameter.model.js';
+import { scheduleModel } from './schedule.model.js';
+import { scheduleRunModel } from './schedule-run.model.js';
+import { scheduleInflightModel } from './schedule-inflight.model.js';
 
 /** Every model, bound to one connection (one app instance, one database). */
 export function registerModels(conn: Connection) {
@@ -51,6 +54,9 @@ export function registerModels(conn: Connection) {
     systemKeys: systemKeyModel(conn),
     loginAttempts: loginAttemptModel(conn),
     parameters: parameterModel(conn),
+    schedules: scheduleModel(conn),
+    scheduleRuns: scheduleRunModel(conn),
+    scheduleInflight: scheduleInflightModel(conn),
   };
 }
 

@@ -13,6 +13,7 @@ import shares from './shares/index.js';
 import webhooks from './webhooks/index.js';
 import webhookDeliveries from './webhook-deliveries/index.js';
 import parameters from './parameters/index.js';
+import schedules from './schedules/index.js';
 
 /** Every resource, one folder each, mounted under /api/v1. */
 const routes: FastifyPluginAsync = async (app) => {
@@ -30,6 +31,7 @@ const routes: FastifyPluginAsync = async (app) => {
   await app.register(webhooks);
   await app.register(webhookDeliveries);
   await app.register(parameters);
+  await app.register(schedules);
 };
 
 export default routes;

@@ -6,6 +6,7 @@ import { DEFAULT_BACKOFF, type BackoffOptions } from './retry.js';
 import { TransfersApi } from './transfers.js';
 import { Transport, type CallOptions, type CallSettings, type RetryInfo } from './transport.js';
 import { WebhooksApi } from './webhooks.js';
+import { SchedulesApi } from './schedules.js';
 
 export interface XferClientOptions {
   /** The API root up to and including `/api/v1`, e.g. `https://xfer.example.com/api/v1`. */
@@ -54,6 +55,7 @@ export class XferClient {
   readonly shares: SharesApi;
   readonly webhooks: WebhooksApi;
   readonly parameters: ParametersApi;
+  readonly schedules: SchedulesApi;
   private readonly transport: Transport;
 
   constructor(options: XferClientOptions) {
@@ -80,6 +82,7 @@ export class XferClient {
     this.shares = new SharesApi(t);
     this.webhooks = new WebhooksApi(t);
     this.parameters = new ParametersApi(t);
+    this.schedules = new SchedulesApi(t);
   }
 
   /** The API root this client talks to, without a trailing slash. */

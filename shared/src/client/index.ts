@@ -13,3 +13,4 @@ export type { TransfersApi } from './transfers.js';
 export type { FilesApi, SharesApi } from './files.js';
 export type { WebhooksApi } from './webhooks.js';
 export type { ParametersApi } from './parameters.js';
+export type { SchedulesApi } from './schedules.js';

@@ -1,0 +1,108 @@
+import { Args, Flags } from '@oclif/core';
+import {
+  OVERWRITE_POLICIES, SCHEDULE_OVERLAPS, VERIFY_MODES,
+  type OverwritePolicy, type Schedule, type ScheduleOverlap, type ScheduleRun, type ScheduleTransferInput, type VerifyMode, type XferClient,
+} from '@xfer/shared';
+import type { Column } from '../output.js';
+import { connectionId } from './transfers.js';
+
+export const scheduleColumns: Column<Schedule>[] = [
+  { header: 'id', get: (s) => s.id },
+  { header: 'name', get: (s) => s.name },
+  { header: 'cron', get: (s) => s.cron },
+  { header: 'timezone', get: (s) => s.timezone },
+  { header: 'active', get: (s) => s.active },
+  { header: 'next_run_at', get: (s) => s.next_run_at },
+  { header: 'last_status', get: (s) => s.last_status },
+];
+
+export const scheduleRunColumns: Column<ScheduleRun>[] = [
+  { header: 'id', get: (r) => r.id },
+  { header: 'trigger', get: (r) => r.trigger },
+  { header: 'scheduled_for', get: (r) => r.scheduled_for },
+  { header: 'status', get: (r) => r.status },
+  { header: 'transfer_id', get: (r) => r.transfer_id },
+  { header: 'error', get: (r) => r.error },
+];
+
+export const scheduleIdArg = { id: Args.string({ description: 'Schedule id', required: true }) };
+
+/** Timing flags, named after the API's fields; create requires --cron. */
+const timing = {
+  timezone: Flags.string({ description: 'IANA time zone the cron expression is read in (server default: UTC)' }),
+  overlap: Flags.string({ description: "A due time while the previous run's transfer has not ended: skip it or queue another (server default: skip)", options: [...SCHEDULE_OVERLAPS] }),
+  active: Flags.boolean({ description: 'Fire on the timetable (--no-active: paused; runs only when asked)', allowNo: true }),
+};
+
+const sourceDesc = { description: 'Source connection: its id or its name' };
+const sourcePathDesc = { description: 'File or directory on the source, starting with / (a template)' };
+const destDesc = { description: 'Destination connection: its id or its name' };
+const destPathDesc = { description: 'Directory on the destination, starting with / (a template)' };
+
+/** How each run's transfer copies (the server's defaults when absent). */
+const transferOptions = {
+  overwrite: Flags.string({ description: 'When a file the destination already has is replaced (server default: if_changed)', options: [...OVERWRITE_POLICIES] }),
+  verify: Flags.string({ description: 'How each copy is checked (server default: checksum)', options: [...VERIFY_MODES] }),
+  concurrency: Flags.integer({ description: 'Files copied at once, 1-64 (server default: 8)', min: 1, max: 64 }),
+};
+const TRANSFER_FLAGS = ['source', 'source-path', 'dest', 'dest-path', 'overwrite', 'verify', 'concurrency'] as const;
+
+/** The transfer each run creates: its paths may hold {{params.NAME}}, {{date:FORMAT}} and {{run.id}}. */
+export const scheduleCreateFlags = {
+  name: Flags.string({ description: 'Name of the schedule (and of the transfers it creates)', required: true }),
+  cron: Flags.string({ description: 'Five fields: minute hour day-of-month month day-of-week, e.g. "0 2 * * *"', required: true }),
+  ...timing,
+  source: Flags.string({ ...sourceDesc, required: true }),
+  'source-path': Flags.string({ ...sourcePathDesc, required: true }),
+  dest: Flags.string({ ...destDesc, required: true }),
+  'dest-path': Flags.string({ ...destPathDesc, required: true }),
+  ...transferOptions,
+};
+
+export const scheduleUpdateFlags = {
+  name: Flags.string({ description: 'New name' }),
+  cron: Flags.string({ description: 'Five fields: minute hour day-of-month month day-of-week' }),
+  ...timing,
+  source: Flags.string(sourceDesc),
+  'source-path': Flags.string(sourcePathDesc),
+  dest: Flags.string(destDesc),
+  'dest-path': Flags.string(destPathDesc),
+  ...transferOptions,
+};
+
+type TransferFlags = Partial<Record<'source' | 'source-path' | 'dest' | 'dest-path' | 'overwrite' | 'verify', string>> & { concurrency?: number };
+
+/** Whether any flag of the transfer was given. */
+export const givesTransfer = (f: TransferFlags): boolean => TRANSFER_FLAGS.some((k) => f[k] !== undefined);
+
+/**
+ * The `transfer` of a request: the flags given over `current` (an update changes only what it
+ * names, but the API replaces the whole transfer). Connection names are looked up (GET /connections).
+ */
+export async function transferInput(client: XferClient, f: TransferFlags, current?: Schedule['transfer']): Promise<ScheduleTransferInput> {
+  const pick = async (ref: string | undefined, now: string | undefined) => (ref !== undefined ? connectionId(client, ref) : now ?? '');
+  const options = {
+    ...current?.options,
+    ...(f.overwrite !== undefined && { overwrite: f.overwrite as OverwritePolicy }),
+    ...(f.verify !== undefined && { verify: f.verify as VerifyMode }),
+    ...(f.concurrency !== undefined && { concurrency: f.concurrency }),
+  };
+  return {
+    sourceConnectionId: await pick(f.source, current?.sourceConnectionId),
+    sourcePath: f['source-path'] ?? current?.sourcePath ?? '',
+    destinationConnectionId: await pick(f.dest, current?.destinationConnectionId),
+    destinationPath: f['dest-path'] ?? current?.destinationPath ?? '',
+    ...(Object.keys(options).length > 0 && { options }),
+  };
+}
+
+/** The timing fields given. */
+export function timingInput(f: { name?: string; cron?: string; timezone?: string; overlap?: string; active?: boolean }) {
+  return {
+    ...(f.name !== undefined && { name: f.name }),
+    ...(f.cron !== undefined && { cron: f.cron }),
+    ...(f.timezone !== undefined && { timezone: f.timezone }),
+    ...(f.overlap !== undefined && { overlap: f.overlap as ScheduleOverlap }),
+    ...(f.active !== undefined && { active: f.active }),
+  };
+}
