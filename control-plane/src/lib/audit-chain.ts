@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { Types, type Collection } from 'mongoose';
 import { KeyedMutex } from './keyed-mutex.js';
+import { isDuplicateKey } from './duplicate-key.js';
 
 /**
  * The tamper-evident audit trail (docs/security.md "The audit chain"). Records form one chain per
@@ -52,7 +53,6 @@ export function recordHash(record: Record<string, unknown>, key: Buffer): string
   return createHmac('sha256', key).update(canonical(rest)).digest('hex');
 }
 
-const isDuplicateKey = (err: unknown) => (err as { code?: number }).code === 11000 || /E11000/.test(String((err as Error).message));
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 interface Head {

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Models } from '../models/index.js';
 import { boundTo } from './sealed-fields.js';
 import type { Sealed, Vault } from './vault.js';
+import { isDuplicateKey } from './duplicate-key.js';
 
 /**
  * Keys of the installation that every instance must share: `session` signs console sessions
@@ -9,7 +10,6 @@ import type { Sealed, Vault } from './vault.js';
  */
 export type SystemKey = 'session' | 'audit';
 
-const isDuplicateKey = (err: unknown) => (err as { code?: number }).code === 11000 || /E11000/.test(String((err as Error).message));
 const binding = (id: SystemKey) => boundTo('system.key', { _id: id, account_id: 'system' });
 
 /**

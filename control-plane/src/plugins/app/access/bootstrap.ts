@@ -8,6 +8,7 @@ import { systemKeyOf } from '../../../lib/system-keys.js';
 import type { Vault } from '../../../lib/vault.js';
 import { ApiKeysService } from './api-keys.service.js';
 import { AuditService } from './audit.service.js';
+import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
 /** The first account: its owner's email and password, its plan and name. */
 export interface BootstrapInput {
@@ -64,7 +65,7 @@ export async function bootstrapAccount(db: Models, vault: Vault, input: Bootstra
     await chain.append({
       timestamp: new Date(), ...entry, outcome: 'failure', details: { announced: String(announced._id), reason: (err as Error).message },
     }).catch(() => {});
-    if ((err as { code?: number }).code === 11000) throw new ConflictError(`A user with email ${email} already exists`);
+    if (isDuplicateKey(err)) throw new ConflictError(`A user with email ${email} already exists`);
     throw err;
   }
 }

@@ -8,6 +8,7 @@ import { base32Decode, base32Encode, generateTotpSecret, otpauthUrl, verifyTotp 
 import { BadRequestError, ConflictError, NotFoundError } from '../../../errors.js';
 import type { AuditBy, AuditService } from './audit.service.js';
 import { settingEntry } from './settings.service.js';
+import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
 /** Issuer shown by authenticator apps beside the account. */
 export const MFA_ISSUER = 'xfer';
@@ -177,7 +178,7 @@ export class MfaService {
     try {
       await this.db.otpUses.create({ user_id: user._id, secret_iv: active.iv, step });
     } catch (err) {
-      if ((err as { code?: number }).code === 11000) return 'otp replayed';
+      if (isDuplicateKey(err)) return 'otp replayed';
       throw err;
     }
     await beforeWrite();

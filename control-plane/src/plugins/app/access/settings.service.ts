@@ -2,6 +2,7 @@ import type { Models } from '../../../models/index.js';
 import { ForbiddenError, NotFoundError } from '../../../errors.js';
 import type { AuditBy, AuditService, RequestAuditEntry } from './audit.service.js';
 import type { ConsoleUser } from './auth.service.js';
+import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
 /** Where a setting lives: the account (userId null) or one user of it. */
 export interface SettingOwner {
@@ -95,7 +96,7 @@ export class SettingsService {
       doc = await this.db.settings.findOneAndUpdate(filter, update, { upsert: true, new: true }).lean();
     } catch (err) {
       // Two first writes raced on the unique index: the loser's upsert is now a plain update.
-      if ((err as { code?: number }).code !== 11000) throw err;
+      if (!isDuplicateKey(err)) throw err;
       doc = await this.db.settings.findOneAndUpdate(filter, update, { new: true }).lean();
     }
     return { value: doc!.value as T, updated_at: doc!.updated_at };

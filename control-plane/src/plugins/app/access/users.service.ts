@@ -8,9 +8,9 @@ import { ConflictError, ForbiddenError, NotFoundError } from '../../../errors.js
 import type { AuditBy, AuditService } from './audit.service.js';
 import type { Principal } from './auth.service.js';
 import { requireRoleWithin, requireUserWithin } from './grant-rules.js';
+import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
 const LAST_OWNER = 'An account must keep at least one owner';
-const DUPLICATE_KEY = 11000;
 
 /** What the users service needs. */
 export interface UsersServiceOptions {
@@ -99,7 +99,7 @@ export class UsersService {
           password_hash: passwordHash,
         });
       } catch (err) {
-        if ((err as { code?: number }).code === DUPLICATE_KEY) throw conflict();
+        if (isDuplicateKey(err)) throw conflict();
         throw err;
       }
     });

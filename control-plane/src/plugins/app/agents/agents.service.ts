@@ -9,6 +9,7 @@ import { paginate, toObjectId } from '../../../lib/pagination.js';
 import type { AgentSlots, RunConnection } from '../transfers/index.js';
 import { onlineWindowMs, type AgentHub } from './hub.js';
 import { chooseFor, chooseRun, type AgentFacts } from './eligibility.js';
+import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
 export type StoredAgent = AgentDoc & { _id: Types.ObjectId };
 type AccountId = string | Types.ObjectId;
@@ -144,7 +145,7 @@ export class AgentsService {
       });
       return { doc: doc.toObject() as StoredAgent, token };
     } catch (err) {
-      if ((err as { code?: number }).code === 11000) throw duplicateName(name);
+      if (isDuplicateKey(err)) throw duplicateName(name);
       throw err;
     }
   }
@@ -204,7 +205,7 @@ export class AgentsService {
         { _id: doc._id, account_id: doc.account_id }, { $set: set }, { new: true },
       ).lean()) as StoredAgent | null;
     } catch (err) {
-      if ((err as { code?: number }).code === 11000 && name !== undefined) throw duplicateName(name);
+      if (isDuplicateKey(err) && name !== undefined) throw duplicateName(name);
       throw err;
     }
     if (!updated) throw agentNotFound(id);

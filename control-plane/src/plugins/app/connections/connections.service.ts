@@ -11,6 +11,7 @@ import type { Sealed, Vault } from '../../../lib/vault.js';
 import { boundTo } from '../../../lib/sealed-fields.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../../../errors.js';
+import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
 /** A connection as stored: its credentials sealed (never put it in a response: routes/connections presents it). */
 export type StoredConnection = ConnectionDoc & { _id: Types.ObjectId };
@@ -96,10 +97,6 @@ function assertOneServer(agentId: unknown, agentPool: unknown, field: 'agent_id'
 }
 
 const duplicateName = (name: string) => new ConflictError(`A connection named '${name}' already exists`);
-
-function isDuplicateKey(err: unknown): boolean {
-  return (err as { code?: number }).code === 11000 || /E11000/.test(String((err as Error).message));
-}
 
 /** The pre-check gives the clear message; the unique index {account_id, name} settles races. */
 async function assertNameFree(db: Models, accountId: AccountId, name: string): Promise<void> {

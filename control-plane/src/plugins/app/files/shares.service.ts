@@ -8,6 +8,7 @@ import { GoneError, NotFoundError } from '../../../errors.js';
 import { randomToken, sha256Hex } from '../../../lib/crypto.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
 import { liveFiles, type FilesService, type StoredFile } from './files.service.js';
+import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
 const HOUR_MS = 3600 * 1000;
 /** 32 random bytes, base64url without padding. */
@@ -203,7 +204,7 @@ export class SharesService {
       await this.db.shareDownloads.create({ share_id: shareId, n });
       return true;
     } catch (err) {
-      if ((err as { code?: number }).code === 11000) return false;
+      if (isDuplicateKey(err)) return false;
       throw err;
     }
   }

@@ -9,6 +9,7 @@ import {
   PARAMETER_NAME, TemplateError, parseTemplate, renderTemplate, templateUses, type TemplateContext,
 } from '../../../lib/templates.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../../../errors.js';
+import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
 type StoredParameter = ParameterDoc & { _id: Types.ObjectId };
 type AccountId = string | Types.ObjectId;
@@ -34,10 +35,6 @@ export function secretParameterError(name: string): TemplateError {
 
 const parameterNotFound = (id: string) => new NotFoundError(`Parameter ${id} not found`);
 const duplicateName = (name: string) => new ConflictError(`name: a parameter named '${name}' already exists`);
-
-function isDuplicateKey(err: unknown): boolean {
-  return (err as { code?: number }).code === 11000 || /E11000/.test(String((err as Error).message));
-}
 
 function checkName(name: string): void {
   if (!PARAMETER_NAME.test(name)) {

@@ -1,13 +1,13 @@
 import { Types } from 'mongoose';
 import type { Models } from '../../../models/index.js';
 import type { TransferQueueDoc } from '../../../models/transfer-queue.model.js';
+import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
 /** A waiting transfer's entry in `transfer_queue` (models/transfer-queue.model.ts). */
 export type QueueEntry = TransferQueueDoc & { _id: Types.ObjectId };
 type Id = string | Types.ObjectId;
 
 const oid = (id: Id) => (typeof id === 'string' ? new Types.ObjectId(id) : id);
-const isDuplicateKey = (err: unknown) => (err as { code?: number }).code === 11000 || /E11000/.test(String((err as Error).message));
 
 /** Where a page of the queue goes on from: after this entry in queue order. */
 export type QueueCursor = Pick<QueueEntry, '_id' | 'queued_at'>;

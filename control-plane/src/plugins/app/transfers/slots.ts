@@ -1,13 +1,13 @@
 import { Types } from 'mongoose';
 import type { Models } from '../../../models/index.js';
 import type { AgentSlotDoc, SlotRole } from '../../../models/agent-slot.model.js';
+import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
 export type { SlotRole } from '../../../models/agent-slot.model.js';
 export type HeldSlot = AgentSlotDoc & { _id: Types.ObjectId };
 type Id = string | Types.ObjectId;
 
 const oid = (id: Id) => (typeof id === 'string' ? new Types.ObjectId(id) : id);
-const isDuplicateKey = (err: unknown) => (err as { code?: number }).code === 11000 || /E11000/.test(String((err as Error).message));
 
 /** A claim of one slot on one agent for one side of one attempt. */
 export interface SlotClaim {

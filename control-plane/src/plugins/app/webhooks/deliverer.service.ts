@@ -9,6 +9,7 @@ import type { WebhookDoc } from '../../../models/webhook.model.js';
 import { sendWebhook, webhookBody, type SendResult } from './sender.js';
 import type { WebhooksService } from './webhooks.service.js';
 import type { MetricsService } from '../metrics/index.js';
+import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
 /** TLS trust and name resolution of outgoing deliveries: the system's unless replaced (tests). */
 export interface WebhookTransport {
@@ -158,7 +159,7 @@ export class WebhookDelivererService implements WebhookDeliverer {
           });
         } catch (err) {
           // Made already by another instance, or by this one before a crash.
-          if ((err as { code?: number }).code !== 11000) throw err;
+          if (!isDuplicateKey(err)) throw err;
         }
       }
       await db.outboxEvents.updateOne({ _id: event._id, status: 'pending' }, { $set: { status: 'done' } });
@@ -241,7 +242,7 @@ export class WebhookDelivererService implements WebhookDeliverer {
         account_id: delivery.account_id, delivery_id: delivery._id, n, instance_id: this.instanceId, started_at: now, lease_expires_at: leaseEnd,
       }))._id;
     } catch (err) {
-      if ((err as { code?: number }).code === 11000) return null;
+      if (isDuplicateKey(err)) return null;
       throw err;
     }
     // Read again: it may have been finished or cancelled since it was listed as due.
