@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ConnectorError } from '../src/connectors/types.js';
 import { FolderWatch, WatchSpecError, type FileVersion, type WatchSpec } from '../src/watch/index.js';
-import { S3WatchStore, SftpWatchStore, type WatchStore } from './helpers/watch-stores.js';
+import { BlobWatchStore, S3WatchStore, SftpWatchStore, type WatchStore } from './helpers/watch-stores.js';
 
 /**
  * The folder watch poller against the real sftp (OpenSSH) and S3 (versitygw) test servers. Time
@@ -34,6 +34,7 @@ const paths = (versions: FileVersion[]) => versions.map((v) => v.path).sort();
 describe.each([
   ['sftp', async (): Promise<WatchStore> => new SftpWatchStore()],
   ['s3', async (): Promise<WatchStore> => S3WatchStore.create()],
+  ['blob', async (): Promise<WatchStore> => BlobWatchStore.create()],
 ])('folder watch on %s', (_type, makeStore) => {
   let store: WatchStore;
   beforeEach(async () => {
@@ -140,7 +141,7 @@ describe.each([
   it('fails the poll with NOT_FOUND when the folder does not exist', async () => {
     const w = new FolderWatch(spec({ path: 'missing/folder' }));
     const poll = w.poll(store.connector, { report: () => undefined });
-    if (store instanceof S3WatchStore) {
+    if (store instanceof S3WatchStore || store instanceof BlobWatchStore) {
       // An object store has no folders: a prefix with nothing under it is an empty folder.
       await expect(poll).resolves.toMatchObject({ listed: 0 });
     } else {
@@ -224,6 +225,26 @@ describe('folder watch on s3: entity tags', () => {
     await sleep(1100);
     await store.put('same-size.csv', 'bbbb');
     expect(await w.poll(1)).toEqual([]);
+  });
+});
+
+describe('folder watch on blob: entity tags', () => {
+  it('the same bytes uploaded again are a new version (Azure changes the ETag on every write)', async () => {
+    const store = await BlobWatchStore.create();
+    try {
+      await store.put('report.csv', 'same');
+      const w = watcher(store, { include_existing: true });
+      const [first] = await w.poll();
+      expect(first!.version).toMatch(/^etag:"?0x[0-9A-F]+"?$/);
+      await store.put('report.csv', 'same');
+      const [second, ...rest] = await w.poll(1);
+      expect(rest).toEqual([]);
+      expect(second).toMatchObject({ path: 'report.csv', size: 4 });
+      expect(second!.version).not.toBe(first!.version);
+      expect(await w.poll(1)).toEqual([]);
+    } finally {
+      await store.cleanup();
+    }
   });
 });
 

@@ -1,10 +1,12 @@
 import { appendFileSync, mkdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { ConnectionSettings } from '@xfer/shared';
+import { createBlobConnector } from '../../src/connectors/blob/blob.connector.js';
 import { createS3Connector } from '../../src/connectors/s3/s3.connector.js';
 import { createSftpConnector } from '../../src/connectors/sftp/sftp.connector.js';
 import type { Connector } from '../../src/connectors/types.js';
 import { uniqueName } from '../conformance/helpers.js';
+import { RawBlob } from '../conformance/blob.raw.js';
 import { RawS3 } from '../conformance/s3.raw.js';
 
 /**
@@ -80,6 +82,40 @@ export class S3WatchStore implements WatchStore {
   static async create(): Promise<S3WatchStore> {
     const store = new S3WatchStore(uniqueName('watch'));
     await store.raw.createBucket();
+    return store;
+  }
+
+  async put(rel: string, data: string | Buffer): Promise<void> {
+    await this.raw.put(rel, Buffer.from(data));
+  }
+
+  async remove(rel: string): Promise<void> {
+    await this.raw.remove(rel);
+  }
+
+  async cleanup(): Promise<void> {
+    await this.connector.close();
+    await this.raw.destroy();
+  }
+}
+
+/** A container of its own on Azurite, written through a plain Blob client (RawBlob). */
+export class BlobWatchStore implements WatchStore {
+  readonly connector: Connector;
+  private readonly raw: RawBlob;
+
+  private constructor(container: string) {
+    const connectionString = env.XFER_TEST_BLOB_CONNECTION_STRING!;
+    this.raw = new RawBlob(connectionString, container, '');
+    this.connector = createBlobConnector({
+      id: '000000000000000000000017', name: 'blob watch', type: 'blob', host: null, port: 443, path: `/${container}`,
+      options: {}, agent_id: null, credentials: { connection_string: connectionString },
+    });
+  }
+
+  static async create(): Promise<BlobWatchStore> {
+    const store = new BlobWatchStore(uniqueName('watch'));
+    await store.raw.createContainer();
     return store;
   }
 
