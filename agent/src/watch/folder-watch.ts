@@ -1,6 +1,6 @@
-import picomatch from 'picomatch';
 import type { Connector } from '../connectors/types.js';
 import { versionIdentity } from './identity.js';
+import { compileNamePattern, NamePatternError } from './name-pattern.js';
 import { digest, VersionTable } from './version-table.js';
 
 /**
@@ -11,7 +11,7 @@ export interface WatchSpec {
   /** The folder, relative to the connection's base path (`''` or `/`: the base itself). */
   path: string;
   /**
-   * A glob on the file **name** (picomatch syntax: `*`, `?`, `[a-z]`, `{csv,txt}`, `!(…)`, a
+   * A glob on the file **name** (name-pattern.ts: `*`, `?`, `[a-z]`, `[!a-z]`, `{csv,txt}`, a
    * leading `!` negates). `*` does not match names starting with a dot (hidden and temporary files
    * such as rsync's `.name.XXXXXX`); a pattern that starts with a dot does.
    */
@@ -83,10 +83,20 @@ export function checkWatchSpec(spec: WatchSpec): void {
   if (typeof pattern !== 'string' || pattern.length === 0) throw new WatchSpecError('pattern', 'must be a non-empty string');
   if (pattern.length > MAX_PATTERN_LENGTH) throw new WatchSpecError('pattern', `must be at most ${MAX_PATTERN_LENGTH} characters`);
   if (pattern.includes('/')) throw new WatchSpecError('pattern', 'matches file names and cannot contain "/" (use recursive for sub-folders)');
+  compilePattern(pattern);
   if (typeof spec.recursive !== 'boolean') throw new WatchSpecError('recursive', 'must be true or false');
   const s = spec.stable_seconds;
   if (!Number.isInteger(s) || s < 0 || s > MAX_STABLE_SECONDS) throw new WatchSpecError('stable_seconds', `must be a whole number from 0 to ${MAX_STABLE_SECONDS}`);
   if (typeof spec.include_existing !== 'boolean') throw new WatchSpecError('include_existing', 'must be true or false');
+}
+
+function compilePattern(pattern: string): (name: string) => boolean {
+  try {
+    return compileNamePattern(pattern);
+  } catch (err) {
+    if (err instanceof NamePatternError) throw new WatchSpecError('pattern', err.message);
+    throw err;
+  }
 }
 
 /**
@@ -114,7 +124,7 @@ export class FolderWatch {
   constructor(spec: WatchSpec) {
     checkWatchSpec(spec);
     this.spec = Object.freeze({ ...spec });
-    this.matches = picomatch(spec.pattern);
+    this.matches = compilePattern(spec.pattern);
   }
 
   /** A complete listing has been taken (the baseline, when `include_existing` is false). */
