@@ -109,8 +109,9 @@ function compilePattern(pattern: string): (name: string) => boolean {
  * Each version is reported once by this object; a file whose identity changes is a new version
  * (reported again once stable); a file gone from one complete listing is forgotten, so one that
  * comes back is new. The state is in memory only: a new FolderWatch (agent restart, another agent)
- * starts from a new baseline, and whoever keeps the reports (the control plane) drops versions
- * it already has.
+ * knows nothing, so for a watcher whose baseline was taken before, the caller passes
+ * `include_existing: true` and whoever keeps the reports (the control plane, behind a unique index)
+ * drops the versions it already has.
  */
 export class FolderWatch {
   readonly spec: Readonly<WatchSpec>;

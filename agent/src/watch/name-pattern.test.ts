@@ -46,13 +46,11 @@ test.each([
 });
 
 test('patterns that make regex glob matchers backtrack for minutes match in linear time', () => {
+  // A backtracking matcher would not return from these within the test's timeout.
   const name = `${'a'.repeat(250)}c`;
-  const started = performance.now();
   for (const pattern of ['*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b', `${'*a'.repeat(100)}*b`, '*[ab]*[ab]*[ab]*[ab]*[ab]*[ab]*[ab]*c*d']) {
     expect(compileNamePattern(pattern)(name)).toBe(false);
   }
-  // Not a speed assertion: a backtracking matcher would not return at all within the test's time.
-  expect(performance.now() - started).toBeLessThan(10_000);
 });
 
 test.each([
