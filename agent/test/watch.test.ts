@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ConnectorError } from '../src/connectors/types.js';
 import { FolderWatch, WatchSpecError, type FileVersion, type WatchSpec } from '../src/watch/index.js';
-import { BlobWatchStore, S3WatchStore, SftpWatchStore, type WatchStore } from './helpers/watch-stores.js';
+import { BlobWatchStore, S3WatchStore, SftpWatchStore, WebdavWatchStore, type WatchStore } from './helpers/watch-stores.js';
 
 /**
  * The folder watch poller against the real sftp (OpenSSH) and S3 (versitygw) test servers. Time
@@ -14,7 +14,7 @@ function spec(over: Partial<WatchSpec> = {}): WatchSpec {
 }
 
 /** A watch, its connector, a stepped clock, and one poll that returns what it reported. */
-function watcher(store: WatchStore, over: Partial<WatchSpec> = {}) {
+function watcher(store: Pick<WatchStore, 'connector'>, over: Partial<WatchSpec> = {}) {
   const watch = new FolderWatch(spec(over));
   const clock = { ms: 1_000_000 };
   return {
@@ -240,6 +240,26 @@ describe('folder watch on blob: entity tags', () => {
       const [second, ...rest] = await w.poll(1);
       expect(rest).toEqual([]);
       expect(second).toMatchObject({ path: 'report.csv', size: 4 });
+      expect(second!.version).not.toBe(first!.version);
+      expect(await w.poll(1)).toEqual([]);
+    } finally {
+      await store.cleanup();
+    }
+  });
+});
+
+describe.each(['rclone', 'apache'] as const)('folder watch on webdav (%s): entity tags', (server) => {
+  it('takes the getetag as the version, and a replaced file as a new one', async () => {
+    const store = await WebdavWatchStore.create(server);
+    try {
+      await store.put('a.csv', 'first');
+      const w = watcher(store, { include_existing: true });
+      const [first] = await w.poll();
+      expect(first!.version).toMatch(/^etag:/);
+      await store.put('a.csv', 'second, longer');
+      const [second, ...rest] = await w.poll(1);
+      expect(rest).toEqual([]);
+      expect(second).toMatchObject({ path: 'a.csv', size: 14 });
       expect(second!.version).not.toBe(first!.version);
       expect(await w.poll(1)).toEqual([]);
     } finally {

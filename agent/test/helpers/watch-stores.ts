@@ -3,11 +3,13 @@ import { dirname, join } from 'node:path';
 import type { ConnectionSettings } from '@xfer/shared';
 import { createBlobConnector } from '../../src/connectors/blob/blob.connector.js';
 import { createS3Connector } from '../../src/connectors/s3/s3.connector.js';
+import { createWebdavConnector } from '../../src/connectors/webdav/webdav.connector.js';
 import { createSftpConnector } from '../../src/connectors/sftp/sftp.connector.js';
 import type { Connector } from '../../src/connectors/types.js';
 import { uniqueName } from '../conformance/helpers.js';
 import { RawBlob } from '../conformance/blob.raw.js';
 import { RawS3 } from '../conformance/s3.raw.js';
+import { RawWebdav } from '../conformance/webdav.raw.js';
 
 /**
  * A folder of its own on one of the real test servers (jest's global setup starts them), the
@@ -125,6 +127,43 @@ export class BlobWatchStore implements WatchStore {
 
   async remove(rel: string): Promise<void> {
     await this.raw.remove(rel);
+  }
+
+  async cleanup(): Promise<void> {
+    await this.connector.close();
+    await this.raw.destroy();
+  }
+}
+
+/**
+ * A collection of its own on one of the WebDAV test servers (`rclone serve webdav`, or Apache
+ * mod_dav below its prefix), written through a plain client (RawWebdav). No `remove`: the tests
+ * that use it only add and replace files.
+ */
+export class WebdavWatchStore {
+  readonly connector: Connector;
+  private readonly raw: RawWebdav;
+
+  private constructor(server: 'rclone' | 'apache', base: string) {
+    const v = server === 'rclone'
+      ? { host: env.XFER_TEST_WEBDAV_HOST!, port: Number(env.XFER_TEST_WEBDAV_PORT), username: env.XFER_TEST_WEBDAV_USER!, password: env.XFER_TEST_WEBDAV_PASSWORD! }
+      : { host: env.XFER_TEST_APACHE_DAV_HOST!, port: Number(env.XFER_TEST_APACHE_DAV_PORT), username: env.XFER_TEST_APACHE_DAV_USER!, password: env.XFER_TEST_APACHE_DAV_PASSWORD! };
+    this.raw = new RawWebdav({ url: `http://${v.host}:${v.port}`, username: v.username, password: v.password, base });
+    this.connector = createWebdavConnector({
+      id: '000000000000000000000018', name: 'webdav watch', type: 'webdav', host: v.host, port: v.port, path: base,
+      options: { secure: false }, agent_id: null, credentials: { username: v.username, password: v.password },
+    });
+  }
+
+  static async create(server: 'rclone' | 'apache'): Promise<WebdavWatchStore> {
+    const prefix = server === 'rclone' ? '' : env.XFER_TEST_APACHE_DAV_PREFIX!;
+    const store = new WebdavWatchStore(server, `${prefix}/${uniqueName('watch')}`);
+    await store.raw.mkdirs();
+    return store;
+  }
+
+  async put(rel: string, data: string | Buffer): Promise<void> {
+    await this.raw.put(rel, Buffer.from(data));
   }
 
   async cleanup(): Promise<void> {
