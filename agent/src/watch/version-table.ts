@@ -8,9 +8,9 @@ import { hash } from 'node:crypto';
  * 100,000-file folder costs at most 8 MiB whatever its path lengths, and the same on every poll
  * (docs/agent.md "Watching a folder").
  *
- * Digests are the first 8 bytes of SHA-256: a name chosen to collide with another (to hide a file
- * behind one already reported) would need a second preimage of SHA-256; accidental collisions
- * among 100,000 paths have odds of about 1 in 10⁹.
+ * Digests are the first 8 bytes of SHA-256: accidental collisions among 100,000 paths have odds
+ * of about 1 in 10⁹; hiding a file behind another's takes about 2⁶⁴ hashes (docs/agent.md says what
+ * a pair of deliberately colliding names of one's own can do).
  */
 
 /** What the table holds for one path. */
