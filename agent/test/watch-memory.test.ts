@@ -14,10 +14,13 @@ const gc = runInNewContext('gc') as () => void;
 const MiB = 1024 * 1024;
 const FILES = 10_000;
 
-/** The JS heap and the memory of ArrayBuffers (where the watcher's typed arrays live). */
+/**
+ * The JS heap, where paths and entries would be kept. The watcher's typed arrays live outside it
+ * (ArrayBuffers, whose total the HTTP and SSH clients' socket buffers make move by a MiB or so from
+ * poll to poll): their size is asserted exactly, through `state_bytes`.
+ */
 function retainedNow(): number {
-  const { heapUsed, arrayBuffers } = process.memoryUsage();
-  return heapUsed + arrayBuffers;
+  return process.memoryUsage().heapUsed;
 }
 
 const fileName = (i: number) => `file-${String(i).padStart(5, '0')}-with-a-long-ish-name-as-exports-have.csv`;
@@ -82,14 +85,15 @@ describe.each([
     const last = await poll();
     process.stdout.write(
       `watch-memory ${type}: the baseline of ${FILES} files retained ${(known / MiB).toFixed(2)} MiB; ` +
-      `${FILES + added} files, 10 polls: retained heap+buffers ${(start / MiB).toFixed(1)} MiB before, at most ` +
+      `${FILES + added} files, 10 polls: retained heap ${(start / MiB).toFixed(1)} MiB before, at most ` +
       `${(Math.max(...retained) / MiB).toFixed(1)} MiB after (growth ${(growth / MiB).toFixed(2)} MiB); ` +
-      `watcher state ${(last.state_bytes / 1024).toFixed(0)} KiB; slowest poll ${slowest.toFixed(0)} ms; peak RSS ${(peakRss / MiB).toFixed(0)} MiB\n`,
+      `series ${retained.map((r) => ((r - start) / MiB).toFixed(2)).join(' ')}; watcher state ${(last.state_bytes / 1024).toFixed(0)} KiB; slowest poll ${slowest.toFixed(0)} ms; peak RSS ${(peakRss / MiB).toFixed(0)} MiB\n`,
     );
-    // The watcher's table for 10,100 files is 16,384 slots of 32 bytes.
-    expect(last.state_bytes).toBe(16_384 * 32);
-    // What the watcher keeps of 10,000 files is its table, not their paths (those alone are 0.6 MB of text).
-    expect(known).toBeLessThan(1 * MiB);
+    // The watcher's table for 10,100 files is 16,384 slots of 40 bytes, outside the heap.
+    expect(last.state_bytes).toBe(16_384 * 40);
+    // What the watcher keeps of 10,000 files is its table, not their paths (as strings in a Map,
+    // about 1.2 MB).
+    expect(known).toBeLessThan(0.5 * MiB);
     // Keeping each poll's listing (10,000 entries with their paths) would add several MiB a poll.
     expect(growth).toBeLessThan(2 * MiB);
   }, 300_000);

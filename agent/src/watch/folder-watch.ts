@@ -1,7 +1,7 @@
 import type { Connector } from '../connectors/types.js';
 import { versionIdentity } from './identity.js';
 import { compileNamePattern, NamePatternError } from './name-pattern.js';
-import { digest, VersionTable } from './version-table.js';
+import { digest, pathKey, VersionTable } from './version-table.js';
 
 /**
  * What a watcher watches (the fields of a watcher in scope-areas.md "Watchers", as the control
@@ -167,21 +167,21 @@ export class FolderWatch {
       if (!this.matches(name)) continue;
       summary.matched++;
 
-      const [pathHi, pathLo] = digest(entry.path);
+      const key = pathKey(entry.path);
       const version = versionIdentity(connector.type, entry);
       const [idHi, idLo] = digest(version);
       const t = now();
-      const slot = table.get(pathHi, pathLo);
+      const slot = table.get(key);
       const same = slot !== undefined && slot.idHi === idHi && slot.idLo === idLo;
       if (!same) {
         // New file, or a new version of one: stable from now on, unless it changes again.
-        table.set(pathHi, pathLo, { idHi, idLo, since: t, reported: baseline }, epoch);
+        table.set(key, { idHi, idLo, since: t, reported: baseline }, epoch);
         if (baseline || stableMs > 0) {
           if (!baseline) summary.waiting++;
           continue;
         }
       } else {
-        table.touch(pathHi, pathLo, epoch);
+        table.touch(key, epoch);
         if (slot.reported) continue;
         if (t - slot.since < stableMs) {
           summary.waiting++;
@@ -195,7 +195,7 @@ export class FolderWatch {
         ...(entry.modifiedAt && !Number.isNaN(entry.modifiedAt.getTime()) ? { modified_at: entry.modifiedAt.toISOString() } : {}),
         version,
       });
-      table.set(pathHi, pathLo, { idHi, idLo, since: same ? slot.since : t, reported: true }, epoch);
+      table.set(key, { idHi, idLo, since: same ? slot.since : t, reported: true }, epoch);
       summary.reported++;
     }
 
