@@ -9,3 +9,4 @@ export { JobRunner } from './jobs/job-runner.js';
 export { AgentSession, type SessionEnd } from './session/session.js';
 export { FsConnector, createFsConnector } from './connectors/fs/fs.connector.js';
 export type { ConnectorSource } from './lib/connector-source.js';
+export { FolderWatch, checkWatchSpec, WatchSpecError, type WatchSpec, type FileVersion, type PollOptions, type PollSummary } from './watch/index.js';

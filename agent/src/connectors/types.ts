@@ -116,7 +116,10 @@ export interface Entry {
   modifiedAt?: Date;
   /** The store's own checksum of the content, when it has one the engine can compare. */
   checksum?: Checksum;
-  /** The server's entity tag (WebDAV `getetag`), when it gives one: changes with the content, but is no checksum. */
+  /**
+   * The server's entity tag (S3 and its interop stores, Azure Blob, WebDAV `getetag`, OneDrive), when it
+   * gives one: changes with the content, but is no checksum. A watcher's version identity (watch/identity.ts).
+   */
   etag?: string;
 }
 

@@ -44,6 +44,10 @@ export class RawBlob implements RawStore {
     return hash.digest('hex');
   }
 
+  async remove(rel: string): Promise<void> {
+    await this.container.getBlobClient(this.name(rel)).deleteIfExists();
+  }
+
   /** Deletes the container with everything in it. */
   async destroy(): Promise<void> {
     await this.container.deleteIfExists();

@@ -3,6 +3,7 @@ import type { Readable } from 'node:stream';
 import {
   CreateBucketCommand,
   DeleteBucketCommand,
+  DeleteObjectCommand,
   DeleteObjectsCommand,
   GetObjectCommand,
   ListMultipartUploadsCommand,
@@ -46,6 +47,10 @@ export class RawS3 implements RawStore {
 
   async put(rel: string, data: Buffer): Promise<void> {
     await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.key(rel), Body: data, ContentLength: data.length }));
+  }
+
+  async remove(rel: string): Promise<void> {
+    await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: this.key(rel) }));
   }
 
   async sha256(rel: string): Promise<string | null> {

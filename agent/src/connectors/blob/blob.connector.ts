@@ -66,7 +66,7 @@ export class BlobConnector implements Connector {
             name: item.name,
             entry: isMarker
               ? { path: entryPath, kind: 'directory', size: 0, modifiedAt: item.properties.lastModified }
-              : { path: entryPath, kind: 'file', size, modifiedAt: item.properties.lastModified, checksum: md5Checksum(item.properties.contentMD5) },
+              : { path: entryPath, kind: 'file', size, modifiedAt: item.properties.lastModified, checksum: md5Checksum(item.properties.contentMD5), ...(item.properties.etag ? { etag: item.properties.etag } : {}) },
           });
         }
         for (const p of segment.blobPrefixes ?? []) {
@@ -87,7 +87,7 @@ export class BlobConnector implements Connector {
     if (rel !== '') {
       try {
         const props = await this.call('stat', rel, () => this.container.getBlobClient(this.name(rel)).getProperties({ abortSignal: signal }));
-        return { path: rel, kind: 'file', size: props.contentLength ?? 0, modifiedAt: props.lastModified, checksum: md5Checksum(props.contentMD5) };
+        return { path: rel, kind: 'file', size: props.contentLength ?? 0, modifiedAt: props.lastModified, checksum: md5Checksum(props.contentMD5), ...(props.etag ? { etag: props.etag } : {}) };
       } catch (err) {
         if (!(err instanceof ConnectorError && err.code === 'NOT_FOUND')) throw err;
       }

@@ -76,7 +76,7 @@ export class S3Connector implements Connector {
           key,
           entry: isMarker
             ? { path: entryPath, kind: 'directory', size: 0, modifiedAt: object.LastModified }
-            : { path: entryPath, kind: 'file', size: object.Size ?? 0, modifiedAt: object.LastModified, checksum: storeChecksum(undefined, object.ETag) },
+            : { path: entryPath, kind: 'file', size: object.Size ?? 0, modifiedAt: object.LastModified, checksum: storeChecksum(undefined, object.ETag), ...(object.ETag ? { etag: object.ETag } : {}) },
         });
       }
       for (const common of page.CommonPrefixes ?? []) {
@@ -96,7 +96,7 @@ export class S3Connector implements Connector {
         const head = await this.call('stat', rel, () => this.client.send(new HeadObjectCommand({
           Bucket: this.target.bucket, Key: this.key(rel), ChecksumMode: this.target.quirks.sha256 ? 'ENABLED' : undefined,
         }), { abortSignal: options.signal }));
-        return { path: rel, kind: 'file', size: head.ContentLength ?? 0, modifiedAt: head.LastModified, checksum: storeChecksum(head.ChecksumSHA256, head.ETag) };
+        return { path: rel, kind: 'file', size: head.ContentLength ?? 0, modifiedAt: head.LastModified, checksum: storeChecksum(head.ChecksumSHA256, head.ETag), ...(head.ETag ? { etag: head.ETag } : {}) };
       } catch (err) {
         if (!(err instanceof ConnectorError && err.code === 'NOT_FOUND')) throw err;
       }
