@@ -102,18 +102,7 @@ export const CreateScheduleRequest = Type.Object(
 export type CreateScheduleRequest = Static<typeof CreateScheduleRequest>;
 
 /** PUT /schedules/:id: the fields given change; a given `transfer` replaces the whole transfer. */
-export const UpdateScheduleRequest = Type.Object(
-  {
-    name: Type.Optional(Name),
-    cron: Type.Optional(Cron),
-    timezone: Type.Optional(TimeZone),
-    active: Type.Optional(Type.Boolean()),
-    overlap: Type.Optional(StringEnum(SCHEDULE_OVERLAPS)),
-    transfer: Type.Optional(ScheduleTransferInput),
-    workflowId: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
-  },
-  { additionalProperties: false },
-);
+export const UpdateScheduleRequest = Type.Partial(CreateScheduleRequest, { additionalProperties: false });
 export type UpdateScheduleRequest = Static<typeof UpdateScheduleRequest>;
 
 export const ListSchedulesQuery = Type.Composite([PageQuery], { additionalProperties: false });
