@@ -3,6 +3,7 @@ import { Types } from 'mongoose';
 import type { App } from '../src/app.js';
 import { Messages, scopesForRole, type Role } from '@xfer/shared';
 import { auth, buildTestApp, createAccount, createKey, expectError, login, type TestAccount } from './helper.js';
+import { makeConnection } from './fixtures.js';
 
 /**
  * No privilege gained through any door (docs/security.md "Escalation rules"). Walks every
@@ -43,6 +44,21 @@ const fileRecord = async () => String((await app.db.files.create({
   account_id: new Types.ObjectId(owner.accountId), name: 'a.txt', name_lower: 'a.txt', path: '/', size: 1,
   mime_type: 'text/plain', sha256: '0'.repeat(64), storage_key: 'none', uploaded_by: { type: 'user', id: owner.userId },
 }))._id);
+
+/** A schedule of the owner's, over two connections of the account. */
+async function ownerSchedule(): Promise<string> {
+  const [src, dst] = [(await makeConnection(app, owner.apiKey, 'sftp')).id, (await makeConnection(app, owner.apiKey, 's3')).id];
+  const res = await call('POST', '/schedules', owner.apiKey, { name: 'esc', cron: '0 2 * * *', active: false, transfer: { sourceConnectionId: src, sourcePath: '/a', destinationConnectionId: dst, destinationPath: '/b' } });
+  if (res.statusCode !== 201) throw new Error(`ownerSchedule: ${res.statusCode} ${res.body}`);
+  return res.json().data.id as string;
+}
+
+/** A key with schedules:write but not transfers:write is refused: it would run transfers through the schedule. */
+async function expectNoScheduleWithout(method: string, url: string) {
+  const narrow = await createKey(app, owner.apiKey, ['schedules:read', 'schedules:write', 'connections:read']);
+  const payload = method === 'PUT' ? { active: true } : method === 'POST' && url === '/schedules' ? { name: 'x', cron: '* * * * *', transfer: { sourceConnectionId: 'a', sourcePath: '/', destinationConnectionId: 'b', destinationPath: '/' } } : undefined;
+  expectError(await call(method, url, narrow, payload), 403, /needs transfers:write/);
+}
 
 type Door = { probe: () => Promise<void> } | { mintsNothing: string };
 
@@ -180,6 +196,11 @@ const DOORS: Record<string, Door> = {
   'POST /api/v1/parameters': { mintsNothing: 'a value for path templates; a secret one is sealed and write-only, and cannot go into a path' },
   'PUT /api/v1/parameters/:id': { mintsNothing: 'as POST /parameters; a secret is made plain only with a new value, so it is never revealed' },
   'DELETE /api/v1/parameters/:id': { mintsNothing: 'removes' },
+  // A schedule runs transfers later, as the system: making, changing or running one needs transfers:write too.
+  'POST /api/v1/schedules': { probe: async () => expectNoScheduleWithout('POST', '/schedules') },
+  'PUT /api/v1/schedules/:id': { probe: async () => expectNoScheduleWithout('PUT', `/schedules/${await ownerSchedule()}`) },
+  'POST /api/v1/schedules/:id/run': { probe: async () => expectNoScheduleWithout('POST', `/schedules/${await ownerSchedule()}/run`) },
+  'DELETE /api/v1/schedules/:id': { mintsNothing: 'removes' },
 };
 
 describe('every door that changes something is classified', () => {

@@ -109,6 +109,19 @@ describe('POST /schedules', () => {
     expect((await call('GET', '', none)).statusCode).toBe(403);
     expect((await call('GET', `/${s.id}/runs`, none)).statusCode).toBe(403);
   });
+
+  test('schedules:write without transfers:write may not create, change or run a schedule (it would run transfers): 403, audited as denied; delete needs no more', async () => {
+    const s = await created();
+    const narrow = await createKey(app, owner.apiKey, ['schedules:read', 'schedules:write']);
+    const message = 'A schedule runs transfers: this needs transfers:write, which the calling key does not hold';
+    expectError(await call('POST', '', narrow, body()), 403, message);
+    expectError(await call('PUT', `/${s.id}`, narrow, { active: true }), 403, message);
+    expectError(await call('POST', `/${s.id}/run`, narrow), 403, message);
+    expect(await runsOf(s.id)).toEqual([]);
+    const denied = (await auditOf(s.id)).filter((a) => a.outcome === 'denied');
+    expect(denied.map((a) => [a.action, (a.details as Json).reason])).toEqual([['schedule.update', 'scope escalation'], ['schedule.run', 'scope escalation']]);
+    expect((await call('DELETE', `/${s.id}`, narrow)).statusCode).toBe(200);
+  });
 });
 
 describe('GET, PUT, DELETE /schedules/:id', () => {

@@ -1,8 +1,9 @@
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
   CreateScheduleRequest, Deleted, Envelope, IdParams, ListScheduleRunsQuery, ListSchedulesQuery, Page, Schedule, ScheduleRun, UpdateScheduleRequest,
 } from '@xfer/shared';
+import { ForbiddenError } from '../../errors.js';
 import { principalOf } from '../../plugins/app/access/index.js';
 
 const read = { access: { scope: 'schedules:read' } } as const;
@@ -17,6 +18,19 @@ const schedules: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const resource = (id: string) => ({ type: 'schedule', id });
 
+  /**
+   * A schedule runs transfers over the account's connections, later and as the system: creating,
+   * changing or running one also needs transfers:write, or a key holding schedules:write alone
+   * would run transfers it may not (docs/security.md "Escalation rules"). Deleting one does not.
+   */
+  const needsTransfers = async (request: FastifyRequest, action: string, id?: string) => {
+    const principal = principalOf(request);
+    if (principal.scopes.has('transfers:write')) return;
+    await app.audit.recordRequest(request, { action, outcome: 'denied', ...(id ? { resource: resource(id) } : {}), details: { reason: 'scope escalation' } });
+    const holder = principal.kind === 'api_key' ? 'the calling key' : `your role (${principal.role})`;
+    throw new ForbiddenError(`A schedule runs transfers: this needs transfers:write, which ${holder} does not hold`);
+  };
+
   app.get('/schedules', {
     schema: { querystring: ListSchedulesQuery, response: { 200: Page(Schedule) } },
     config: read,
@@ -30,6 +44,7 @@ const schedules: FastifyPluginAsync = async (fastify) => {
     config: write,
   }, async (request, reply) => {
     const { accountId } = principalOf(request);
+    await needsTransfers(request, 'schedule.create');
     const schedule = await app.audit.change(request, (announce) => app.schedules.create(accountId, request.body, (id, details) => announce({
       action: 'schedule.create', outcome: 'success', resource: resource(id), details,
     })));
@@ -49,6 +64,7 @@ const schedules: FastifyPluginAsync = async (fastify) => {
     config: write,
   }, async (request) => {
     const { accountId } = principalOf(request);
+    await needsTransfers(request, 'schedule.update', request.params.id);
     const { schedule } = await app.audit.change(request, (announce) => app.schedules.update(accountId, request.params.id, request.body, (id, details) => announce({
       action: 'schedule.update', outcome: 'success', resource: resource(id), details,
     })));
@@ -72,6 +88,7 @@ const schedules: FastifyPluginAsync = async (fastify) => {
     config: write,
   }, async (request, reply) => {
     const { accountId } = principalOf(request);
+    await needsTransfers(request, 'schedule.run', request.params.id);
     const run = await app.schedules.runNow(accountId, request.params.id);
     await app.audit.recordRequest(request, {
       action: 'schedule.run', outcome: run.status === 'failed' ? 'failure' : 'success', resource: resource(request.params.id),
