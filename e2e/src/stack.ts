@@ -64,11 +64,23 @@ export class Api {
   constructor(readonly baseUrl: string, readonly token: string) {}
 
   async call<T = any>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
-    const res = await fetch(`${this.baseUrl}${path}`, {
+    const send = () => fetch(`${this.baseUrl}${path}`, {
       method,
       headers: { authorization: `Bearer ${this.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
+    let res: Response;
+    try {
+      res = await send();
+    } catch (err) {
+      // A kept-alive connection the server closed while this process was blocked (tests run the
+      // CLI with spawnSync, for longer than the server's keep-alive timeout) fails the next request
+      // on it before any answer: an idempotent request is sent again, on a new connection, as a
+      // browser does. Anything else is the test's failure.
+      const code = ((err as Error).cause as { code?: string } | undefined)?.code;
+      if (code !== 'UND_ERR_SOCKET' || !['GET', 'HEAD', 'PUT', 'DELETE'].includes(method)) throw err;
+      res = await send();
+    }
     const text = await res.text();
     return { status: res.status, body: (text ? JSON.parse(text) : null) as T };
   }
