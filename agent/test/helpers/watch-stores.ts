@@ -67,18 +67,30 @@ export class SftpWatchStore implements WatchStore {
   }
 }
 
+/** A store written through one of the conformance suites' plain clients (not the connector). */
+abstract class RawClientStore {
+  protected constructor(readonly connector: Connector, protected readonly raw: { put(rel: string, data: Buffer): Promise<void>; destroy(): Promise<void> }) {}
+
+  async put(rel: string, data: string | Buffer): Promise<void> {
+    await this.raw.put(rel, Buffer.from(data));
+  }
+
+  async cleanup(): Promise<void> {
+    await this.connector.close();
+    await this.raw.destroy();
+  }
+}
+
 /** A bucket of its own on versitygw, written through a plain S3 client (RawS3). */
-export class S3WatchStore implements WatchStore {
-  readonly connector: Connector;
-  private readonly raw: RawS3;
+export class S3WatchStore extends RawClientStore implements WatchStore {
+  declare protected readonly raw: RawS3;
 
   private constructor(readonly bucket: string) {
-    this.raw = new RawS3({ endpoint: env.XFER_TEST_S3_ENDPOINT!, accessKeyId: env.XFER_TEST_S3_ACCESS_KEY!, secretAccessKey: env.XFER_TEST_S3_SECRET_KEY! }, bucket, '');
-    this.connector = createS3Connector({
+    super(createS3Connector({
       id: '000000000000000000000016', name: 's3 watch', type: 's3', host: env.XFER_TEST_S3_HOST!, port: Number(env.XFER_TEST_S3_PORT), path: `/${bucket}`,
       options: { secure: false }, agent_id: null,
       credentials: { access_key_id: env.XFER_TEST_S3_ACCESS_KEY!, secret_access_key: env.XFER_TEST_S3_SECRET_KEY!, region: 'us-east-1' },
-    });
+    }), new RawS3({ endpoint: env.XFER_TEST_S3_ENDPOINT!, accessKeyId: env.XFER_TEST_S3_ACCESS_KEY!, secretAccessKey: env.XFER_TEST_S3_SECRET_KEY! }, bucket, ''));
   }
 
   static async create(): Promise<S3WatchStore> {
@@ -87,32 +99,21 @@ export class S3WatchStore implements WatchStore {
     return store;
   }
 
-  async put(rel: string, data: string | Buffer): Promise<void> {
-    await this.raw.put(rel, Buffer.from(data));
-  }
-
   async remove(rel: string): Promise<void> {
     await this.raw.remove(rel);
-  }
-
-  async cleanup(): Promise<void> {
-    await this.connector.close();
-    await this.raw.destroy();
   }
 }
 
 /** A container of its own on Azurite, written through a plain Blob client (RawBlob). */
-export class BlobWatchStore implements WatchStore {
-  readonly connector: Connector;
-  private readonly raw: RawBlob;
+export class BlobWatchStore extends RawClientStore implements WatchStore {
+  declare protected readonly raw: RawBlob;
 
   private constructor(container: string) {
     const connectionString = env.XFER_TEST_BLOB_CONNECTION_STRING!;
-    this.raw = new RawBlob(connectionString, container, '');
-    this.connector = createBlobConnector({
+    super(createBlobConnector({
       id: '000000000000000000000017', name: 'blob watch', type: 'blob', host: null, port: 443, path: `/${container}`,
       options: {}, agent_id: null, credentials: { connection_string: connectionString },
-    });
+    }), new RawBlob(connectionString, container, ''));
   }
 
   static async create(): Promise<BlobWatchStore> {
@@ -121,17 +122,8 @@ export class BlobWatchStore implements WatchStore {
     return store;
   }
 
-  async put(rel: string, data: string | Buffer): Promise<void> {
-    await this.raw.put(rel, Buffer.from(data));
-  }
-
   async remove(rel: string): Promise<void> {
     await this.raw.remove(rel);
-  }
-
-  async cleanup(): Promise<void> {
-    await this.connector.close();
-    await this.raw.destroy();
   }
 }
 
@@ -140,19 +132,17 @@ export class BlobWatchStore implements WatchStore {
  * mod_dav below its prefix), written through a plain client (RawWebdav). No `remove`: the tests
  * that use it only add and replace files.
  */
-export class WebdavWatchStore {
-  readonly connector: Connector;
-  private readonly raw: RawWebdav;
+export class WebdavWatchStore extends RawClientStore {
+  declare protected readonly raw: RawWebdav;
 
   private constructor(server: 'rclone' | 'apache', base: string) {
     const v = server === 'rclone'
       ? { host: env.XFER_TEST_WEBDAV_HOST!, port: Number(env.XFER_TEST_WEBDAV_PORT), username: env.XFER_TEST_WEBDAV_USER!, password: env.XFER_TEST_WEBDAV_PASSWORD! }
       : { host: env.XFER_TEST_APACHE_DAV_HOST!, port: Number(env.XFER_TEST_APACHE_DAV_PORT), username: env.XFER_TEST_APACHE_DAV_USER!, password: env.XFER_TEST_APACHE_DAV_PASSWORD! };
-    this.raw = new RawWebdav({ url: `http://${v.host}:${v.port}`, username: v.username, password: v.password, base });
-    this.connector = createWebdavConnector({
+    super(createWebdavConnector({
       id: '000000000000000000000018', name: 'webdav watch', type: 'webdav', host: v.host, port: v.port, path: base,
       options: { secure: false }, agent_id: null, credentials: { username: v.username, password: v.password },
-    });
+    }), new RawWebdav({ url: `http://${v.host}:${v.port}`, username: v.username, password: v.password, base }));
   }
 
   static async create(server: 'rclone' | 'apache'): Promise<WebdavWatchStore> {
@@ -160,14 +150,5 @@ export class WebdavWatchStore {
     const store = new WebdavWatchStore(server, `${prefix}/${uniqueName('watch')}`);
     await store.raw.mkdirs();
     return store;
-  }
-
-  async put(rel: string, data: string | Buffer): Promise<void> {
-    await this.raw.put(rel, Buffer.from(data));
-  }
-
-  async cleanup(): Promise<void> {
-    await this.connector.close();
-    await this.raw.destroy();
   }
 }
