@@ -29,6 +29,14 @@ const PUBLIC_ROUTES = [
 
 const fill = (url: string, id: string) => url.replace(/:[A-Za-z_]+/g, id);
 
+/** Two connections of `owner` (sftp and nfs): a transfer's or a schedule's ends. */
+async function ownerConnections(): Promise<[string, string]> {
+  const connection = async (type: string, extra: Record<string, unknown>) => (await app.inject({
+    method: 'POST', url: '/api/v1/connections', headers: auth(owner.apiKey), payload: { name: `c-${new Types.ObjectId()}`, type, ...extra },
+  })).json().data.id as string;
+  return [await connection('sftp', { host: 'example.test', credentials: { username: 'u', password: 'p' } }), await connection('nfs', { host: 'example.test' })];
+}
+
 /** Creates a resource of `owner` for routes under a path prefix, and a body that passes validation. */
 const FIXTURES: Record<string, { create: () => Promise<string>; body?: Record<string, unknown> }> = {
   '/api/v1/api-keys/': {
@@ -56,11 +64,7 @@ const FIXTURES: Record<string, { create: () => Promise<string>; body?: Record<st
   },
   '/api/v1/transfers/': {
     create: async () => {
-      const connection = async (type: string, extra: Record<string, unknown>) => (await app.inject({
-        method: 'POST', url: '/api/v1/connections', headers: auth(owner.apiKey), payload: { name: `c-${new Types.ObjectId()}`, type, ...extra },
-      })).json().data.id;
-      const src = await connection('sftp', { host: 'example.test', credentials: { username: 'u', password: 'p' } });
-      const dst = await connection('nfs', { host: 'example.test' });
+      const [src, dst] = await ownerConnections();
       const res = await app.inject({
         method: 'POST', url: '/api/v1/transfers', headers: auth(owner.apiKey),
         payload: { name: 'j', sourceConnectionId: src, sourcePath: '/a', destinationConnectionId: dst, destinationPath: '/b' },
@@ -76,6 +80,17 @@ const FIXTURES: Record<string, { create: () => Promise<string>; body?: Record<st
       return res.json().data.id;
     },
     body: { value: 'changed' },
+  },
+  '/api/v1/schedules/': {
+    create: async () => {
+      const [src, dst] = await ownerConnections();
+      const res = await app.inject({
+        method: 'POST', url: '/api/v1/schedules', headers: auth(owner.apiKey),
+        payload: { name: 's', cron: '0 2 * * *', active: false, transfer: { sourceConnectionId: src, sourcePath: '/a', destinationConnectionId: dst, destinationPath: '/b' } },
+      });
+      return res.json().data.id;
+    },
+    body: { name: 'renamed' },
   },
   // A file record is enough to own an id (uploading needs clamd, which this test does not use).
   '/api/v1/files/': {
