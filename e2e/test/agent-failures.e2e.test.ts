@@ -59,14 +59,21 @@ describe('cancel mid-run', () => {
     const id = await startTransfer('cancel down', ids.s3, '/seed', ids.sftp, '/cancel-back', { concurrency: 1 });
     await waitFor('bytes moving', () => job(id), (j) => j.bytes_transferred > 0 || !unfinished(j));
     expect((await suite.stack.api.call('POST', `/transfers/${id}/cancel`)).status).toBe(200);
-    await waitFor('destination clean', async () => (await digestDir(join(sftpRoot, 'cancel-back'))).files, (files) => files.size === 0, 20_000);
+    // A temporary may vanish between the listing and its read (the agent removing it): look again.
+    const filesLeft = async () => (await digestDir(join(sftpRoot, 'cancel-back')).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return null;
+      throw err;
+    }))?.files.size ?? -1;
+    await waitFor('destination clean', filesLeft, (n) => n === 0, 20_000);
     await stopProc(agent.proc);
     await suite.stack.waitForAgent(agent.id, 'offline');
   }, 180_000);
 });
 
 test('takeovers off, kill -9 of the agent: the job fails after the lease with a clear error; retry on a restarted agent copies only what was missing', async () => {
-  const expected = await writeTree(join(sftpRoot, 'kill-src'), { count: 300, bigBytes: 120 * 1024 * 1024 });
+  // A 400 MiB file (about 3 s on a quiet machine): with 120 MiB the whole job could end between
+  // the 20th file reported and the kill, and it completed instead of failing.
+  const expected = await writeTree(join(sftpRoot, 'kill-src'), { count: 300, bigBytes: 400 * 1024 * 1024 });
   chownToSftpUser();
   const agent = await suite.stack.startAgent('kill-agent');
   const id = await startTransfer('killed', ids.sftp, '/kill-src', ids.s3, '/kill-dst', { concurrency: 4 });
