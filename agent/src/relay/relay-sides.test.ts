@@ -127,8 +127,9 @@ describe('the source side of a relay', () => {
     const total = link.bytes;
     // Each file is a content entry and a trailer, each with a pax header: about 13.5 KiB a file.
     expect(total).toBeGreaterThan(200 * 10_000);
-    // Sent as they came, a file (or less) was a frame; filled, they are mostly full ones.
-    expect(link.payloads.length).toBeLessThanOrEqual(Math.ceil(total / RELAY_CHUNK_BYTES) + 20);
+    // Sent as they came, a file (or less) was a frame; filled, several files go in each. (How
+    // many frames leave partly filled depends on how fast the files are read within the 2 ms wait:
+    // ~11 full frames' worth went out in 32 on a loaded CI machine, so the bound is the files'.)
     expect(link.payloads.length).toBeLessThan(files.length / 4);
     for (const p of link.payloads) expect(p.length).toBeLessThanOrEqual(RELAY_CHUNK_BYTES);
   });
