@@ -150,7 +150,9 @@ export class WebhookDelivererService implements WebhookDeliverer {
     const { db } = this.o;
     const events = await db.outboxEvents.find({ status: 'pending' }).sort({ _id: 1 }).limit(FANOUT_BATCH).lean();
     for (const event of events) {
-      const hooks = await db.webhooks.find({ account_id: event.account_id, active: true, events: event.type }, { _id: 1 }).lean();
+      // Only webhooks that existed when the event happened: one created since (before this pass
+      // reached the event) did not subscribe to what came before it.
+      const hooks = await db.webhooks.find({ account_id: event.account_id, active: true, events: event.type, created_at: { $lte: event.created_at } }, { _id: 1 }).lean();
       const payload = webhookBody(event.type, event.created_at, event.data as Record<string, unknown>);
       for (const hook of hooks) {
         try {
