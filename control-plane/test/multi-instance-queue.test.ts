@@ -91,7 +91,9 @@ test('a pool with agents on both instances: 30 transfers executed on both, each 
   expect(slots).toBeLessThanOrEqual(2);
   // Both instances scheduled: every agent ran some.
   expect(agents.every((g) => g.given.length > 0)).toBe(true);
-  expect(await a.db.agentSlots.countDocuments({ account_id: new Types.ObjectId((await a.db.agents.findById(agents[0]!.id).lean())!.account_id) })).toBe(0);
+  // An execute answers once it reads the end, which the slots' release follows (transfer-states.ts ended()).
+  const account = new Types.ObjectId((await a.db.agents.findById(agents[0]!.id).lean())!.account_id);
+  await eventually(async () => (await a.db.agentSlots.countDocuments({ account_id: account })) === 0, 'every slot released');
   for (const g of agents) g.client.close();
 }, 180_000);
 
