@@ -1,10 +1,9 @@
 import { Args, Flags } from '@oclif/core';
 import {
-  OVERWRITE_POLICIES, SCHEDULE_OVERLAPS, VERIFY_MODES,
-  type OverwritePolicy, type Schedule, type ScheduleOverlap, type ScheduleRun, type ScheduleTransferInput, type VerifyMode, type XferClient,
+  SCHEDULE_OVERLAPS, type Schedule, type ScheduleOverlap, type ScheduleRun, type ScheduleTransferInput, type XferClient,
 } from '@xfer/shared';
 import type { Column } from '../output.js';
-import { connectionId } from './transfers.js';
+import { connectionIdOr, TRANSFER_OPTION_FLAGS, transferOptionFlags, transferOptions, type TransferOptionFlags } from './transfers.js';
 
 export const scheduleColumns: Column<Schedule>[] = [
   { header: 'id', get: (s) => s.id },
@@ -39,13 +38,7 @@ const sourcePathDesc = { description: 'File or directory on the source, starting
 const destDesc = { description: 'Destination connection: its id or its name' };
 const destPathDesc = { description: 'Directory on the destination, starting with / (a template)' };
 
-/** How each run's transfer copies (the server's defaults when absent). */
-const transferOptions = {
-  overwrite: Flags.string({ description: 'When a file the destination already has is replaced (server default: if_changed)', options: [...OVERWRITE_POLICIES] }),
-  verify: Flags.string({ description: 'How each copy is checked (server default: checksum)', options: [...VERIFY_MODES] }),
-  concurrency: Flags.integer({ description: 'Files copied at once, 1-64 (server default: 8)', min: 1, max: 64 }),
-};
-const TRANSFER_FLAGS = ['source', 'source-path', 'dest', 'dest-path', 'overwrite', 'verify', 'concurrency'] as const;
+const TRANSFER_FLAGS = ['source', 'source-path', 'dest', 'dest-path', ...TRANSFER_OPTION_FLAGS] as const;
 
 /** The transfer each run creates: its paths may hold {{params.NAME}}, {{date:FORMAT}} and {{run.id}}. */
 export const scheduleCreateFlags = {
@@ -56,7 +49,7 @@ export const scheduleCreateFlags = {
   'source-path': Flags.string({ ...sourcePathDesc, required: true }),
   dest: Flags.string({ ...destDesc, required: true }),
   'dest-path': Flags.string({ ...destPathDesc, required: true }),
-  ...transferOptions,
+  ...transferOptionFlags,
 };
 
 export const scheduleUpdateFlags = {
@@ -67,10 +60,10 @@ export const scheduleUpdateFlags = {
   'source-path': Flags.string(sourcePathDesc),
   dest: Flags.string(destDesc),
   'dest-path': Flags.string(destPathDesc),
-  ...transferOptions,
+  ...transferOptionFlags,
 };
 
-type TransferFlags = Partial<Record<'source' | 'source-path' | 'dest' | 'dest-path' | 'overwrite' | 'verify', string>> & { concurrency?: number };
+type TransferFlags = Partial<Record<'source' | 'source-path' | 'dest' | 'dest-path', string>> & TransferOptionFlags;
 
 /** Whether any flag of the transfer was given. */
 export const givesTransfer = (f: TransferFlags): boolean => TRANSFER_FLAGS.some((k) => f[k] !== undefined);
@@ -80,19 +73,13 @@ export const givesTransfer = (f: TransferFlags): boolean => TRANSFER_FLAGS.some(
  * names, but the API replaces the whole transfer). Connection names are looked up (GET /connections).
  */
 export async function transferInput(client: XferClient, f: TransferFlags, current?: Schedule['transfer']): Promise<ScheduleTransferInput> {
-  const pick = async (ref: string | undefined, now: string | undefined) => (ref !== undefined ? connectionId(client, ref) : now ?? '');
-  const options = {
-    ...current?.options,
-    ...(f.overwrite !== undefined && { overwrite: f.overwrite as OverwritePolicy }),
-    ...(f.verify !== undefined && { verify: f.verify as VerifyMode }),
-    ...(f.concurrency !== undefined && { concurrency: f.concurrency }),
-  };
+  const options = transferOptions(f, current?.options);
   return {
-    sourceConnectionId: await pick(f.source, current?.sourceConnectionId),
+    sourceConnectionId: await connectionIdOr(client, f.source, current?.sourceConnectionId),
     sourcePath: f['source-path'] ?? current?.sourcePath ?? '',
-    destinationConnectionId: await pick(f.dest, current?.destinationConnectionId),
+    destinationConnectionId: await connectionIdOr(client, f.dest, current?.destinationConnectionId),
     destinationPath: f['dest-path'] ?? current?.destinationPath ?? '',
-    ...(Object.keys(options).length > 0 && { options }),
+    ...(options && { options }),
   };
 }
 

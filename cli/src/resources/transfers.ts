@@ -1,7 +1,8 @@
 import { Args, Command, Errors, Flags } from '@oclif/core';
 import {
   ApiError, ExitCode, exitCodeOf, FINISHED_TRANSFER_STATUSES, OVERWRITE_POLICIES, TRANSFER_FILE_STATUSES, TRANSFER_STATUSES, VERIFY_MODES,
-  type CreateTransferRequest, type OverwritePolicy, type Transfer, type TransferFile, type TransferStatus, type VerifyMode, type XferClient,
+  type CreateTransferRequest, type OverwritePolicy, type Transfer, type TransferFile, type TransferOptionsInput, type TransferStatus, type VerifyMode,
+  type XferClient,
 } from '@xfer/shared';
 import { BaseCommand } from '../base-command.js';
 import { Messages } from '../messages.js';
@@ -31,6 +32,29 @@ export const transferIdArg = { id: Args.string({ description: 'Transfer id', req
 export const transferStatusFlag = Flags.string({ description: 'Only transfers in this state', options: [...TRANSFER_STATUSES] });
 export const transferFileStatusFlag = Flags.string({ description: 'Only files with this outcome', options: [...TRANSFER_FILE_STATUSES] });
 
+/** How a transfer copies: the flags of every command that makes transfers (transfers, schedules, watchers); absent, the server's defaults apply. */
+export const transferOptionFlags = {
+  overwrite: Flags.string({ description: 'When a file the destination already has is replaced (server default: if_changed)', options: [...OVERWRITE_POLICIES] }),
+  verify: Flags.string({ description: 'How each copy is checked (server default: checksum)', options: [...VERIFY_MODES] }),
+  concurrency: Flags.integer({ description: 'Files copied at once, 1-64 (server default: 8)', min: 1, max: 64 }),
+};
+export const TRANSFER_OPTION_FLAGS = ['overwrite', 'verify', 'concurrency'] as const;
+export type TransferOptionFlags = { overwrite?: string; verify?: string; concurrency?: number };
+
+/**
+ * A request's `options`: the flags given over `current` (an update changes only what it names, but
+ * the API replaces a stored transfer whole); undefined when there are none, so the server's defaults apply.
+ */
+export function transferOptions(f: TransferOptionFlags, current?: TransferOptionsInput): TransferOptionsInput | undefined {
+  const options = {
+    ...current,
+    ...(f.overwrite !== undefined && { overwrite: f.overwrite as OverwritePolicy }),
+    ...(f.verify !== undefined && { verify: f.verify as VerifyMode }),
+    ...(f.concurrency !== undefined && { concurrency: f.concurrency }),
+  };
+  return Object.keys(options).length > 0 ? options : undefined;
+}
+
 /** What a job copies and how: the flags of `create` and `run`. */
 export const transferSpecFlags = {
   name: Flags.string({ description: 'Name of the job (default: "<source>:<source-path> -> <dest>:<dest-path>")' }),
@@ -38,15 +62,10 @@ export const transferSpecFlags = {
   'source-path': Flags.string({ description: 'File or directory on the source, starting with /', required: true }),
   dest: Flags.string({ description: 'Destination connection: its id or its name', required: true }),
   'dest-path': Flags.string({ description: 'Directory on the destination, starting with /', required: true }),
-  overwrite: Flags.string({ description: 'When a file the destination already has is replaced (server default: if_changed)', options: [...OVERWRITE_POLICIES] }),
-  verify: Flags.string({ description: 'How each copy is checked (server default: checksum)', options: [...VERIFY_MODES] }),
-  concurrency: Flags.integer({ description: 'Files copied at once, 1-64 (server default: 8)', min: 1, max: 64 }),
+  ...transferOptionFlags,
 };
 
-type SpecFlags = {
-  name?: string; source: string; 'source-path': string; dest: string; 'dest-path': string;
-  overwrite?: string; verify?: string; concurrency?: number;
-};
+type SpecFlags = TransferOptionFlags & { name?: string; source: string; 'source-path': string; dest: string; 'dest-path': string };
 
 const OBJECT_ID = /^[0-9a-f]{24}$/i;
 
@@ -60,18 +79,19 @@ export async function connectionId(client: XferClient, ref: string): Promise<str
   throw new Errors.CLIError(Messages.connectionNotFound(ref), { exit: ExitCode.notFound });
 }
 
+/** For an update: the id of the connection a flag names, else the stored one (`''` when there is none: the server names the missing field). */
+export async function connectionIdOr(client: XferClient, ref: string | undefined, current: string | undefined): Promise<string> {
+  return ref !== undefined ? connectionId(client, ref) : current ?? '';
+}
+
 /** The POST /transfers body from `transferSpecFlags`; options left out take the server's defaults. */
 export async function createRequest(client: XferClient, f: SpecFlags): Promise<CreateTransferRequest> {
   const [sourceConnectionId, destinationConnectionId] = await Promise.all([connectionId(client, f.source), connectionId(client, f.dest)]);
-  const options = {
-    ...(f.overwrite !== undefined && { overwrite: f.overwrite as OverwritePolicy }),
-    ...(f.verify !== undefined && { verify: f.verify as VerifyMode }),
-    ...(f.concurrency !== undefined && { concurrency: f.concurrency }),
-  };
+  const options = transferOptions(f);
   return {
     name: f.name ?? `${f.source}:${f['source-path']} -> ${f.dest}:${f['dest-path']}`.slice(0, 200),
     sourceConnectionId, sourcePath: f['source-path'], destinationConnectionId, destinationPath: f['dest-path'],
-    ...(Object.keys(options).length > 0 && { options }),
+    ...(options && { options }),
   };
 }
 
