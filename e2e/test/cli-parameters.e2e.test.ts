@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startStack, type Stack } from '../src/stack.js';
-import { cliEnv, jsonOf, startCli, type CliRun } from './support/cli.js';
+import { cliEnv, jsonFailure, jsonOf, startCli, type CliFailure, type CliRun } from './support/cli.js';
 
 /**
  * `xfer parameters …` run as the built binary against a real control plane, and a parameter
@@ -17,14 +17,8 @@ interface Opts { input?: string }
 const xfer = (args: string[], o: Opts = {}): Promise<CliRun> => startCli(args, { env: cliEnv(home), input: o.input });
 const json = async <T = any>(args: string[], o: Opts = {}): Promise<T> => jsonOf<T>(await xfer([...args, '--json'], o));
 
-/** A failure: the exit code, nothing on stdout, and the error as one JSON line on stderr. */
-async function fails(args: string[], opts: Opts = {}): Promise<{ status: number | null; error: string }> {
-  const res = await xfer([...args, '--json'], opts);
-  expect(res.stdout).toBe('');
-  const lines = res.stderr.split('\n').filter(Boolean);
-  expect(lines).toHaveLength(1);
-  return { status: res.status, error: (JSON.parse(lines[0]!) as { error: string }).error };
-}
+/** A failure with --json: the exit code and the error (support/cli.ts `jsonFailure`). */
+const fails = async (args: string[], opts: Opts = {}): Promise<CliFailure> => jsonFailure(await xfer([...args, '--json'], opts));
 
 beforeAll(async () => {
   stack = await startStack({ env: process.env });

@@ -74,6 +74,20 @@ export function jsonOf<T = any>(run: CliRun): T {
 /** Non-empty lines. */
 export const lines = (text: string): string[] => text.split('\n').filter(Boolean);
 
+/** How a command failed: its exit code and the error message. */
+export interface CliFailure { status: number | null; error: string }
+
+/**
+ * A failed `--json` run as a script sees it: after checking that it printed nothing on stdout and
+ * its error as the one `{"error"}` line on stderr, its exit code and that error.
+ */
+export function jsonFailure(run: CliRun): CliFailure {
+  expect(run.stdout).toBe('');
+  const all = lines(run.stderr);
+  expect(all).toHaveLength(1);
+  return { status: run.status, error: (JSON.parse(all[0]!) as { error: string }).error };
+}
+
 /** A `bin` directory under `dir` with an `xfer` command in it, as an installed CLI would be; returns its path. */
 export function installXfer(dir: string): string {
   const bin = join(dir, 'bin');
