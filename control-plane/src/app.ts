@@ -21,6 +21,7 @@ import transfersPlugin from './plugins/app/transfers/index.js';
 import agentsPlugin from './plugins/app/agents/index.js';
 import relayPlugin from './plugins/app/relay/index.js';
 import schedulesPlugin from './plugins/app/schedules/index.js';
+import watchersPlugin from './plugins/app/watchers/index.js';
 import metricsPlugin from './plugins/app/metrics/index.js';
 import metricsRoutes from './routes/metrics/index.js';
 import relayLinkRoutes from './routes/relays/index.js';
@@ -177,6 +178,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(agentsPlugin);
   await app.register(relayPlugin);
   await app.register(schedulesPlugin);
+  await app.register(watchersPlugin);
   await app.register(routes, { prefix: '/api/v1' });
   await app.register(openapiRoutes, { prefix: '/api/v1' });
   await app.register(metricsRoutes);

@@ -60,6 +60,21 @@ async function expectNoScheduleWithout(method: string, url: string) {
   expectError(await call(method, url, narrow, payload), 403, /needs transfers:write/);
 }
 
+/** A watcher of the owner's, over two connections of the account. */
+async function ownerWatcher(): Promise<string> {
+  const [src, dst] = [(await makeConnection(app, owner.apiKey, 'sftp')).id, (await makeConnection(app, owner.apiKey, 's3')).id];
+  const res = await call('POST', '/watchers', owner.apiKey, { name: 'esc', connectionId: src, path: '/in', active: false, action: { transfer: { destinationConnectionId: dst, destinationPath: '/b' } } });
+  if (res.statusCode !== 201) throw new Error(`ownerWatcher: ${res.statusCode} ${res.body}`);
+  return res.json().data.id as string;
+}
+
+/** A key with watchers:write but not transfers:write is refused: it would run transfers through the watcher. */
+async function expectNoWatcherWithout(method: string, url: string) {
+  const narrow = await createKey(app, owner.apiKey, ['watchers:read', 'watchers:write', 'connections:read']);
+  const payload = method === 'PUT' ? { active: true } : { name: 'x', connectionId: 'a', path: '/', action: { transfer: { destinationConnectionId: 'b', destinationPath: '/' } } };
+  expectError(await call(method, url, narrow, payload), 403, /needs transfers:write/);
+}
+
 type Door = { probe: () => Promise<void> } | { mintsNothing: string };
 
 const DOORS: Record<string, Door> = {
@@ -201,6 +216,9 @@ const DOORS: Record<string, Door> = {
   'PUT /api/v1/schedules/:id': { probe: async () => expectNoScheduleWithout('PUT', `/schedules/${await ownerSchedule()}`) },
   'POST /api/v1/schedules/:id/run': { probe: async () => expectNoScheduleWithout('POST', `/schedules/${await ownerSchedule()}/run`) },
   'DELETE /api/v1/schedules/:id': { mintsNothing: 'removes' },
+  'POST /api/v1/watchers': { probe: async () => expectNoWatcherWithout('POST', '/watchers') },
+  'PUT /api/v1/watchers/:id': { probe: async () => expectNoWatcherWithout('PUT', `/watchers/${await ownerWatcher()}`) },
+  'DELETE /api/v1/watchers/:id': { mintsNothing: 'removes' },
 };
 
 describe('every door that changes something is classified', () => {

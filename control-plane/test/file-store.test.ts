@@ -352,7 +352,10 @@ describe.each(backends)('file store on %s', (_label, makeBackend) => {
       await store.remove(key);
       const growthMiB = Math.round((peak - baseline) / MiB);
       process.stderr.write(`file store on ${backend.name}: 1 GiB RSS growth ${Math.round(writeGrowth / MiB)} MiB writing, ${growthMiB} MiB writing and reading\n`);
-      expect(growthMiB).toBeLessThan(128);
+      // A buffering store would grow by the whole GiB; a streaming one by its parts in flight
+      // (about 24 MiB) plus the garbage of freed 1 MiB blocks the collector has not returned yet,
+      // which a loaded machine lets pile up (155 MiB seen in CI): a quarter of the file bounds both.
+      expect(growthMiB).toBeLessThan(256);
     } finally {
       clearInterval(sampler);
     }

@@ -72,6 +72,31 @@ async function sampleSlots(on: App, agentIds: string[], done: Promise<unknown>):
   return most;
 }
 
+/**
+ * `done`, or after `ms` an error telling what is stuck (the transfers not ended, their queue
+ * entries and the slots of their agents) instead of a bare test timeout.
+ */
+async function orStuck<T>(on: App, ids: string[], agentIds: string[], done: Promise<T>, ms = 120_000): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const stuck = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      void (async () => {
+        const objectIds = ids.map((id) => new Types.ObjectId(id));
+        const open = await on.db.transfers.find({ _id: { $in: objectIds }, status: { $in: ['queued', 'in-progress'] } },
+          { status: 1, attempt: 1, queued_at: 1, agent_id: 1, source_agent_id: 1, assigned_at: 1, accepted_at: 1, takeovers: 1 }).lean();
+        const queue = await on.db.transferQueue.find({ _id: { $in: objectIds } }).lean();
+        const slots = await on.db.agentSlots.find({ agent_id: { $in: agentIds.map((id) => new Types.ObjectId(id)) } }).lean();
+        reject(new Error(`not done after ${ms / 1000} s: ${JSON.stringify({ open, queue, slots })}`));
+      })();
+    }, ms);
+  });
+  try {
+    return await Promise.race([done, stuck]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 test('a pool with agents on both instances: 30 transfers executed on both, each attempt started once, no agent over its 2 slots', async () => {
   const { apiKey: key } = await createAccount(a);
   const agents = [
@@ -83,7 +108,7 @@ test('a pool with agents on both instances: 30 transfers executed on both, each 
   const ids: string[] = [];
   for (let i = 0; i < 30; i++) ids.push((await makeTransfer(a, key, src.id, dst.id)).id);
   const all = Promise.all(ids.map((id, i) => transferAction(i % 2 ? a : b, key, id, 'execute')));
-  const [answers, slots] = await Promise.all([all, sampleSlots(a, agents.map((g) => g.id), all)]);
+  const [answers, slots] = await orStuck(a, ids, agents.map((g) => g.id), Promise.all([all, sampleSlots(a, agents.map((g) => g.id), all)]));
   expect(answers.map((r) => r.json())).toEqual(ids.map(() => ({ success: true, files_transferred: 1, bytes_transferred: 1 })));
   const given = agents.flatMap((g) => g.given).sort();
   expect(given).toEqual(ids.map((id) => `${id}#1`).sort());
@@ -109,7 +134,7 @@ test('relays: destinations on both instances compete for one source agent\'s 2 s
   const ids: string[] = [];
   for (let i = 0; i < 16; i++) ids.push((await makeTransfer(a, key, src.id, dst.id)).id);
   const all = Promise.all(ids.map((id, i) => transferAction(i % 2 ? a : b, key, id, 'execute')));
-  const [answers, sourceSlots] = await Promise.all([all, sampleSlots(a, [source.id], all)]);
+  const [answers, sourceSlots] = await orStuck(a, ids, [source.id, ...destinations.map((d) => d.id)], Promise.all([all, sampleSlots(a, [source.id], all)]));
   expect(answers.every((r) => r.json().success === true)).toBe(true);
   expect(sourceSlots).toBeLessThanOrEqual(2);
   expect(destinations.flatMap((d) => d.given).sort()).toEqual(ids.map((id) => `${id}#1`).sort());

@@ -201,6 +201,50 @@ test('a blocking execute waits in the queue, then for the run, and answers its e
   ctx.client.close();
 });
 
+test('a start whose writes fail after the claim leaves the transfer waiting, its slot free; it starts on a later pass', async () => {
+  const ctx = await setup(1);
+  const slots = app.transfers.slots;
+  const claim = slots.claim.bind(slots);
+  let failures = 0;
+  slots.claim = async (c) => {
+    if (failures++ === 0) throw new Error('the database is unreachable');
+    return claim(c);
+  };
+  try {
+    const [id] = await executeMany(ctx, 1);
+    expect((await ctx.client.next('job.assign')).payload.job_id).toBe(id);
+    expect(failures).toBeGreaterThanOrEqual(2);
+    expect(await getTransfer(app, ctx.key, id!)).toMatchObject({ status: 'in-progress', attempts: 1 });
+    expect(await app.db.agentSlots.countDocuments({ agent_id: new Types.ObjectId(ctx.agent.id) })).toBe(1);
+    complete(ctx.client, id!);
+  } finally {
+    slots.claim = claim;
+    ctx.client.close();
+  }
+});
+
+test('a waiting transfer whose queue entry was lost (its instance died between the claim and the start) waits again after two sweeps', async () => {
+  const ctx = await setup(1);
+  const [first, second] = await executeMany(ctx, 2);
+  expect((await ctx.client.next('job.assign')).payload.job_id).toBe(first);
+  const entry = await app.db.transferQueue.findById(second).lean();
+  await app.db.transferQueue.deleteOne({ _id: new Types.ObjectId(second) });
+  const missing = new Set<string>();
+  // First sweep: missing, maybe only for the moment of a start.
+  await app.transfers.requeueLost(missing);
+  expect(missing.has(second!)).toBe(true);
+  expect(await app.db.transferQueue.countDocuments({ _id: new Types.ObjectId(second) })).toBe(0);
+  // Still missing on the next: lost; it gets its entry back, in its old place.
+  expect(await app.transfers.requeueLost(missing)).toBeGreaterThanOrEqual(1);
+  expect(await app.db.transferQueue.findById(second).lean()).toMatchObject({ attempt: 1, queued_at: entry!.queued_at, account_id: entry!.account_id });
+  expect(missing.has(second!)).toBe(false);
+  complete(ctx.client, first!);
+  expect((await ctx.client.next('job.assign')).payload.job_id).toBe(second);
+  complete(ctx.client, second!);
+  await eventually(async () => (await getTransfer(app, ctx.key, second!)).status === 'completed', 'second completed');
+  ctx.client.close();
+});
+
 test('metrics: the queue depth counts the transfers waiting for an agent', async () => {
   const ctx = await setup(1);
   const depth = async () => {

@@ -92,6 +92,17 @@ const FIXTURES: Record<string, { create: () => Promise<string>; body?: Record<st
     },
     body: { name: 'renamed' },
   },
+  '/api/v1/watchers/': {
+    create: async () => {
+      const [src, dst] = await ownerConnections();
+      const res = await app.inject({
+        method: 'POST', url: '/api/v1/watchers', headers: auth(owner.apiKey),
+        payload: { name: 'w', connectionId: src, path: '/in', active: false, action: { transfer: { destinationConnectionId: dst, destinationPath: '/b' } } },
+      });
+      return res.json().data.id;
+    },
+    body: { name: 'renamed' },
+  },
   // A file record is enough to own an id (uploading needs clamd, which this test does not use).
   '/api/v1/files/': {
     create: async () => String((await app.db.files.create({

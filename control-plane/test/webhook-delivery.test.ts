@@ -298,7 +298,13 @@ describe('two instances on one database', () => {
     const hooks = [await webhook(account, ['file.deleted'], undefined, a), await webhook(account, ['file.deleted'], undefined, a)];
     const EVENTS = 30;
     await Promise.all(Array.from({ length: EVENTS }, (_, i) => (i % 2 ? a : b).outbox.emit(account.accountId, 'file.deleted', { id: `f-${i}` })));
-    await eventually(async () => hooks.every((h) => receiver.to(h.path).length >= EVENTS), 'every event at both webhooks');
+    await eventually(async () => hooks.every((h) => receiver.to(h.path).length >= EVENTS), 'every event at both webhooks').catch(async (err: Error) => {
+      // What was stuck, instead of the bare timeout (seen once in CI).
+      const outbox = await a.db.outboxEvents.find({ account_id: new Types.ObjectId(account.accountId) }, { status: 1 }).lean();
+      const deliveries = await a.db.webhookDeliveries.find({ webhook_id: { $in: hooks.map((h) => new Types.ObjectId(h.id)) } }, { status: 1, attempts: 1 }).lean();
+      const count = <T>(list: T[], key: (x: T) => unknown) => JSON.stringify(list.reduce<Record<string, number>>((m, x) => ({ ...m, [String(key(x))]: (m[String(key(x))] ?? 0) + 1 }), {}));
+      throw new Error(`${err.message}: received ${hooks.map((h) => receiver.to(h.path).length).join(' and ')} of ${EVENTS}; outbox ${count(outbox, (e) => e.status)}; deliveries ${count(deliveries, (d) => `${d.status}/${d.attempts}`)}`);
+    });
     await sleep(500);
     for (const hook of hooks) {
       const got = receiver.to(hook.path);

@@ -71,6 +71,9 @@ function samples() {
     // About jobs this agent does not run: answered with no files.
     'job.verified.query': perJob((job_id) => ({ job_id, request_id: oid(), paths: ['a/b.txt', 'constructor', '__proto__'] })),
     'connection.credentials': [{ connection_id: ids.source || oid(), credentials: { refresh_token: 't' }, previous_sha256: {} }, { connection_id: oid(), credentials: { password: 'p' }, previous_sha256: { password: 'b'.repeat(64) } }],
+    // Reports of watchers that are nobody's: dropped (and acknowledged), nothing stored.
+    'watch.found': [{ watcher_id: oid(), revision: 1, seq: 1, files: [{ path: 'in/a.csv', name: 'a.csv', size: 1, version: 'etag:"x"' }] }, { watcher_id: oid(), revision: 2, files: [{ path: 'constructor', name: 'constructor', size: 0, version: '__proto__' }] }],
+    'watch.polled': [{ watcher_id: oid(), revision: 1, started_at: new Date().toISOString(), duration_ms: 1, listed: 0, matched: 0, reported: 0, waiting: 0, state_bytes: 0, error: 'gone' }],
     // Relay traffic: the fuzz hello offers no relays, so each of these closes the session (RELAY_TYPES).
     'relay.credit': [{ job_id: oid(), attempt: 1, entries: 10, bytes: 1024 }],
     'relay.entries': [{ job_id: oid(), attempt: 1, entries: [{ path: 'a', kind: 'file', size: 1 }], done: true }],

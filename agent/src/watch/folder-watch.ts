@@ -1,6 +1,6 @@
 import type { Connector } from '../connectors/types.js';
 import { versionIdentity } from './identity.js';
-import { compileNamePattern, NamePatternError } from './name-pattern.js';
+import { compileNamePattern, NamePatternError } from '@xfer/shared';
 import { digest, pathKey, VersionTable } from './version-table.js';
 
 /**
@@ -11,7 +11,7 @@ export interface WatchSpec {
   /** The folder, relative to the connection's base path (`''` or `/`: the base itself). */
   path: string;
   /**
-   * A glob on the file **name** (name-pattern.ts: `*`, `?`, `[a-z]`, `[!a-z]`, `{csv,txt}`, a
+   * A glob on the file **name** (shared/src/name-pattern.ts: `*`, `?`, `[a-z]`, `[!a-z]`, `{csv,txt}`, a
    * leading `!` negates). `*` does not match names starting with a dot (hidden and temporary files
    * such as rsync's `.name.XXXXXX`); a pattern that starts with a dot does.
    */

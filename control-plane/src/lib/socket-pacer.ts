@@ -6,15 +6,20 @@ import type { WebSocket } from 'ws';
  *
  * Back-pressure is not reading: each reason to stop (the queue of unhandled frames, a relay whose
  * other side is behind) holds the socket, and it is read again once every holder released it.
- * Liveness is hearing from the peer (a frame, a ping, a pong): `silentFor` says it has not been
- * heard from for that long. Silence while we hold the socket paused is ours, not the peer's (its
- * pongs are not read then), so it counts again only from the resume, and never while paused.
+ * Liveness is hearing from the peer (a frame, a ping, a pong) between our pings: `beat`, called
+ * once a heartbeat before each ping, counts the pings in a row the peer let pass unheard. It
+ * counts pings, not milliseconds, so a stall of our own event loop (a long GC, a saturated
+ * machine) that delays the pings and the reading of the answers is not the peer's silence.
+ * Silence while we hold the socket paused is ours too (its pongs are not read then): it never
+ * counts while paused, and counts again only from the resume.
  */
 export class SocketPacer {
   private readonly holds = new Set<string>();
   private resumedAt = 0;
   /** When the peer was last heard from (ms since the epoch). */
   lastHeardAt = Date.now();
+  private pingedAt = this.lastHeardAt;
+  private unanswered = 0;
 
   constructor(private readonly socket: WebSocket) {
     socket.on('pong', () => this.heard());
@@ -39,8 +44,15 @@ export class SocketPacer {
     this.socket.resume();
   }
 
-  /** The peer has not been heard from for more than `ms` that were its own to speak in. */
-  silentFor(ms: number): boolean {
-    return !this.socket.isPaused && Date.now() - Math.max(this.lastHeardAt, this.resumedAt) > ms;
+  /**
+   * One heartbeat, before the caller pings: true once the peer let `beats` pings in a row pass
+   * without a word (it is gone: drop it), false otherwise (ping it).
+   */
+  beat(beats: number): boolean {
+    const now = Date.now();
+    if (this.socket.isPaused || Math.max(this.lastHeardAt, this.resumedAt) >= this.pingedAt) this.unanswered = 0;
+    else this.unanswered++;
+    this.pingedAt = now;
+    return this.unanswered >= beats;
   }
 }

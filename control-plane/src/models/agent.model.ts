@@ -40,6 +40,8 @@ const schema = new Schema(
     agent_labels: { type: [String], required: true, default: () => [] },
     /** The agent can play either side of a relay (`hello.relay`). */
     relay: { type: Boolean, required: true, default: false },
+    /** The agent polls watchers (`hello.watch`). */
+    watch: { type: Boolean, required: true, default: false },
     /** The account's limit of jobs at once (`PUT /agents/:id {max_jobs}`), bounded by `max_jobs`; null: none. */
     job_limit: { type: Number, default: null },
     /** Last time the agent was heard from; kept after it disconnects. */

@@ -26,6 +26,8 @@ import { parameterModel } from './parameter.model.js';
 import { scheduleModel } from './schedule.model.js';
 import { scheduleRunModel } from './schedule-run.model.js';
 import { scheduleInflightModel } from './schedule-inflight.model.js';
+import { watcherModel } from './watcher.model.js';
+import { watcherEventModel } from './watcher-event.model.js';
 
 /** Every model, bound to one connection (one app instance, one database). */
 export function registerModels(conn: Connection) {
@@ -57,6 +59,8 @@ export function registerModels(conn: Connection) {
     schedules: scheduleModel(conn),
     scheduleRuns: scheduleRunModel(conn),
     scheduleInflight: scheduleInflightModel(conn),
+    watchers: watcherModel(conn),
+    watcherEvents: watcherEventModel(conn),
   };
 }
 

@@ -89,6 +89,8 @@ schema.index({ account_id: 1, _id: -1 });
 schema.index({ account_id: 1, status: 1, _id: -1 });
 schema.index({ agent_id: 1, status: 1 });
 schema.index({ status: 1, 'lease.expires_at': 1 });
+// The waiting transfers (queued with `queued_at`), for the sweep that finds one without its queue entry.
+schema.index({ status: 1, queued_at: 1 });
 
 export type TransferDoc = InferSchemaType<typeof schema>;
 export const transferModel = (conn: Connection) => conn.model('Transfer', schema);

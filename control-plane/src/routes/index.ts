@@ -14,6 +14,7 @@ import webhooks from './webhooks/index.js';
 import webhookDeliveries from './webhook-deliveries/index.js';
 import parameters from './parameters/index.js';
 import schedules from './schedules/index.js';
+import watchers from './watchers/index.js';
 
 /** Every resource, one folder each, mounted under /api/v1. */
 const routes: FastifyPluginAsync = async (app) => {
@@ -32,6 +33,7 @@ const routes: FastifyPluginAsync = async (app) => {
   await app.register(webhookDeliveries);
   await app.register(parameters);
   await app.register(schedules);
+  await app.register(watchers);
 };
 
 export default routes;

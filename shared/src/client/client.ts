@@ -7,6 +7,7 @@ import { TransfersApi } from './transfers.js';
 import { Transport, type CallOptions, type CallSettings, type RetryInfo } from './transport.js';
 import { WebhooksApi } from './webhooks.js';
 import { SchedulesApi } from './schedules.js';
+import { WatchersApi } from './watchers.js';
 
 export interface XferClientOptions {
   /** The API root up to and including `/api/v1`, e.g. `https://xfer.example.com/api/v1`. */
@@ -56,6 +57,7 @@ export class XferClient {
   readonly webhooks: WebhooksApi;
   readonly parameters: ParametersApi;
   readonly schedules: SchedulesApi;
+  readonly watchers: WatchersApi;
   private readonly transport: Transport;
 
   constructor(options: XferClientOptions) {
@@ -83,6 +85,7 @@ export class XferClient {
     this.webhooks = new WebhooksApi(t);
     this.parameters = new ParametersApi(t);
     this.schedules = new SchedulesApi(t);
+    this.watchers = new WatchersApi(t);
   }
 
   /** The API root this client talks to, without a trailing slash. */

@@ -14,3 +14,4 @@ export type { FilesApi, SharesApi } from './files.js';
 export type { WebhooksApi } from './webhooks.js';
 export type { ParametersApi } from './parameters.js';
 export type { SchedulesApi } from './schedules.js';
+export type { WatchersApi } from './watchers.js';

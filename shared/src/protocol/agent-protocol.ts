@@ -5,6 +5,7 @@ import { ConnectionSettings, ConnectionTypeName } from '../schemas/connections.j
 import { AgentLabel, StringEnum } from '../schemas/common.js';
 import { ProtocolError } from './protocol-error.js';
 import { RelayForwarded, RelayServerToAgent } from './relay-protocol.js';
+import { WatchAgentToServer, WatchServerToAgent } from './watch-protocol.js';
 
 export { ProtocolError };
 
@@ -151,6 +152,8 @@ export const AgentToServer = {
     labels: Type.Optional(Type.Array(AgentLabel, { maxItems: 32 })),
     /** The agent can play either side of a relay (relay-protocol.ts): binary frames, `relay.*` messages. */
     relay: Type.Optional(Type.Boolean()),
+    /** The agent polls watchers (watch-protocol.ts): `watch.set` may be sent to it. */
+    watch: Type.Optional(Type.Boolean()),
   }),
   /** The job was received and started. */
   'job.accepted': Type.Object({ ...JobRef }),
@@ -198,6 +201,7 @@ export const AgentToServer = {
     previous_sha256: Type.Record(Type.String({ maxLength: 64 }), Type.String({ pattern: '^[0-9a-f]{64}$' }), { maxProperties: 4 }),
   }),
   ...ResumeAgentToServer,
+  ...WatchAgentToServer,
   ...RelayForwarded,
 } as const;
 
@@ -248,6 +252,7 @@ export const ServerToAgent = {
    */
   ack: Type.Object({ seqs: Type.Array(Type.Integer({ minimum: 1 }), { minItems: 1, maxItems: 1000 }) }),
   ...ResumeServerToAgent,
+  ...WatchServerToAgent,
   ...RelayForwarded,
   ...RelayServerToAgent,
 } as const;

@@ -3,8 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
   CreateScheduleRequest, Deleted, Envelope, IdParams, ListScheduleRunsQuery, ListSchedulesQuery, Page, Schedule, ScheduleRun, UpdateScheduleRequest,
 } from '@xfer/shared';
-import { ForbiddenError } from '../../errors.js';
-import { principalOf } from '../../plugins/app/access/index.js';
+import { principalOf, requireTransfersWrite } from '../../plugins/app/access/index.js';
 
 const read = { access: { scope: 'schedules:read' } } as const;
 const write = { access: { scope: 'schedules:write' } } as const;
@@ -24,11 +23,12 @@ const schedules: FastifyPluginAsync = async (fastify) => {
    * would run transfers it may not (docs/security.md "Escalation rules"). Deleting one does not.
    */
   const needsTransfers = async (request: FastifyRequest, action: string, id?: string) => {
-    const principal = principalOf(request);
-    if (principal.scopes.has('transfers:write')) return;
-    await app.audit.recordRequest(request, { action, outcome: 'denied', ...(id ? { resource: resource(id) } : {}), details: { reason: 'scope escalation' } });
-    const holder = principal.kind === 'api_key' ? 'the calling key' : `your role (${principal.role})`;
-    throw new ForbiddenError(`A schedule runs transfers: this needs transfers:write, which ${holder} does not hold`);
+    try {
+      requireTransfersWrite(principalOf(request), 'A schedule');
+    } catch (err) {
+      await app.audit.recordRequest(request, { action, outcome: 'denied', ...(id ? { resource: resource(id) } : {}), details: { reason: 'scope escalation' } });
+      throw err;
+    }
   };
 
   app.get('/schedules', {

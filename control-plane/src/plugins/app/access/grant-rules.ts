@@ -76,3 +76,13 @@ export function requireExpiryWithin(callerEnd: Date | null, requested: Date | nu
       `(the requested ${what} ${asked}; ${EXPIRY_HINT[what]})`,
   );
 }
+
+/**
+ * Automation that runs transfers later, as the system (a schedule, a watcher), may be set up or
+ * changed only by a caller who may run transfers: a key holding schedules:write or
+ * watchers:write alone would otherwise run transfers it may not. The 403 says which thing needs it.
+ */
+export function requireTransfersWrite(principal: Principal, what: string): void {
+  if (principal.scopes.has('transfers:write')) return;
+  throw new ForbiddenError(`${what} runs transfers: this needs transfers:write, which ${callerName(principal)} does not hold`);
+}

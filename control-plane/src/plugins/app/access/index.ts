@@ -19,7 +19,7 @@ export type { AuthService, ConsoleUser, Principal, SessionClaims } from './auth.
 export type { Announce, AuditBy, AuditContext, AuditEntry, AuditService, RequestAuditEntry } from './audit.service.js';
 export type { RateLimitOptions, RateLimitService } from './rate-limit.service.js';
 export {
-  callerExpiresAt, requireExpiryWithin, requireKeyWithin, requireRoleWithin, requireUserWithin, scopesBeyond,
+  callerExpiresAt, requireExpiryWithin, requireKeyWithin, requireRoleWithin, requireTransfersWrite, requireUserWithin, scopesBeyond,
 } from './grant-rules.js';
 export type { ApiKeysService } from './api-keys.service.js';
 export type { UsersService } from './users.service.js';

@@ -43,7 +43,7 @@ export interface AgentLoad {
 }
 
 /** Fields the choice of agents reads: never the token hash. */
-const FACTS = { name: 1, labels: 1, agent_labels: 1, connector_types: 1, relay: 1, max_jobs: 1, job_limit: 1, session: 1 } as const;
+const FACTS = { name: 1, labels: 1, agent_labels: 1, connector_types: 1, relay: 1, watch: 1, max_jobs: 1, job_limit: 1, session: 1 } as const;
 const sameList = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((v, i) => v === b[i]);
 
 /**

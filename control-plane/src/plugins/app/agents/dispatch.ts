@@ -78,6 +78,8 @@ export class Dispatcher {
   private lastSweep = 0;
   private lastOrphanSweep = 0;
   private lastSlotSweep = 0;
+  /** Waiting transfers found without their queue entry on the last sweep (TransfersService.requeueLost). */
+  private readonly missingEntries = new Set<string>();
   /**
    * Lease clocks start again when an instance starts: while no instance was alive, no agent could
    * have reached one, so that time is no agent's silence. Leases are swept only once this instance
@@ -266,6 +268,7 @@ export class Dispatcher {
     if (now - this.lastSlotSweep >= SLOT_SWEEP_MS) {
       this.lastSlotSweep = now;
       await this.step('sweep-slots', () => transfers.sweepSlots());
+      await this.step('requeue-lost', () => transfers.requeueLost(this.missingEntries));
     }
   }
 }

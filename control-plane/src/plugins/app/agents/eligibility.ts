@@ -13,6 +13,8 @@ export interface AgentFacts {
   connector_types: string[];
   /** `hello.relay`: it can play either side of a relay. */
   relay?: boolean | null;
+  /** `hello.watch`: it polls watchers. */
+  watch?: boolean | null;
   /** The agent's own limit (`hello.max_jobs`). */
   max_jobs?: number | null;
   /** The account's limit (`PUT /agents/:id {max_jobs}`). */

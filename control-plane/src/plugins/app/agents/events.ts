@@ -31,6 +31,9 @@ export class Events<M extends EventMap> {
   }
 }
 
+/** Watcher reports (shared/src/protocol/watch-protocol.ts). */
+export type WatchReport = Extract<AgentMessage, { type: 'watch.found' | 'watch.polled' }>;
+
 /** Answers to requests (requests.ts: `ping`, `connection.test`). */
 export type Reply = Extract<AgentMessage, { type: 'pong' | 'connection.test.result' }>;
 
@@ -44,6 +47,11 @@ export type HubEvents = {
   ready: (session: AgentSession) => void;
   /** A reply to a request arrived; awaited in the session's order (a throw closes the session with 1011). */
   reply: (session: AgentSession, reply: Reply) => Promise<void>;
+  /**
+   * A watcher report arrived (`watch.found`, `watch.polled`: plugins/app/watchers/); awaited in the
+   * session's order (a throw closes the session with 1011).
+   */
+  watch: (session: AgentSession, report: WatchReport) => Promise<void>;
   /** A session closed and its registration was cleared; awaited before shutdown's wait ends. */
   closed: (session: AgentSession) => Promise<void>;
 };

@@ -177,7 +177,7 @@ export class AgentHub {
       { $set: {
         session: this.sessionDoc(session, now), version: hello.version, hostname: hello.hostname,
         connector_types: [...new Set(hello.connector_types)], max_jobs: hello.max_jobs, last_seen_at: now,
-        agent_labels: [...new Set(hello.labels ?? [])], relay: hello.relay === true,
+        agent_labels: [...new Set(hello.labels ?? [])], relay: hello.relay === true, watch: hello.watch === true,
       } },
       { new: true },
     ).lean());
@@ -225,6 +225,7 @@ export class AgentHub {
     }
     if (message.type === 'connection.credentials') return this.rotatedCredentials(session, message.payload);
     if (message.type === 'job.verified.query') return answerVerifiedQuery(session, message.payload, this.o.transfers, this.o.log);
+    if (message.type === 'watch.found' || message.type === 'watch.polled') return this.events.emit('watch', session, message);
     await this.runs.report(session, message);
   }
 

@@ -10,6 +10,7 @@ import { advertisedUrl } from '../../../config.js';
 export { AgentsService, agentNotFound, type AgentLoad, type StoredAgent } from './agents.service.js';
 export { chooseRun, effectiveSlots, poolsOf, serves, type AgentFacts, type RunChoice } from './eligibility.js';
 export type { AgentHub } from './hub.js';
+export type { WatchReport } from './events.js';
 export type { AgentRequests, AgentCall } from './requests.js';
 export type { Dispatcher, RelayStarter } from './dispatch.js';
 export type { AgentIdentity, AgentRelayMessage, AgentSession, RelayTraffic, Sent } from './session.js';

@@ -130,7 +130,7 @@ export class AgentSession {
     this.heartbeat = setInterval(() => this.contained('the heartbeat', () => {
       // While we hold the socket paused (back-pressure) its pongs are not read: that silence is
       // ours, not the agent's (SocketPacer). The pings still go out, so the agent hears from us.
-      if (this.pacer.silentFor(3 * o.heartbeatMs)) {
+      if (this.pacer.beat(3)) {
         o.log.info({ agentId: agent.id }, 'agent silent for 3 heartbeats: dropping its socket');
         socket.terminate();
       } else {

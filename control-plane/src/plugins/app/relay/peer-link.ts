@@ -168,7 +168,7 @@ export class PeerLink implements RelayEnd {
     this.pacer.heard();
     this.heartbeat = setInterval(() => this.contained(() => {
       // Silence while we do not read (back-pressure) is ours, as for agent sessions (SocketPacer).
-      if (this.pacer.silentFor(3 * this.o.heartbeatMs)) {
+      if (this.pacer.beat(3)) {
         this.o.log.info({ link: this.label }, 'relay peer link silent for 3 heartbeats: dropping it');
         this.socket.terminate();
       } else if (this.socket.readyState === WebSocket.OPEN) {

@@ -91,6 +91,25 @@ export class TransferQueueStates extends TransferStates {
    */
   async startWaiting(entry: QueueEntry, plan: RunPlan, instanceId: string): Promise<StartOutcome> {
     if (!(await this.queue.claim(entry._id, entry.attempt))) return { outcome: 'gone' };
+    try {
+      return await this.startClaimed(entry, plan, instanceId);
+    } catch (err) {
+      // A write after the claim failed (the database unreachable for a moment): unless the start
+      // went through after all, undo the claims so the transfer waits on instead of being lost
+      // with its slots held. What cannot be undone now, the sweeps repair (sweepSlots, requeueLost).
+      await this.undoFailedStart(entry).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  private async undoFailedStart(entry: QueueEntry): Promise<void> {
+    const job = await this.read(entry._id);
+    if (job?.status === 'in-progress' && job.attempt === entry.attempt) return;
+    await this.slots.release(entry._id, entry.attempt);
+    await this.putBack(entry);
+  }
+
+  private async startClaimed(entry: QueueEntry, plan: RunPlan, instanceId: string): Promise<StartOutcome> {
     const claim = { accountId: entry.account_id, jobId: entry._id, attempt: entry.attempt, instanceId };
     const run = await this.slots.claim({ ...claim, agentId: plan.agent.id, limit: plan.agent.limit, role: 'run' });
     if (run !== 'claimed') {
@@ -242,6 +261,42 @@ export class TransferQueueStates extends TransferStates {
       if (await this.interrupt(job._id, job.attempt, reason, { 'lease.expires_at': { $lt: now } })) count++;
     }
     return count;
+  }
+
+  /**
+   * Makes a waiting transfer that lost its queue entry wait again: the instance that claimed the
+   * entry died (or its database writes failed) before it started the run. A transfer waits while
+   * it is queued with `queued_at` set; its entry is missing only for the moment between a
+   * scheduler's claim and its start, so one missing on two sweeps in a row (`missing`, kept by
+   * the caller between sweeps) is lost, and gets its entry again. Costs what waits, never the
+   * history. Returns how many it put back.
+   */
+  async requeueLost(missing: Set<string>, now = new Date()): Promise<number> {
+    const waiting = await this.o.db.transfers.collection
+      .find<StoredTransfer>({ status: 'queued', queued_at: { $gt: new Date(0) } })
+      .project<StoredTransfer>({ account_id: 1, attempt: 1, queued_at: 1, source_connection_id: 1, destination_connection_id: 1 })
+      .toArray();
+    const entries = new Set<string>();
+    for (let i = 0; i < waiting.length; i += 1000) {
+      const ids = waiting.slice(i, i + 1000).map((j) => j._id);
+      for (const e of await this.o.db.transferQueue.find({ _id: { $in: ids } }, { _id: 1 }).lean()) entries.add(String(e._id));
+    }
+    const seenBefore = new Set(missing);
+    missing.clear();
+    let requeued = 0;
+    for (const job of waiting) {
+      const id = String(job._id);
+      if (entries.has(id)) continue;
+      if (!seenBefore.has(id)) {
+        missing.add(id);
+        continue;
+      }
+      if (await this.queue.add(entryOf(job, job.attempt, job.queued_at!, now))) {
+        requeued++;
+        this.o.log.warn({ jobId: id, attempt: job.attempt }, 'a waiting transfer had lost its queue entry (an instance died while starting it): it waits again');
+      }
+    }
+    return requeued;
   }
 
   /**

@@ -76,6 +76,14 @@ export interface TransferRun {
   runId?: string;
   /** What the 400s name the paths after (`body.` by default: `body.sourcePath …`). */
   fieldPrefix?: string;
+  /** The file a watcher saw (`{{file.name}}`, `{{file.path}}`); without it those are a 400. */
+  file?: { name: string; path: string };
+  /**
+   * The new transfer's id (default: a new one). A caller that must create a transfer once even
+   * when it repeats the call (a watcher event's action after a crash) passes a fixed one: the
+   * second insert meets the unique `_id` (`isDuplicateKey`) and the caller reads the first.
+   */
+  id?: Types.ObjectId;
 }
 
 /**
@@ -141,11 +149,12 @@ export class TransfersService extends TransferReports {
    */
   async create(accountId: AccountId, input: CreateTransferRequest, run: TransferRun = {}): Promise<StoredTransfer> {
     const { db } = this.o;
-    const _id = new Types.ObjectId();
+    const _id = run.id ?? new Types.ObjectId();
     const prefix = run.fieldPrefix ?? 'body.';
-    const context = { now: run.now ?? new Date(), timezone: run.timezone ?? 'UTC', runId: run.runId ?? String(_id) };
+    const context = { now: run.now ?? new Date(), timezone: run.timezone ?? 'UTC', runId: run.runId ?? String(_id), ...(run.file ? { file: run.file } : {}) };
+    const allowed = { run: true, file: run.file !== undefined };
     const rendered = async (field: 'sourcePath' | 'destinationPath') =>
-      checkedPath(field, await this.options.parameters.renderNow(accountId, `${prefix}${field}`, input[field], { run: true }, context), prefix);
+      checkedPath(field, await this.options.parameters.renderNow(accountId, `${prefix}${field}`, input[field], allowed, context), prefix);
     const sourcePath = await rendered('sourcePath');
     const destinationPath = await rendered('destinationPath');
     const source = await ownedConnection(db, accountId, 'sourceConnectionId', input.sourceConnectionId);

@@ -1,0 +1,210 @@
+import { Types } from 'mongoose';
+import type { FastifyBaseLogger } from 'fastify';
+import {
+  compileNamePattern, type AgentMessage, type FoundFile, type TransferOptionsInput, type TransferStatus, type WatcherEvent, type WatcherEventStatus,
+} from '@xfer/shared';
+import type { Models } from '../../../models/index.js';
+import type { WatcherDoc } from '../../../models/watcher.model.js';
+import type { WatcherEventDoc } from '../../../models/watcher-event.model.js';
+import type { StoredTransfer, TransfersService } from '../transfers/index.js';
+import type { AuditService } from '../access/index.js';
+import { serves, type AgentSession } from '../agents/index.js';
+import { runConnection } from '../transfers/index.js';
+import { AppError } from '../../../errors.js';
+import { isDuplicateKey } from '../../../lib/duplicate-key.js';
+
+export type StoredWatcher = WatcherDoc & { _id: Types.ObjectId };
+export type StoredWatcherEvent = WatcherEventDoc & { _id: Types.ObjectId };
+type TransferState = { status: TransferStatus; error?: string | null };
+type Found = Extract<AgentMessage, { type: 'watch.found' }>['payload'];
+
+/** An event still `pending` this long after it was seen was left by an instance that stopped before starting its action: the sweep starts it. */
+export const PENDING_GRACE_MS = 60_000;
+
+/** The status an event shows: its transfer's while it has one, else what became of it. */
+export function eventStatus(e: Pick<StoredWatcherEvent, 'state' | 'error' | 'transfer_id'>, transfer: TransferState | null): { status: WatcherEventStatus; error: string | null } {
+  if (e.state === 'pending') return { status: 'pending', error: null };
+  if (e.state === 'failed') return { status: 'failed', error: e.error ?? null };
+  if (!transfer) return { status: 'unknown', error: `its transfer ${String(e.transfer_id)} was deleted` };
+  return { status: transfer.status, error: transfer.status === 'failed' ? transfer.error ?? null : null };
+}
+
+export function presentEvent(e: StoredWatcherEvent, transfer: TransferState | null): WatcherEvent {
+  const { status, error } = eventStatus(e, transfer);
+  return {
+    id: String(e._id),
+    watcher_id: String(e.watcher_id),
+    path: e.path,
+    size: e.size,
+    modified_at: e.modified_at ? e.modified_at.toISOString() : null,
+    version: e.version,
+    seen_at: e.seen_at.toISOString(),
+    action_status: status,
+    transfer_id: e.transfer_id ? String(e.transfer_id) : null,
+    workflow_run_id: e.workflow_run_id ? String(e.workflow_run_id) : null,
+    error,
+  };
+}
+
+/** Status and error of these transfers, one `_id` read each (the lookup FerretDB pushes down). */
+export async function transferStates(db: Models, ids: Array<Types.ObjectId | null | undefined>): Promise<Map<string, TransferState>> {
+  const unique = [...new Set(ids.filter((id): id is Types.ObjectId => !!id).map(String))];
+  const docs = await Promise.all(unique.map((id) => db.transfers.findById(id, { status: 1, error: 1 }).lean()));
+  return new Map(docs.flatMap((d) => (d ? [[String(d._id), { status: d.status as TransferStatus, error: d.error ?? null }]] : [])));
+}
+
+/**
+ * Why a reported file cannot be one of this watcher's: outside its folder (or below it when it
+ * is not recursive), a name that does not match its pattern, or a path with empty, `.` or `..`
+ * segments. Null when it can. The agent is checked to serve the connection; this keeps even such
+ * an agent from making the watcher's action copy a file the watcher does not watch.
+ */
+export function foreignFile(watcher: Pick<StoredWatcher, 'path' | 'pattern' | 'recursive'>, file: FoundFile): string | null {
+  const base = watcher.path.replace(/^\/+|\/+$/g, '');
+  const segments = file.path.split('/');
+  if (segments.some((s) => s === '' || s === '.' || s === '..')) return 'its path has an empty, "." or ".." segment';
+  const below = base === '' ? segments : file.path.startsWith(`${base}/`) ? file.path.slice(base.length + 1).split('/') : null;
+  if (!below) return `it is not below ${watcher.path}`;
+  if (!watcher.recursive && below.length !== 1) return `it is in a sub-folder of ${watcher.path}, which is not watched recursively`;
+  const name = segments[segments.length - 1]!;
+  if (file.name !== name) return 'its name is not the last segment of its path';
+  if (!compileNamePattern(watcher.pattern)(name)) return `its name does not match ${watcher.pattern}`;
+  return null;
+}
+
+export interface WatcherEventsOptions {
+  db: Models;
+  transfers: Pick<TransfersService, 'create' | 'enqueue'>;
+  audit: Pick<AuditService, 'record'>;
+  /** Tells this instance's dispatcher that a transfer waits (the others find it on their own). */
+  wakeDispatcher: () => void;
+  log: FastifyBaseLogger;
+}
+
+/**
+ * What the agents' watcher reports do (docs/architecture.md "Watchers"): each new file version
+ * becomes an event, claimed by its insert (unique `{watcher_id, path, version}`), and the event
+ * starts the watcher's action once. A report is acknowledged once its events are stored, so an
+ * agent re-sends what a crash lost and nothing twice takes effect.
+ */
+export class WatcherEvents {
+  constructor(private readonly o: WatcherEventsOptions) {}
+
+  /** Applies a `watch.found` of `session`'s agent, then acknowledges it. */
+  async found(session: AgentSession, payload: Found): Promise<void> {
+    const watcher = await this.o.db.watchers.findById(payload.watcher_id).lean<StoredWatcher>();
+    const refused = watcher ? await this.refusal(session, watcher) : 'the watcher no longer exists';
+    if (refused || !watcher) {
+      // Not a protocol error: a report held across a delete or a hand-over is normal. Dropped, and said so.
+      this.o.log.info({ agentId: session.agent.id, watcherId: payload.watcher_id, files: payload.files.length, reason: refused }, 'watcher report dropped');
+    } else {
+      for (const file of payload.files) await this.record(session, watcher, file);
+    }
+    if (payload.seq !== undefined) session.send('ack', { seqs: [payload.seq] });
+  }
+
+  /** Why this agent's reports of this watcher are not taken; null when they are. */
+  private async refusal(session: AgentSession, watcher: StoredWatcher): Promise<string | null> {
+    if (String(watcher.account_id) !== session.agent.accountId) return 'the watcher is another account\'s';
+    if (!watcher.active) return 'the watcher is paused';
+    if (watcher.agent_id && String(watcher.agent_id) === session.agent.id) return null;
+    // A hand-over: the previous agent's held reports are taken if it still may serve the connection.
+    const [agent, connection] = await Promise.all([
+      this.o.db.agents.findById(session.agent.id, { labels: 1, agent_labels: 1, connector_types: 1 }).lean(),
+      this.o.db.connections.findOne({ _id: watcher.connection_id, account_id: watcher.account_id }, { name: 1, type: 1, agent_id: 1, agent_pool: 1 }).lean(),
+    ]);
+    if (!agent || !connection) return 'the agent or the watcher\'s connection no longer exists';
+    return serves({ ...agent, _id: agent._id }, runConnection(connection)) ? null : 'the agent does not serve the watcher\'s connection';
+  }
+
+  private async record(session: AgentSession, watcher: StoredWatcher, file: FoundFile): Promise<void> {
+    const foreign = foreignFile(watcher, file);
+    if (foreign) {
+      this.o.log.warn({ agentId: session.agent.id, watcherId: String(watcher._id), path: file.path, reason: foreign }, 'watcher report of a file it does not watch dropped');
+      return;
+    }
+    const modified = file.modified_at ? new Date(file.modified_at) : null;
+    const event = {
+      _id: new Types.ObjectId(), watcher_id: watcher._id, account_id: watcher.account_id, path: file.path, version: file.version,
+      size: file.size, modified_at: modified && !Number.isNaN(modified.getTime()) ? modified : null, agent_id: new Types.ObjectId(session.agent.id),
+      seen_at: new Date(), state: 'pending', transfer_id: null, workflow_run_id: null, error: null,
+    };
+    try {
+      await this.o.db.watcherEvents.collection.insertOne(event);
+    } catch (err) {
+      if (isDuplicateKey(err)) return; // this version was acted on already
+      throw err;
+    }
+    await this.start(watcher, event as StoredWatcherEvent);
+  }
+
+  /**
+   * Starts an event's action and records how it went. Safe to repeat (the sweep does, for events
+   * an instance left `pending`): the transfer's id is the event's, so a second start finds the first's.
+   */
+  async start(watcher: StoredWatcher, event: StoredWatcherEvent): Promise<void> {
+    let set: Pick<StoredWatcherEvent, 'state' | 'error' | 'transfer_id'>;
+    let job: StoredTransfer | null = null;
+    try {
+      if (!watcher.transfer) throw new AppError(400, 'workflows are not available yet');
+      job = await this.transferOf(watcher, event);
+      set = { state: 'started', error: null, transfer_id: job._id };
+    } catch (err) {
+      // A 4xx is the event's own problem (a connection deleted, a parameter gone or made secret):
+      // the event fails saying so. Anything else is the server's: logged, not shown.
+      if (!(err instanceof AppError) || err.statusCode >= 500) {
+        this.o.log.error({ err, watcherId: String(watcher._id), eventId: String(event._id) }, 'watcher action could not be started');
+      }
+      const error = err instanceof AppError && err.statusCode < 500 ? err.message : 'the action could not be started (an internal error, logged by the server)';
+      set = { state: 'failed', error, transfer_id: null };
+    }
+    await this.o.db.watcherEvents.updateOne({ _id: event._id, state: 'pending' }, { $set: set });
+    if (job && await this.o.transfers.enqueue(job)) this.o.wakeDispatcher();
+    await this.o.audit.record({
+      accountId: watcher.account_id, actor: { type: 'system', id: null }, action: 'watcher.trigger',
+      resource: { type: 'watcher', id: String(watcher._id) }, outcome: set.state === 'failed' ? 'failure' : 'success',
+      details: {
+        name: watcher.name, event_id: String(event._id), path: event.path, version: event.version,
+        transfer_id: set.transfer_id ? String(set.transfer_id) : null, ...(set.error ? { error: set.error } : {}),
+      },
+    });
+  }
+
+  /** The event's transfer: created with the event's id, or the one an earlier start created. */
+  private async transferOf(watcher: StoredWatcher, event: StoredWatcherEvent): Promise<StoredTransfer> {
+    const t = watcher.transfer!;
+    const name = event.path.slice(event.path.lastIndexOf('/') + 1);
+    try {
+      return await this.o.transfers.create(watcher.account_id, {
+        name: `${watcher.name}: ${name}`.slice(0, 200),
+        sourceConnectionId: String(watcher.connection_id),
+        sourcePath: `/${event.path}`,
+        destinationConnectionId: String(t.destination_connection_id),
+        destinationPath: t.destination_path,
+        options: t.options as TransferOptionsInput,
+      }, { id: event._id, now: event.seen_at, runId: String(event._id), file: { name, path: event.path }, fieldPrefix: 'action.transfer.' });
+    } catch (err) {
+      if (!isDuplicateKey(err)) throw err;
+      const existing = await this.o.db.transfers.findById(event._id).lean<StoredTransfer>();
+      if (!existing) throw err;
+      return existing;
+    }
+  }
+
+  /**
+   * Starts the events an instance left `pending` (it stopped between the claim and the start).
+   * Costs the pending events, never the history. Returns how many it started.
+   */
+  async sweepPending(now = new Date()): Promise<number> {
+    const left = await this.o.db.watcherEvents.find({ state: 'pending', seen_at: { $lt: new Date(now.getTime() - PENDING_GRACE_MS) } })
+      .limit(500).lean<StoredWatcherEvent[]>();
+    let started = 0;
+    for (const event of left) {
+      const watcher = await this.o.db.watchers.findById(event.watcher_id).lean<StoredWatcher>();
+      if (!watcher) continue; // deleted: its events go with it
+      await this.start(watcher, event);
+      started++;
+    }
+    return started;
+  }
+}
