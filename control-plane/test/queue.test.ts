@@ -223,6 +223,40 @@ test('a start whose writes fail after the claim leaves the transfer waiting, its
   }
 });
 
+test('a start that read the transfer just before the execute that inserted its entry changed it puts the entry back: the transfer starts', async () => {
+  const ctx = await setup(1);
+  const job = await makeTransfer(app, ctx.key, ctx.src.id, ctx.dst.id);
+  const _id = new Types.ObjectId(job.id);
+  const stored = (await app.db.transfers.findById(_id).lean())!;
+  // An execute half-way: its entry inserted, the transfer not yet waiting (queued_at null). The
+  // scheduler claims the entry and its start finds the transfer not waiting; the execute's
+  // update lands right then (while the start undoes its slot claim), before the start decides
+  // whether the entry goes back.
+  const slots = app.transfers.slots;
+  const release = slots.release.bind(slots);
+  let raced = false;
+  slots.release = async (jobId, attempt) => {
+    if (!raced && String(jobId) === job.id) {
+      raced = true;
+      await app.db.transfers.updateOne({ _id }, { $set: { queued_at: new Date() } });
+    }
+    return release(jobId, attempt);
+  };
+  try {
+    const now = new Date();
+    await app.db.transferQueue.collection.insertOne({
+      _id, account_id: stored.account_id, queued_at: now, attempt: 1, source_connection_id: stored.source_connection_id,
+      destination_connection_id: stored.destination_connection_id, entered_at: now, orphaned_since: null, not_before: null,
+    });
+    expect((await ctx.client.next('job.assign')).payload.job_id).toBe(job.id);
+    expect(raced).toBe(true);
+    complete(ctx.client, job.id);
+  } finally {
+    slots.release = release;
+    ctx.client.close();
+  }
+});
+
 test('a waiting transfer whose queue entry was lost (its instance died between the claim and the start) waits again after two sweeps', async () => {
   const ctx = await setup(1);
   const [first, second] = await executeMany(ctx, 2);

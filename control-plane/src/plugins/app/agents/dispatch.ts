@@ -267,7 +267,10 @@ export class Dispatcher {
     }
     if (now - this.lastSlotSweep >= SLOT_SWEEP_MS) {
       this.lastSlotSweep = now;
-      await this.step('sweep-slots', () => transfers.sweepSlots());
+      await this.step('sweep-slots', async () => {
+        const released = await transfers.sweepSlots();
+        if (released > 0) this.o.log.warn({ released }, 'released job slots whose run had ended without releasing them');
+      });
       await this.step('requeue-lost', () => transfers.requeueLost(this.missingEntries));
     }
   }

@@ -129,7 +129,7 @@ export class TransferQueueStates extends TransferStates {
     const started = await this.start(entry, plan);
     if (!started) {
       await this.slots.release(entry._id, entry.attempt);
-      if (await this.catchingUp(entry)) await this.putBack(entry);
+      if (await this.waitsAgain(entry)) await this.putBack(entry);
       return { outcome: 'gone' };
     }
     return { outcome: 'started', job: started };
@@ -155,13 +155,18 @@ export class TransferQueueStates extends TransferStates {
   }
 
   /**
-   * True while the transfer of an entry has not caught up with it yet (within CATCH_UP_MS of its
-   * insert): an execute that has not set `queued_at`, or a takeover that has not ended the attempt before.
+   * Whether a claimed entry whose start found the transfer not waiting goes back to the queue: the
+   * transfer has caught up with it since (it waits as that attempt now: the execute or takeover
+   * that inserted the entry changed the transfer between the start's read and this one), or is
+   * still catching up within CATCH_UP_MS of the insert (an execute that has not set `queued_at`,
+   * a takeover that has not ended the attempt before). Not after that grace: the instance that
+   * inserted the entry died in between.
    */
-  async catchingUp(entry: QueueEntry): Promise<boolean> {
-    if (Date.now() - entry.entered_at.getTime() > CATCH_UP_MS) return false;
+  async waitsAgain(entry: QueueEntry): Promise<boolean> {
     const job = await this.read(entry._id);
     if (!job) return false;
+    if (job.status === 'queued' && job.queued_at && job.attempt === entry.attempt) return true;
+    if (Date.now() - entry.entered_at.getTime() > CATCH_UP_MS) return false;
     return (job.status === 'queued' && !job.queued_at && job.attempt === entry.attempt)
       || (job.status === 'in-progress' && job.attempt === entry.attempt - 1);
   }
