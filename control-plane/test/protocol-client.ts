@@ -139,9 +139,9 @@ export class ProtocolClient {
   }
 }
 
-/** Polls `check` until it returns a value other than undefined/false/null; fails after a long while. */
-export async function eventually<T>(check: () => Promise<T | undefined | null | false>, what: string): Promise<T> {
-  const deadline = Date.now() + WAIT_MS;
+/** Polls `check` until it returns a value other than undefined/false/null; fails after a long while (`timeoutMs`). */
+export async function eventually<T>(check: () => Promise<T | undefined | null | false>, what: string, timeoutMs = WAIT_MS): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
     if (value !== undefined && value !== null && value !== false) return value;
