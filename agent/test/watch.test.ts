@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ConnectorError } from '../src/connectors/types.js';
-import { FolderWatch, WatchSpecError, type FileVersion, type WatchSpec } from '../src/watch/index.js';
+import { FolderWatch, WatchSpecError, type FileVersion, type FirstListing, type WatchSpec } from '../src/watch/index.js';
 import { BlobWatchStore, S3WatchStore, SftpWatchStore, WebdavWatchStore, type WatchStore } from './helpers/watch-stores.js';
+import { WrappedConnector } from './helpers/wrapped-connector.js';
 
 /**
  * The folder watch poller against the real sftp (OpenSSH) and S3 (versitygw) test servers. Time
@@ -14,8 +15,8 @@ function spec(over: Partial<WatchSpec> = {}): WatchSpec {
 }
 
 /** A watch, its connector, a stepped clock, and one poll that returns what it reported. */
-function watcher(store: Pick<WatchStore, 'connector'>, over: Partial<WatchSpec> = {}) {
-  const watch = new FolderWatch(spec(over));
+function watcher(store: Pick<WatchStore, 'connector'>, over: Partial<WatchSpec> = {}, first: FirstListing = {}) {
+  const watch = new FolderWatch(spec(over), first);
   const clock = { ms: 1_000_000 };
   return {
     watch,
@@ -138,6 +139,24 @@ describe.each([
     expect(await w.poll(1)).toEqual([]);
   });
 
+  it('with report_since, the first listing reports what was modified since, once stable, whatever include_existing says', async () => {
+    await store.put('old.csv', 'before');
+    // The store's own clock: report_since is a time of the store's modification times.
+    const oldAt = (await store.connector.stat('old.csv'))!.modifiedAt!.getTime();
+    const since = new Date(oldAt + 1000);
+    while (Date.now() < since.getTime() + 1100) await sleep(100);
+    await store.put('new.csv', 'after');
+    const w = watcher(store, { include_existing: true, stable_seconds: 5 }, { report_since: since });
+    expect(await w.poll()).toEqual([]);
+    expect(w.watch.started).toBe(true);
+    expect(paths(await w.poll(5))).toEqual(['new.csv']);
+    expect(await w.poll(5)).toEqual([]);
+    // The baseline file changed after the first listing: a new version like any other.
+    await store.put('old.csv', 'changed later');
+    expect(paths(await w.poll(1))).toEqual([]);
+    expect(paths(await w.poll(5))).toEqual(['old.csv']);
+  });
+
   it('fails the poll with NOT_FOUND when the folder does not exist', async () => {
     const w = new FolderWatch(spec({ path: 'missing/folder' }));
     const poll = w.poll(store.connector, { report: () => undefined });
@@ -200,6 +219,70 @@ describe('folder watch on sftp: size and modification time', () => {
     for (let i = 0; i < 3; i++) await poll();
     expect(reports).toHaveLength(1);
   }, 20_000);
+});
+
+describe('folder watch on sftp: report_since and report_undated', () => {
+  let store: SftpWatchStore;
+  const SINCE = 1_700_000_000;
+  beforeEach(() => {
+    store = new SftpWatchStore();
+  });
+  afterEach(async () => {
+    await store.cleanup();
+  });
+
+  async function files(times: Record<string, number>): Promise<void> {
+    for (const [name, seconds] of Object.entries(times)) {
+      await store.put(name, name);
+      store.setMtime(name, seconds);
+    }
+  }
+
+  it('a file modified exactly at report_since is new, one a second before is the baseline, with include_existing false too', async () => {
+    await files({ 'before.csv': SINCE - 1, 'at.csv': SINCE, 'after.csv': SINCE + 3600 });
+    const w = watcher(store, { include_existing: false }, { report_since: new Date(SINCE * 1000) });
+    expect(paths(await w.poll())).toEqual(['after.csv', 'at.csv']);
+    expect(await w.poll(1)).toEqual([]);
+  });
+
+  it('report_since is read on the first listing only: a file arriving later with an old modification time (a move keeps it) is new', async () => {
+    await files({ 'old.csv': SINCE - 10 });
+    const w = watcher(store, {}, { report_since: new Date(SINCE * 1000) });
+    expect(await w.poll()).toEqual([]);
+    await files({ 'moved-in.csv': SINCE - 100_000 });
+    expect(paths(await w.poll(1))).toEqual(['moved-in.csv']);
+  });
+
+  it('a first listing that failed part-way is not the baseline: the next one reads report_since again', async () => {
+    await files({ 'a-old.csv': SINCE - 10, 'b-new.csv': SINCE + 10, 'c-new.csv': SINCE + 20 });
+    const wrapped = new WrappedConnector(store.connector);
+    let calls = 0;
+    wrapped.mapEntry = (entry) => {
+      if (++calls === 2) throw new Error('connection lost');
+      return entry;
+    };
+    const watch = new FolderWatch(spec({ stable_seconds: 0 }), { report_since: new Date(SINCE * 1000) });
+    const got: FileVersion[] = [];
+    await expect(watch.poll(wrapped, { report: (v) => void got.push(v) })).rejects.toThrow('connection lost');
+    expect(watch.started).toBe(false);
+    await watch.poll(wrapped, { report: (v) => void got.push(v) });
+    expect(paths(got)).toEqual(['b-new.csv', 'c-new.csv']);
+  });
+
+  it.each([
+    [true, ['undated.csv']],
+    [false, []],
+  ])('a file without modification time is new on the first listing iff report_undated (%s)', async (undated, expected) => {
+    await files({ 'undated.csv': SINCE - 10 });
+    // A store that gives no time (FTP with LIST only): the real listing, its times dropped.
+    const wrapped = new WrappedConnector(store.connector);
+    wrapped.mapEntry = ({ modifiedAt: _dropped, ...entry }) => entry;
+    const watch = new FolderWatch(spec(), { report_since: new Date(SINCE * 1000), report_undated: undated });
+    const got: FileVersion[] = [];
+    await watch.poll(wrapped, { report: (v) => void got.push(v) });
+    expect(paths(got)).toEqual(expected);
+    expect(got.every((v) => v.modified_at === undefined && v.version === `size:${'undated.csv'.length}`)).toBe(true);
+  });
 });
 
 describe('folder watch on s3: entity tags', () => {
@@ -289,6 +372,13 @@ describe('watch specs', () => {
     expect(error).toBeInstanceOf(WatchSpecError);
     expect((error as Error).message).toMatch(message);
     expect((error as WatchSpecError).field).toBe(Object.keys(over)[0]);
+  });
+
+  it.each<[string, FirstListing, RegExp]>([
+    ['an invalid report_since', { report_since: new Date('not a date') }, /^report_since must be a valid date and time/],
+    ['a report_undated that is no boolean', { report_since: new Date(), report_undated: 'yes' as unknown as boolean }, /^report_undated must be true or false/],
+  ])('refuses %s, naming the field', (_label, first, message) => {
+    expect(() => new FolderWatch(spec(), first)).toThrow(message);
   });
 
   it('refuses a second poll of the same watch while one runs', async () => {

@@ -1,4 +1,4 @@
-import type { Connector } from '../connectors/types.js';
+import type { Connector, Entry } from '../connectors/types.js';
 import { versionIdentity } from './identity.js';
 import { compileNamePattern, NamePatternError } from '@xfer/shared';
 import { digest, pathKey, VersionTable } from './version-table.js';
@@ -22,6 +22,21 @@ export interface WatchSpec {
   stable_seconds: number;
   /** Report the files already there at the first complete listing (else they are the baseline). */
   include_existing: boolean;
+}
+
+/**
+ * How the first listing of a watcher that has no state here is read (watch-protocol.ts
+ * `AssignedWatcher`: the control plane knows where the baseline ends when this agent does not).
+ */
+export interface FirstListing {
+  /**
+   * On the first listing, a file modified at or after this time is new (it waits `stable_seconds`,
+   * then is reported), an older one is the baseline; `include_existing` is not looked at. Absent:
+   * the first listing is the baseline, or everything with `include_existing`.
+   */
+  report_since?: Date;
+  /** With `report_since`: a file whose store gives no modification time is new (true) or baseline (false, the default). */
+  report_undated?: boolean;
 }
 
 /** One new version of a file, as a poll reports it. */
@@ -65,9 +80,9 @@ export interface PollSummary {
   state_bytes: number;
 }
 
-/** A watch spec that cannot be used; the message starts with the field's name. */
+/** A watch spec (or first-listing option) that cannot be used; the message starts with the field's name. */
 export class WatchSpecError extends Error {
-  constructor(readonly field: keyof WatchSpec, message: string) {
+  constructor(readonly field: keyof WatchSpec | keyof FirstListing, message: string) {
     super(`${field} ${message}`);
     this.name = 'WatchSpecError';
   }
@@ -90,6 +105,13 @@ export function checkWatchSpec(spec: WatchSpec): void {
   if (typeof spec.include_existing !== 'boolean') throw new WatchSpecError('include_existing', 'must be true or false');
 }
 
+/** Throws a `WatchSpecError` naming the first field of `first` that is not usable. */
+export function checkFirstListing(first: FirstListing): void {
+  const since = first.report_since;
+  if (since !== undefined && !(since instanceof Date && !Number.isNaN(since.getTime()))) throw new WatchSpecError('report_since', 'must be a valid date and time');
+  if (first.report_undated !== undefined && typeof first.report_undated !== 'boolean') throw new WatchSpecError('report_undated', 'must be true or false');
+}
+
 function compilePattern(pattern: string): (name: string) => boolean {
   try {
     return compileNamePattern(pattern);
@@ -110,27 +132,51 @@ function compilePattern(pattern: string): (name: string) => boolean {
  * (reported again once stable); a file gone from one complete listing is forgotten, so one that
  * comes back is new. The state is in memory only: a new FolderWatch (agent restart, another agent)
  * knows nothing, so for a watcher whose baseline was taken before, the caller passes
- * `include_existing: true` and whoever keeps the reports (the control plane, behind a unique index)
- * drops the versions it already has.
+ * `report_since` (a while before the last poll: only what changed since is new) or
+ * `include_existing: true`, and whoever keeps the reports (the control plane, behind a unique
+ * index) drops the versions it already has.
  */
 export class FolderWatch {
   readonly spec: Readonly<WatchSpec>;
   private readonly matches: (name: string) => boolean;
+  /** `report_since` in ms; NaN without it. */
+  private readonly sinceMs: number;
+  private readonly reportUndated: boolean;
   private readonly table = new VersionTable();
   private epoch = 0;
   private primed = false;
   private polling = false;
 
-  /** Throws `WatchSpecError` for a spec that cannot be used. */
-  constructor(spec: WatchSpec) {
+  /** Throws `WatchSpecError` for a spec or first-listing option that cannot be used. */
+  constructor(spec: WatchSpec, first: FirstListing = {}) {
     checkWatchSpec(spec);
+    checkFirstListing(first);
     this.spec = Object.freeze({ ...spec });
     this.matches = compilePattern(spec.pattern);
+    this.sinceMs = first.report_since?.getTime() ?? Number.NaN;
+    this.reportUndated = first.report_undated === true;
   }
 
   /** A complete listing has been taken (the baseline, when `include_existing` is false). */
   get started(): boolean {
     return this.primed;
+  }
+
+  /** Bytes of the state kept between polls (what `PollSummary.state_bytes` said last). */
+  get stateBytes(): number {
+    return this.table.byteLength;
+  }
+
+  /**
+   * Whether a file of the first listing, seen in this version for the first time, is part of the
+   * baseline (recorded as known, never reported) rather than new.
+   */
+  private isBaseline(entry: Entry): boolean {
+    if (this.primed) return false;
+    if (Number.isNaN(this.sinceMs)) return !this.spec.include_existing;
+    const mtime = entry.modifiedAt?.getTime();
+    if (mtime === undefined || Number.isNaN(mtime)) return !this.reportUndated;
+    return mtime < this.sinceMs;
   }
 
   /**
@@ -153,8 +199,6 @@ export class FolderWatch {
     const { signal } = options;
     const now = options.now ?? Date.now;
     const stableMs = this.spec.stable_seconds * 1000;
-    // Until a listing completes, what it shows is the baseline (unless existing files count).
-    const baseline = !this.primed && !this.spec.include_existing;
     const epoch = (this.epoch = (this.epoch + 1) >>> 0);
     const table = this.table;
     const summary: PollSummary = { listed: 0, matched: 0, reported: 0, waiting: 0, removed: 0, state_bytes: 0 };
@@ -174,7 +218,9 @@ export class FolderWatch {
       const slot = table.get(key);
       const same = slot !== undefined && slot.idHi === idHi && slot.idLo === idLo;
       if (!same) {
-        // New file, or a new version of one: stable from now on, unless it changes again.
+        // New file, or a new version of one: stable from now on, unless it changes again. Until a
+        // listing completes, what it shows may be the baseline (isBaseline).
+        const baseline = this.isBaseline(entry);
         table.set(key, { idHi, idLo, since: t, reported: baseline }, epoch);
         if (baseline || stableMs > 0) {
           if (!baseline) summary.waiting++;

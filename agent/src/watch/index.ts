@@ -4,6 +4,6 @@
  * turns a watcher's settings into a `WatchSpec`, calls `poll` on its schedule with the connector
  * of the watcher's connection, and forwards each reported `FileVersion`.
  */
-export { FolderWatch, checkWatchSpec, WatchSpecError, MAX_STABLE_SECONDS } from './folder-watch.js';
-export type { WatchSpec, FileVersion, PollOptions, PollSummary } from './folder-watch.js';
+export { FolderWatch, checkWatchSpec, checkFirstListing, WatchSpecError, MAX_STABLE_SECONDS } from './folder-watch.js';
+export type { WatchSpec, FirstListing, FileVersion, PollOptions, PollSummary } from './folder-watch.js';
 export { versionIdentity } from './identity.js';
