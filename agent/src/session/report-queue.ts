@@ -5,13 +5,18 @@ import type { Logger } from 'pino';
 
 /** The job reports kept until the control plane acknowledges them. */
 export type JobReport = Extract<AgentMessage, { type: 'job.progress' | 'job.completed' | 'job.failed' | 'job.cancelled' }>;
+/** The new file versions of a watcher's poll (watch/watch-runner.ts), kept the same way. */
+export type WatchReport = Extract<AgentMessage, { type: 'watch.found' }>;
+/** Every message the queue numbers and holds until acknowledged. */
+export type HeldMessage = JobReport | WatchReport;
 
-const REPORT_TYPES = new Set(['job.progress', 'job.completed', 'job.failed', 'job.cancelled']);
+const HELD_TYPES = new Set(['job.progress', 'job.completed', 'job.failed', 'job.cancelled', 'watch.found']);
 /** The protocol's cap on FileResults per progress message. */
 const MAX_FILES = 1000;
 
-export function isJobReport(message: AgentMessage): message is JobReport {
-  return REPORT_TYPES.has(message.type);
+/** Whether `message` is numbered and held until acknowledged (a job report or a `watch.found`). */
+export function isHeldReport(message: AgentMessage): message is HeldMessage {
+  return HELD_TYPES.has(message.type);
 }
 
 export interface ReportQueueOptions {
@@ -25,7 +30,7 @@ export interface ReportQueueOptions {
 /** One held report. */
 export interface HeldReport {
   seq: number;
-  message: JobReport;
+  message: HeldMessage;
   bytes: number;
 }
 
@@ -35,17 +40,20 @@ interface Segment {
 }
 
 /**
- * Every job report (progress with its file results, and each job's end) from the moment it is
- * produced until the control plane acknowledges it (`ack`, after it persisted it), numbered
- * (`seq`) so the acknowledgement names it. Memory holds the oldest reports up to `memoryBytes`;
+ * Every job report (progress with its file results, and each job's end) and every `watch.found`
+ * (new file versions a watcher's poll found) from the moment it is produced until the control
+ * plane acknowledges it (`ack`, after it persisted it), numbered (`seq`) so the acknowledgement
+ * names it. Memory holds the oldest reports up to `memoryBytes`;
  * newer ones are appended to segment files (JSON lines) in `dir`, and read back, oldest segment
  * first, once acknowledgements free room — so order is kept and memory stays bounded however long
  * the control plane is away. While a report is unsent, a newer progress of the same job is merged
  * into it (latest counters, file results appended up to the protocol's 1000), so a long outage
- * costs one report per 1000 files, not one per 5.
+ * costs one report per 1000 files, not one per 5. `watch.found` is never merged: a poll already
+ * sends up to 1000 versions a message.
  *
  * Nothing here survives a restart of the agent: its runs end with the process (the control plane
- * fails them as lost; a retry resumes), so their reports would only be refused.
+ * fails them as lost; a retry resumes), so their reports would only be refused; its watchers start
+ * over from the control plane's `report_since`, which covers what was found and not acknowledged.
  */
 export class ReportQueue {
   private nextSeq = 1;
@@ -55,7 +63,7 @@ export class ReportQueue {
   private memoryBytes = 0;
   /** Spilled reports, oldest first; the last one is appended to. */
   private readonly segments: Segment[] = [];
-  /** Reports held per job (memory and disk): `heldJobs`. */
+  /** Job reports held per job (memory and disk): `heldJobs`. */
   private readonly perJob = new Map<string, number>();
   private spillFailed = false;
   private dirMade = false;
@@ -63,13 +71,13 @@ export class ReportQueue {
   constructor(private readonly o: ReportQueueOptions) {}
 
   /** Numbers `message` (sets `payload.seq`) and holds it; returns what is held for it. */
-  add(message: JobReport): HeldReport | null {
+  add(message: HeldMessage): HeldReport | null {
     const merged = this.mergeIntoTail(message);
     if (merged) return merged;
-    const numbered = { ...message, payload: { ...message.payload, seq: this.nextSeq++ } } as JobReport;
+    const numbered = { ...message, payload: { ...message.payload, seq: this.nextSeq++ } } as HeldMessage;
     const held: HeldReport = { seq: numbered.payload.seq!, message: numbered, bytes: Buffer.byteLength(JSON.stringify(numbered)) };
-    const job = message.payload.job_id;
-    this.perJob.set(job, (this.perJob.get(job) ?? 0) + 1);
+    const job = jobOf(message);
+    if (job !== null) this.perJob.set(job, (this.perJob.get(job) ?? 0) + 1);
     // Never spill into an empty memory: what is on disk is read back only when acknowledgements free room.
     if (this.memory.size > 0 && (this.segments.length > 0 || this.memoryBytes + held.bytes > this.o.memoryBytes)) {
       if (this.spill(held)) return null;
@@ -86,7 +94,8 @@ export class ReportQueue {
       this.memory.delete(seq);
       this.unsentSeqs.delete(seq);
       this.memoryBytes -= held.bytes;
-      const job = held.message.payload.job_id;
+      const job = jobOf(held.message);
+      if (job === null) continue;
       const left = (this.perJob.get(job) ?? 1) - 1;
       if (left > 0) this.perJob.set(job, left);
       else this.perJob.delete(job);
@@ -123,7 +132,7 @@ export class ReportQueue {
     if (this.o.dir) rmSync(this.o.dir, { recursive: true, force: true });
   }
 
-  private mergeIntoTail(message: JobReport): HeldReport | null {
+  private mergeIntoTail(message: HeldMessage): HeldReport | null {
     if (message.type !== 'job.progress' || this.segments.length > 0) return null;
     // Without segments, the newest report (if still held) is in memory.
     const tail = this.memory.get(this.nextSeq - 1);
@@ -156,7 +165,7 @@ export class ReportQueue {
     } catch (err) {
       // Kept in memory instead: losing a report is worse than exceeding the bound.
       this.spillFailed = true;
-      this.o.log.error({ err: (err as Error).message, dir: this.o.dir }, 'cannot spill job reports to disk; keeping them in memory');
+      this.o.log.error({ err: (err as Error).message, dir: this.o.dir }, 'cannot spill reports to disk; keeping them in memory');
       return false;
     }
   }
@@ -166,7 +175,7 @@ export class ReportQueue {
     unlinkSync(segment.path);
     for (const line of text.split('\n')) {
       if (!line) continue;
-      const message = JSON.parse(line) as JobReport;
+      const message = JSON.parse(line) as HeldMessage;
       this.hold({ seq: message.payload.seq!, message, bytes: Buffer.byteLength(line) });
     }
   }
@@ -176,6 +185,11 @@ export class ReportQueue {
     this.unsentSeqs.add(held.seq);
     this.memoryBytes += held.bytes;
   }
+}
+
+/** The job a held message reports on; null for a `watch.found`. */
+function jobOf(message: HeldMessage): string | null {
+  return message.type === 'watch.found' ? null : message.payload.job_id;
 }
 
 /**

@@ -6,7 +6,7 @@ import {
 import type { Logger } from 'pino';
 import { isDurable, Outbox } from './outbox.js';
 import { DEFAULT_OUTBOX_MEMORY_BYTES } from '../config.js';
-import { isJobReport, ReportQueue } from './report-queue.js';
+import { isHeldReport, ReportQueue } from './report-queue.js';
 import { SocketRelayLink, type RelayLink } from './relay-link.js';
 
 export type Hello = PayloadOf<typeof AgentToServer, 'hello'>;
@@ -38,11 +38,11 @@ export interface SessionOptions {
   /** Jitter of the backoff, and the pick of the first URL. */
   random?: () => number;
   /**
-   * Where job reports past `outboxMemoryBytes` wait for the control plane (this process's own
+   * Where held reports (job reports, `watch.found`) past `outboxMemoryBytes` wait for the control plane (this process's own
    * directory, see `spillDir`); null or absent: they stay in memory.
    */
   spillDir?: string | null;
-  /** Memory bound of the job reports held until acknowledged (default 8 MiB). */
+  /** Memory bound of the reports held until acknowledged (default 8 MiB). */
   outboxMemoryBytes?: number;
   /**
    * Set: the agent plays relays (relay-protocol.ts). `hello` announces it, and on a session whose
@@ -67,7 +67,7 @@ const TERMINAL_HTTP = new Set([401, 403]);
 const CLOSE_WAIT_MS = 3000;
 /**
  * Replies (`pong`, `connection.test.result`) are not queued past this many unsent bytes: the
- * control plane is not reading them. Everything else is always queued (job reports must arrive).
+ * control plane is not reading them. Everything else is always queued (reports must arrive).
  */
 const MAX_UNREAD_BYTES = 2 * MAX_FRAME_BYTES;
 const REPLIES: ReadonlySet<string> = new Set(['pong', 'connection.test.result']);
@@ -80,7 +80,7 @@ const MAX_HEARTBEAT_MS = 3_600_000;
  * exponential backoff and full jitter until stopped or refused for good (a terminal close code,
  * or HTTP 401/403 on the upgrade).
  *
- * `send` never fails. Job reports are numbered and held (ReportQueue) until the control plane
+ * `send` never fails. Job reports and `watch.found` are numbered and held (ReportQueue) until the control plane
  * acknowledges them, and every one not acknowledged goes out again after each `welcome`; with a
  * control plane that does not acknowledge (`welcome.acks` unset), a report is forgotten once
  * written to the socket. Rotated credentials wait in an outbox while disconnected; other messages
@@ -153,7 +153,7 @@ export class AgentSession {
 
   /** Sends now when the session is open; otherwise keeps what must not be lost (see class doc). */
   send(message: AgentMessage): void {
-    if (isJobReport(message)) {
+    if (isHeldReport(message)) {
       this.reports.add(message);
       this.pump();
       return;
