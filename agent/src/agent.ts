@@ -16,6 +16,7 @@ import { Relays } from './relay/relays.js';
 import { testConnection } from './session/connection-test.js';
 import { spillDir } from './session/report-queue.js';
 import { AgentSession, type SessionMessage, type SessionOptions, type Welcome } from './session/session.js';
+import { WatchRunner, type WatchRunnerOptions } from './watch/index.js';
 
 export interface AgentOptions {
   /** `ws(s)://…/api/v1/agents/connect` (see `connectUrl`), or one per control-plane instance (dialed in turn: AgentSession). */
@@ -45,6 +46,8 @@ export interface AgentOptions {
   verifiedQueryTimeoutMs?: number;
   /** The agent's metrics (`--metrics-port`), fed by the job runner; none: not measured. */
   metrics?: AgentMetrics;
+  /** Watcher polling knobs (concurrent polls; tests shorten the waits). */
+  watch?: Pick<WatchRunnerOptions, 'maxConcurrentPolls' | 'firstPollDelayMs' | 'pollIntervalMs'>;
 }
 
 /** How the agent ended: 0 after a clean stop, 3 when the control plane refused it for good. */
@@ -60,13 +63,15 @@ export const MAX_CONNECTION_TESTS = 8;
 
 /**
  * The agent daemon: one session with the control plane, one job runner, the relays it plays a
- * side of, and the replies to the control plane's requests. Jobs and the source sides of relays
- * share the `max_jobs` slots. `run` resolves when `shutdown` finished or the token was refused.
+ * side of, the watchers it polls, and the replies to the control plane's requests. Jobs and the
+ * source sides of relays share the `max_jobs` slots; watcher polls have their own bound
+ * (WatchRunner). `run` resolves when `shutdown` finished or the token was refused.
  */
 export class Agent {
   private readonly session: AgentSession;
   private readonly runner: JobRunner;
   private readonly relays: Relays;
+  private readonly watches: WatchRunner;
   private readonly verified: VerifiedLookup;
   private readonly connectors: ConnectorSource;
   private shuttingDown: Promise<void> | null = null;
@@ -83,7 +88,7 @@ export class Agent {
       outboxMemoryBytes: o.outboxMemoryBytes,
       hello: () => ({
         version: o.version, hostname: o.hostname, connector_types: this.connectors.types(),
-        running_jobs: this.runner.runningJobIds(), max_jobs: o.maxJobs,
+        running_jobs: this.runner.runningJobIds(), max_jobs: o.maxJobs, watch: true,
         ...(o.labels && o.labels.length > 0 ? { labels: o.labels } : {}),
       }),
       onWelcome: (welcome) => this.welcome(welcome),
@@ -97,6 +102,9 @@ export class Agent {
       maxJobs: o.maxJobs, slots, relays: this.relays, send: (m) => this.session.send(m), verified: this.verified, connectors: this.connectors, log: o.log,
       progress: o.progress, tuning: o.tuning, metrics: o.metrics,
     });
+    this.watches = new WatchRunner({
+      ...o.watch, connectors: this.connectors, send: (m) => this.session.send(m), connected: () => this.session.connected, log: o.log,
+    });
     o.metrics?.countRunningWith(() => this.runner.runningJobIds().length);
   }
 
@@ -104,7 +112,7 @@ export class Agent {
     const end = await this.session.run();
     if (end.kind === 'terminal') {
       // Nobody will take these jobs' reports any more; stop them so nothing partial is left behind.
-      await Promise.all([this.runner.stopAll('shutdown'), this.relays.stopAll('agent shutting down')]);
+      await Promise.all([this.runner.stopAll('shutdown'), this.relays.stopAll('agent shutting down'), this.watches.stop()]);
       return { code: 3, reason: end.reason };
     }
     await this.shuttingDown;
@@ -112,16 +120,18 @@ export class Agent {
   }
 
   /**
-   * Graceful stop: take no new jobs or relays, let running ones finish for `drainTimeoutMs` (then
-   * abort them: jobs report job.failed "agent shutting down" with `interrupted`, relay source
-   * sides end theirs), give the last reports a moment to get out, close the socket with 1000.
+   * Graceful stop: abort the watcher polls (the next agent to poll them starts from the control
+   * plane's `report_since`), take no new jobs or relays, let running ones finish for
+   * `drainTimeoutMs` (then abort them: jobs report job.failed "agent shutting down" with
+   * `interrupted`, relay source sides end theirs), give the last reports a moment to get out,
+   * close the socket with 1000.
    * Idempotent; `immediately` skips the wait for running jobs.
    */
   shutdown(reason: string, immediately = false): Promise<void> {
     if (this.shuttingDown && !immediately) return this.shuttingDown;
     this.o.log.info({ reason, running_jobs: this.runner.runningJobIds().length, relays_serving: this.relays.serving }, 'shutting down');
     const timeoutMs = immediately ? 0 : this.o.drainTimeoutMs;
-    const drain = Promise.all([this.runner.drain(timeoutMs), this.relays.drain(timeoutMs)]);
+    const drain = Promise.all([this.runner.drain(timeoutMs), this.relays.drain(timeoutMs), this.watches.stop()]);
     this.shuttingDown = (async () => {
       await drain;
       if (!(await this.session.flushed(FINAL_FLUSH_MS))) this.o.log.warn('some job reports could not be delivered before exit');
@@ -135,6 +145,7 @@ export class Agent {
     for (const id of welcome.abort_jobs) {
       if (this.runner.stop(id, 'cancel')) this.o.log.info({ job_id: id }, 'aborting a job the control plane no longer wants');
     }
+    this.watches.resume();
   }
 
   /**
@@ -163,6 +174,9 @@ export class Agent {
         return;
       case 'job.verified':
         this.verified.answered(message.payload);
+        return;
+      case 'watch.set':
+        this.watches.apply(message.payload);
         return;
       case 'job.cancel': {
         const jobId = message.payload.job_id;

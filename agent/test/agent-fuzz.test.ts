@@ -62,6 +62,13 @@ function samples() {
     'relay.entries': [{ job_id: relayJob, attempt: 1, entries: [{ path: 'a', kind: 'file', size: 1 }], done: true }],
     'relay.want': [{ job_id: relayJob, attempt: 1, files: [{ path: 'a', size: 1 }] }],
     'relay.end': [{ job_id: relayJob, attempt: 1 }, { job_id: relayJob, attempt: 1, error: 'gone' }],
+    // A watcher polled against nowhere answers watch.polled with an error; an empty set stops it.
+    'watch.set': [{ watchers: [] }, {
+      watchers: [{
+        id: 'f'.repeat(24), revision: 1, connection: nowhere, poll_interval_seconds: 10, report_since: '2026-01-01T00:00:00.000Z',
+        spec: { path: '', pattern: '*', recursive: false, stable_seconds: 0, include_existing: false },
+      }],
+    }],
   } satisfies Record<keyof typeof ServerToAgent, unknown[]>;
   return all;
 }

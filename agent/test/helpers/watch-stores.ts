@@ -32,15 +32,17 @@ const env = process.env;
 export class SftpWatchStore implements WatchStore {
   readonly connector: Connector;
   readonly dir: string;
+  /** The connection's settings, as a watcher assigned to an agent carries them. */
+  readonly settings: ConnectionSettings;
 
   constructor() {
     this.dir = join(env.XFER_TEST_SFTP_ROOT!, uniqueName('watch'));
     mkdirSync(this.dir, { recursive: true });
-    const settings: ConnectionSettings = {
+    this.settings = {
       id: '000000000000000000000015', name: 'sftp watch', type: 'sftp', host: env.XFER_TEST_SFTP_HOST!, port: Number(env.XFER_TEST_SFTP_PORT),
       path: this.dir, options: {}, agent_id: null, credentials: { username: env.XFER_TEST_SFTP_USER!, password: env.XFER_TEST_SFTP_PASSWORD! },
     };
-    this.connector = createSftpConnector(settings);
+    this.connector = createSftpConnector(this.settings);
   }
 
   async put(rel: string, data: string | Buffer): Promise<void> {
@@ -86,11 +88,20 @@ export class S3WatchStore extends RawClientStore implements WatchStore {
   declare protected readonly raw: RawS3;
 
   private constructor(readonly bucket: string) {
-    super(createS3Connector({
+    super(createS3Connector(S3WatchStore.settingsOf(bucket)), new RawS3({ endpoint: env.XFER_TEST_S3_ENDPOINT!, accessKeyId: env.XFER_TEST_S3_ACCESS_KEY!, secretAccessKey: env.XFER_TEST_S3_SECRET_KEY! }, bucket, ''));
+  }
+
+  /** The connection's settings, as a watcher assigned to an agent carries them. */
+  get settings(): ConnectionSettings {
+    return S3WatchStore.settingsOf(this.bucket);
+  }
+
+  private static settingsOf(bucket: string): ConnectionSettings {
+    return {
       id: '000000000000000000000016', name: 's3 watch', type: 's3', host: env.XFER_TEST_S3_HOST!, port: Number(env.XFER_TEST_S3_PORT), path: `/${bucket}`,
       options: { secure: false }, agent_id: null,
       credentials: { access_key_id: env.XFER_TEST_S3_ACCESS_KEY!, secret_access_key: env.XFER_TEST_S3_SECRET_KEY!, region: 'us-east-1' },
-    }), new RawS3({ endpoint: env.XFER_TEST_S3_ENDPOINT!, accessKeyId: env.XFER_TEST_S3_ACCESS_KEY!, secretAccessKey: env.XFER_TEST_S3_SECRET_KEY! }, bucket, ''));
+    };
   }
 
   static async create(): Promise<S3WatchStore> {
