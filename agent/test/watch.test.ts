@@ -106,6 +106,8 @@ describe.each([
     expect(paths(await watcher(store, { pattern: '*.csv', include_existing: true }).poll())).toEqual(['a.csv']);
     expect(paths(await watcher(store, { pattern: '*.csv', include_existing: true, recursive: true }).poll())).toEqual(['a.csv', 'sub/d.csv', 'sub/deeper/e.csv']);
     expect(paths(await watcher(store, { pattern: '*.{csv,txt}', include_existing: true, recursive: true, path: 'sub' }).poll())).toEqual(['sub/d.csv', 'sub/deeper/e.csv', 'sub/f.txt']);
+    // A folder given with a leading slash (as users type it) is the same folder; paths stay relative.
+    expect(paths(await watcher(store, { pattern: '*.csv', include_existing: true, path: '/sub' }).poll())).toEqual(['sub/d.csv']);
     expect(paths(await watcher(store, { pattern: '.*', include_existing: true }).poll())).toEqual(['.hidden.csv']);
     expect(paths(await watcher(store, { pattern: '!*.tmp', include_existing: true }).poll())).toEqual(['.hidden.csv', 'a.csv', 'b.CSV']);
   });
