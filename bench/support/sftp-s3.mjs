@@ -78,6 +78,19 @@ export async function sftpToS3(name) {
       return Number(process.hrtime.bigint() - t0) / 1e9;
     },
 
+    /** `rclone lsf --files-only src:srcRoot/dir` (one listing of the directory); resolves with its seconds and the names it printed. */
+    async rcloneList(dir) {
+      const t0 = process.hrtime.bigint();
+      const child = spawn(rclone, ['lsf', '--files-only', `src:${join(srcRoot, dir)}`], { env: rcloneEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+      let names = 0;
+      let stderr = '';
+      child.stdout.on('data', (d) => { names += String(d).split('\n').length - 1; });
+      child.stderr.on('data', (d) => { stderr = (stderr + d).slice(-10_000); });
+      const code = await new Promise((resolve) => child.once('exit', resolve));
+      if (code !== 0) throw new Error(`rclone lsf ${dir} failed (${code}): ${stderr}`);
+      return { seconds: Number(process.hrtime.bigint() - t0) / 1e9, names };
+    },
+
     /** Objects and bytes under a prefix (directory markers, which xfer writes, are not files). */
     async countObjects(prefix) {
       let token;
