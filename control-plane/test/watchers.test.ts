@@ -257,6 +257,24 @@ describe('agents', () => {
     for (const c of [out, oldClient, cb, ca2]) c.close();
   });
 
+  test('a version whose transfer cannot be made (its destination connection deleted since) is an event that failed, saying why', async () => {
+    const s = await setup();
+    const agent = await makeAgent(app, s.key);
+    const w = (await post(s.key, s.body())).json().data;
+    const { client } = await ProtocolClient.connect(app, agent.token, { watch: true, connector_types: ['sftp', 's3'] });
+    await setWhere(client, (ids) => ids.includes(w.id), 'the watcher in its set');
+    await app.db.connections.deleteOne({ _id: new Types.ObjectId(s.dst.id) });
+    client.send('watch.found', { watcher_id: w.id, revision: 1, seq: 1, files: [file('inbox/a.csv')] });
+    await eventually(async () => acks(client).includes(1), 'acknowledged');
+    const [event] = (await get(s.key, `/watchers/${w.id}/events`)).json().data;
+    expect(event).toMatchObject({
+      path: 'inbox/a.csv', action_status: 'failed', transfer_id: null,
+      error: `Destination connection ${s.dst.id} not found (action.transfer.destinationConnectionId)`,
+    });
+    expect(await app.db.auditEvents.countDocuments({ action: 'watcher.trigger', 'resource.id': w.id, outcome: 'failure' })).toBe(1);
+    client.close();
+  });
+
   test('an event an instance left pending is started by the sweep, once, with the transfer the event names', async () => {
     const s = await setup();
     const w = (await post(s.key, s.body())).json().data;

@@ -32,11 +32,11 @@ function checkedPath(field: 'sourcePath' | 'destinationPath', path: string, pref
 }
 
 /** A connection of the account by the id given in `field`, or 404 naming the field. */
-async function ownedConnection(db: Models, accountId: AccountId, field: 'sourceConnectionId' | 'destinationConnectionId', id: string) {
+async function ownedConnection(db: Models, accountId: AccountId, field: 'sourceConnectionId' | 'destinationConnectionId', id: string, prefix: string) {
   const _id = toObjectId(id);
   const doc = _id && await db.connections.findOne({ _id, account_id: accountId }, { name: 1, type: 1, agent_id: 1 }).lean();
   const which = field === 'sourceConnectionId' ? 'Source' : 'Destination';
-  if (!doc) throw new NotFoundError(`${which} connection ${id} not found (body.${field})`);
+  if (!doc) throw new NotFoundError(`${which} connection ${id} not found (${prefix}${field})`);
   return doc;
 }
 
@@ -157,8 +157,8 @@ export class TransfersService extends TransferReports {
       checkedPath(field, await this.options.parameters.renderNow(accountId, `${prefix}${field}`, input[field], allowed, context), prefix);
     const sourcePath = await rendered('sourcePath');
     const destinationPath = await rendered('destinationPath');
-    const source = await ownedConnection(db, accountId, 'sourceConnectionId', input.sourceConnectionId);
-    const destination = await ownedConnection(db, accountId, 'destinationConnectionId', input.destinationConnectionId);
+    const source = await ownedConnection(db, accountId, 'sourceConnectionId', input.sourceConnectionId, prefix);
+    const destination = await ownedConnection(db, accountId, 'destinationConnectionId', input.destinationConnectionId, prefix);
     const doc = await db.transfers.create({
       _id,
       account_id: accountId,
