@@ -81,7 +81,8 @@ afterAll(async () => {
 
 /**
  * Real resources behind the ids schemathesis sees in list responses and reuses: connections to the
- * sftp and s3 test servers, a transfer between them (run once), an uploaded file with a share link.
+ * sftp and s3 test servers, a transfer between them (run once), a watcher of the sftp folder, an
+ * uploaded file with a share link.
  * Without them every route that takes an id answers only 404s (generated connection bodies rarely
  * pass the per-type checks).
  */
@@ -98,6 +99,9 @@ async function seed(): Promise<void> {
     name: 'fuzz seed', sourceConnectionId: from.id, sourcePath: '/', destinationConnectionId: to.id, destinationPath: '/copy',
   });
   expect((await stack.api.call('POST', `/transfers/${job.id}/execute`)).body).toMatchObject({ success: true });
+  await stack.api.data('POST', '/watchers', {
+    name: 'fuzz watcher', connectionId: from.id, path: '/', action: { transfer: { destinationConnectionId: to.id, destinationPath: '/watched' } },
+  });
   const content = Buffer.from('fuzz seed\n');
   const file = await uploadFile(stack.url, stack.api.token, { name: 'seed.txt', size: content.length, content: Readable.from([content]) });
   expect(file.status).toBe(201);
