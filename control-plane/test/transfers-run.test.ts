@@ -134,8 +134,9 @@ describe('a job on an agent', () => {
       success: false, files_transferred: 2, bytes_transferred: 20, status: 'failed', files_total: 4,
       error: '2 files failed: a.txt (permission denied), b.txt (permission denied)',
     });
-    const failed = await app.db.outboxEvents.findOne({ type: 'transfer.failed', 'data.id': ctx.job.id }).lean();
-    expect(failed!.data).toEqual({ id: ctx.job.id, status: 'failed', error: expect.stringMatching(/^2 files failed/), files_transferred: 2, bytes_transferred: 20 });
+    // Emitted right after the state change the execute answered on (transfer-states.ts ended()): a read can fall in between.
+    const failed = await eventually(() => app.db.outboxEvents.findOne({ type: 'transfer.failed', 'data.id': ctx.job.id }).lean(), 'the transfer.failed event');
+    expect(failed.data).toEqual({ id: ctx.job.id, status: 'failed', error: expect.stringMatching(/^2 files failed/), files_transferred: 2, bytes_transferred: 20 });
     ctx.client.close();
   });
 
