@@ -41,6 +41,9 @@ const CALLS: Array<(c: XferClient) => Promise<unknown>> = [
   (c) => c.schedules.list(), (c) => c.schedules.get('ID'), (c) => c.schedules.update('ID', { active: false }), (c) => c.schedules.delete('ID'),
   (c) => c.schedules.create({ name: 's', cron: '0 2 * * *', transfer: { sourceConnectionId: 's', sourcePath: '/', destinationConnectionId: 'd', destinationPath: '/' } }),
   (c) => c.schedules.run('ID'), (c) => c.schedules.runs('ID'),
+  (c) => c.watchers.list(), (c) => c.watchers.get('ID'), (c) => c.watchers.update('ID', { active: false }), (c) => c.watchers.delete('ID'),
+  (c) => c.watchers.create({ name: 'w', connectionId: 's', path: '/in', action: { transfer: { destinationConnectionId: 'd', destinationPath: '/' } } }),
+  (c) => c.watchers.events('ID'),
 ];
 
 /** Every request the recorder saw, as method and URL. */
