@@ -28,7 +28,7 @@ export default fp(
       db: app.db, transfers: app.transfers, wakeDispatcher: () => app.dispatcher.wake(), log: app.log,
     });
     const firing = new ScheduleFiring({ db: app.db, runs, audit: app.audit, log: app.log, tickMs: SCHEDULE_TICK_MS });
-    app.decorate('schedules', new SchedulesService({ db: app.db, parameters: app.parameters, runs }));
+    app.decorate('schedules', new SchedulesService({ db: app.db, transfers: app.transfers, parameters: app.parameters, runs }));
     app.decorate('scheduleFiring', firing);
     app.addHook('onReady', async () => firing.start());
     app.addHook('preClose', () => firing.stop());

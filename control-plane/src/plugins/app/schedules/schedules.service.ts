@@ -2,17 +2,17 @@ import { Types } from 'mongoose';
 import {
   basePathProblem, DEFAULT_TRANSFER_OPTIONS,
   type CreateScheduleRequest, type ListScheduleRunsQuery, type ListSchedulesQuery, type Page, type Schedule, type ScheduleRun,
-  type ScheduleTransferInput, type TransferStatus, type UpdateScheduleRequest,
+  type ScheduleTransferInput, type UpdateScheduleRequest,
 } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import type { ParametersService } from '../parameters/index.js';
+import type { TransferOutcome, TransfersService } from '../transfers/index.js';
 import { BadRequestError, NotFoundError } from '../../../errors.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
 import { checkCron, checkTimeZone, nextDueAfter } from './cron.js';
 import { presentRun, runStatus, type ScheduleRuns, type StoredSchedule, type StoredScheduleRun } from './schedule-runs.js';
 
 type AccountId = string | Types.ObjectId;
-type TransferState = { status: TransferStatus; error?: string | null };
 
 /** Called with what the audit record names after the checks, right before the write (audit.service.ts `change`). */
 export type BeforeWrite = (id: string, details: Record<string, unknown>) => Promise<void>;
@@ -21,6 +21,7 @@ const noAnnouncement: BeforeWrite = async () => {};
 /** What the schedules service needs. */
 export interface SchedulesServiceOptions {
   db: Models;
+  transfers: Pick<TransfersService, 'outcomes'>;
   parameters: Pick<ParametersService, 'checkTemplate'>;
   runs: ScheduleRuns;
 }
@@ -28,7 +29,7 @@ export interface SchedulesServiceOptions {
 const scheduleNotFound = (id: string) => new NotFoundError(`Schedule ${id} not found`);
 
 /** The read shape of a schedule; `last` is the transfer of its last run, when that run made one. */
-export function presentSchedule(doc: StoredSchedule, last: TransferState | null): Schedule {
+export function presentSchedule(doc: StoredSchedule, last: TransferOutcome | null): Schedule {
   const t = doc.transfer;
   const lastRun = doc.last_run_id && doc.last_run_at && doc.last_run_state
     ? runStatus({ state: doc.last_run_state as StoredScheduleRun['state'], error: null, started_at: doc.last_run_at, transfer_id: doc.last_transfer_id }, last)
@@ -78,7 +79,7 @@ export class SchedulesService {
   /** A page of the account's schedules, newest first. */
   async list(accountId: AccountId, query: ListSchedulesQuery): Promise<Page<Schedule>> {
     const page = await paginate(this.o.db.schedules, { account_id: accountId }, query, (doc) => doc as StoredSchedule);
-    const lasts = await this.transfersById(page.data.map((d) => d.last_transfer_id));
+    const lasts = await this.o.transfers.outcomes(page.data.map((d) => d.last_transfer_id));
     return { data: page.data.map((d) => presentSchedule(d, lasts.get(String(d.last_transfer_id)) ?? null)), next_cursor: page.next_cursor };
   }
 
@@ -160,27 +161,21 @@ export class SchedulesService {
   async runNow(accountId: AccountId, id: string): Promise<ScheduleRun> {
     const schedule = await this.find(accountId, id);
     const run = await this.o.runs.start(schedule, await this.o.runs.claimNow(schedule));
-    return presentRun(run, run.transfer_id ? (await this.transfersById([run.transfer_id])).get(String(run.transfer_id)) ?? null : null);
+    return presentRun(run, run.transfer_id ? (await this.o.transfers.outcomes([run.transfer_id])).get(String(run.transfer_id)) ?? null : null);
   }
 
   /** A page of the schedule's runs, newest first, each with its transfer's status as it is now. */
   async listRuns(accountId: AccountId, id: string, query: ListScheduleRunsQuery): Promise<Page<ScheduleRun>> {
     const schedule = await this.find(accountId, id);
     const page = await paginate(this.o.db.scheduleRuns, { schedule_id: schedule._id }, query, (doc) => doc as StoredScheduleRun);
-    const transfers = await this.transfersById(page.data.map((r) => r.transfer_id));
+    const transfers = await this.o.transfers.outcomes(page.data.map((r) => r.transfer_id));
     return { data: page.data.map((r) => presentRun(r, transfers.get(String(r.transfer_id)) ?? null)), next_cursor: page.next_cursor };
   }
 
   private async present(doc: StoredSchedule): Promise<Schedule> {
-    return presentSchedule(doc, (await this.transfersById([doc.last_transfer_id])).get(String(doc.last_transfer_id)) ?? null);
+    return presentSchedule(doc, (await this.o.transfers.outcomes([doc.last_transfer_id])).get(String(doc.last_transfer_id)) ?? null);
   }
 
-  /** Status and error of these transfers, one `_id` read each (the lookup FerretDB pushes down). */
-  private async transfersById(ids: Array<Types.ObjectId | null | undefined>): Promise<Map<string, TransferState>> {
-    const unique = [...new Set(ids.filter((id): id is Types.ObjectId => !!id).map(String))];
-    const docs = await Promise.all(unique.map((id) => this.o.db.transfers.findById(id, { status: 1, error: 1 }).lean()));
-    return new Map(docs.flatMap((d) => (d ? [[String(d._id), { status: d.status as TransferStatus, error: d.error ?? null }]] : [])));
-  }
 
   /**
    * The transfer of a create or update, checked: exactly one of `transfer` and `workflowId` on a

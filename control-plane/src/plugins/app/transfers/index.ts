@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin';
 import { TransfersService } from './transfers.service.js';
 
-export { TransfersService, runConnection, stateConflict, transferNotFound, type RunConnection } from './transfers.service.js';
+export { TransfersService, runConnection, stateConflict, transferNotFound, type RunConnection, type TransferOutcome } from './transfers.service.js';
 export type { StoredTransfer } from './transfer-states.js';
 export { CATCH_UP_MS, type RunPlan, type StartOutcome } from './queue-states.js';
 export type { QueueEntry } from './queue.js';

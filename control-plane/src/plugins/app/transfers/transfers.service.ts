@@ -1,6 +1,7 @@
 import { Types } from 'mongoose';
 import {
-  basePathProblem, DEFAULT_TRANSFER_OPTIONS, normalizeBasePath, type CreateTransferRequest, type ListTransferFilesQuery, type ListTransfersQuery, type Page, type VerifiedFile,
+  basePathProblem, DEFAULT_TRANSFER_OPTIONS, normalizeBasePath, type CreateTransferRequest, type ListTransferFilesQuery, type ListTransfersQuery, type Page,
+  type TransferStatus, type VerifiedFile,
 } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import type { TransferFileDoc } from '../../../models/transfer-file.model.js';
@@ -11,6 +12,9 @@ import { paginate, toObjectId } from '../../../lib/pagination.js';
 import type { ParametersService } from '../parameters/index.js';
 
 type AccountId = string | Types.ObjectId;
+
+/** Where a transfer stands, as a schedule run or a watcher event shows the transfer it made. */
+export interface TransferOutcome { status: TransferStatus; error: string | null }
 
 /** 404 for a transfer that is not the caller's (unknown, malformed and other accounts' ids alike). */
 export const transferNotFound = (id: string) => new NotFoundError(`Transfer ${id} not found`);
@@ -200,6 +204,16 @@ export class TransfersService extends TransferReports {
       for (const [id, n] of await this.queue.positions(accountId, list.map((j) => ({ _id: j._id, queued_at: j.queued_at! })))) positions.set(id, n);
     }
     return positions;
+  }
+
+  /**
+   * The status and error of these transfers, by id (absent: deleted). One `_id` read each, the
+   * lookup FerretDB pushes down; a read writes nothing, so what runs and events show never goes stale.
+   */
+  async outcomes(ids: Array<Types.ObjectId | null | undefined>): Promise<Map<string, TransferOutcome>> {
+    const unique = [...new Set(ids.filter((id): id is Types.ObjectId => !!id).map(String))];
+    const docs = await Promise.all(unique.map((id) => this.o.db.transfers.findById(id, { status: 1, error: 1 }).lean()));
+    return new Map(docs.flatMap((d) => (d ? [[String(d._id), { status: d.status as TransferStatus, error: d.error ?? null }]] : [])));
   }
 
   /**

@@ -56,7 +56,7 @@ export default fp(
       if (report.type === 'watch.found') await events.found(session, report.payload);
       else await assignments.polled(session, report.payload);
     });
-    app.decorate('watchers', new WatchersService({ db: app.db, parameters: app.parameters, changed }));
+    app.decorate('watchers', new WatchersService({ db: app.db, parameters: app.parameters, transfers: app.transfers, changed }));
     app.decorate('watcherAssignments', assignments);
     app.decorate('watcherEvents', events);
     app.addHook('onReady', async () => loop.start());

@@ -1,12 +1,12 @@
 import { Types } from 'mongoose';
 import type { FastifyBaseLogger } from 'fastify';
 import {
-  compileNamePattern, type AgentMessage, type FoundFile, type TransferOptionsInput, type TransferStatus, type WatcherEvent, type WatcherEventStatus,
+  compileNamePattern, type AgentMessage, type FoundFile, type TransferOptionsInput, type WatcherEvent, type WatcherEventStatus,
 } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import type { WatcherDoc } from '../../../models/watcher.model.js';
 import type { WatcherEventDoc } from '../../../models/watcher-event.model.js';
-import type { StoredTransfer, TransfersService } from '../transfers/index.js';
+import type { StoredTransfer, TransferOutcome, TransfersService } from '../transfers/index.js';
 import type { AuditService } from '../access/index.js';
 import { serves, type AgentSession } from '../agents/index.js';
 import { runConnection } from '../transfers/index.js';
@@ -15,21 +15,20 @@ import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
 export type StoredWatcher = WatcherDoc & { _id: Types.ObjectId };
 export type StoredWatcherEvent = WatcherEventDoc & { _id: Types.ObjectId };
-type TransferState = { status: TransferStatus; error?: string | null };
 type Found = Extract<AgentMessage, { type: 'watch.found' }>['payload'];
 
 /** An event still `pending` this long after it was seen was left by an instance that stopped before starting its action: the sweep starts it. */
 export const PENDING_GRACE_MS = 60_000;
 
 /** The status an event shows: its transfer's while it has one, else what became of it. */
-export function eventStatus(e: Pick<StoredWatcherEvent, 'state' | 'error' | 'transfer_id'>, transfer: TransferState | null): { status: WatcherEventStatus; error: string | null } {
+export function eventStatus(e: Pick<StoredWatcherEvent, 'state' | 'error' | 'transfer_id'>, transfer: TransferOutcome | null): { status: WatcherEventStatus; error: string | null } {
   if (e.state === 'pending') return { status: 'pending', error: null };
   if (e.state === 'failed') return { status: 'failed', error: e.error ?? null };
   if (!transfer) return { status: 'unknown', error: `its transfer ${String(e.transfer_id)} was deleted` };
   return { status: transfer.status, error: transfer.status === 'failed' ? transfer.error ?? null : null };
 }
 
-export function presentEvent(e: StoredWatcherEvent, transfer: TransferState | null): WatcherEvent {
+export function presentEvent(e: StoredWatcherEvent, transfer: TransferOutcome | null): WatcherEvent {
   const { status, error } = eventStatus(e, transfer);
   return {
     id: String(e._id),
@@ -44,13 +43,6 @@ export function presentEvent(e: StoredWatcherEvent, transfer: TransferState | nu
     workflow_run_id: e.workflow_run_id ? String(e.workflow_run_id) : null,
     error,
   };
-}
-
-/** Status and error of these transfers, one `_id` read each (the lookup FerretDB pushes down). */
-export async function transferStates(db: Models, ids: Array<Types.ObjectId | null | undefined>): Promise<Map<string, TransferState>> {
-  const unique = [...new Set(ids.filter((id): id is Types.ObjectId => !!id).map(String))];
-  const docs = await Promise.all(unique.map((id) => db.transfers.findById(id, { status: 1, error: 1 }).lean()));
-  return new Map(docs.flatMap((d) => (d ? [[String(d._id), { status: d.status as TransferStatus, error: d.error ?? null }]] : [])));
 }
 
 /**

@@ -9,7 +9,8 @@ import type { Models } from '../../../models/index.js';
 import type { ParametersService } from '../parameters/index.js';
 import { BadRequestError, NotFoundError } from '../../../errors.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
-import { presentEvent, transferStates, type StoredWatcher, type StoredWatcherEvent } from './watcher-events.js';
+import type { TransfersService } from '../transfers/index.js';
+import { presentEvent, type StoredWatcher, type StoredWatcherEvent } from './watcher-events.js';
 
 type AccountId = string | Types.ObjectId;
 
@@ -20,6 +21,7 @@ const noAnnouncement: BeforeWrite = async () => {};
 export interface WatchersServiceOptions {
   db: Models;
   parameters: Pick<ParametersService, 'checkTemplate'>;
+  transfers: Pick<TransfersService, 'outcomes'>;
   /** Tells this instance's assignment loop that watchers changed (the others notice on their own). */
   changed: () => void;
 }
@@ -159,7 +161,7 @@ export class WatchersService {
   async listEvents(accountId: AccountId, id: string, query: ListWatcherEventsQuery): Promise<Page<WatcherEvent>> {
     const watcher = await this.find(accountId, id);
     const page = await paginate(this.o.db.watcherEvents, { watcher_id: watcher._id }, query, (doc) => doc as StoredWatcherEvent);
-    const states = await transferStates(this.o.db, page.data.map((e) => e.transfer_id));
+    const states = await this.o.transfers.outcomes(page.data.map((e) => e.transfer_id));
     return { data: page.data.map((e) => presentEvent(e, states.get(String(e.transfer_id)) ?? null)), next_cursor: page.next_cursor };
   }
 
