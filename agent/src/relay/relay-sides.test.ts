@@ -112,10 +112,12 @@ describe('the source side of a relay', () => {
     await link.until(() => link.entries().some((p) => p.done));
     source.message({ type: 'relay.want', payload: { job_id: id, attempt: 1, files: files.map((f) => ({ path: f.path, size: f.data.length })) } });
 
-    // Credit of 100,000 bytes: one frame of exactly that, then nothing.
+    // Credit of 100,000 bytes: exactly that much goes out, then nothing. One frame when the files
+    // are read within the 2 ms fill wait; a loaded CI machine split it in two (53,248 + 46,752).
     await link.until(() => link.bytes === 100_000);
     await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(link.payloads.map((p) => p.length)).toEqual([100_000]);
+    expect(link.payloads.reduce((n, p) => n + p.length, 0)).toBe(100_000);
+    expect(link.payloads.length).toBeLessThanOrEqual(3);
 
     // What arrives is the tar stream of the contract: every file whole, its SHA-256 checked.
     const receiver = new TarReceiver({ memoryBytes: 16 * 1024 * 1024, onConsumed: () => {}, onBreach: (err) => { throw err; } });
