@@ -5,7 +5,9 @@ import { compileNamePattern, NamePatternError } from './name-pattern.js';
 /**
  * picomatch (what users know from other tools) is the oracle on the syntax both share. Not `[!a]`:
  * picomatch reads it as "one of `!` and `a`" (or the text `[!a]`), where shells and this matcher
- * read it as "not `a`", like `[^a]`.
+ * read it as "not `a`", like `[^a]`. Nor a name ending in `.` against a pattern holding `*.*`:
+ * picomatch special-cases `*.*` as "has an extension" (`*.*` refuses `a.` where `a.*` takes it),
+ * where shells and this matcher let the last `*` match nothing.
  */
 const PATTERN_PARTS = ['a', 'b', '.', 'x', '-', '*', '?', '[ab]', '[a-c]', '[^b]', '{a,b}', '{a*,.x}', '{a,{b,x}}', '\\*', '\\?'];
 const NAME_CHARS = ['a', 'b', 'c', '.', 'x', '-', '*', '?'];
@@ -21,7 +23,10 @@ test('agrees with picomatch on random patterns and names', () => {
         const pattern = (negate ? '!' : '') + parts.join('');
         const ours = compileNamePattern(pattern);
         const theirs = picomatch(pattern);
-        for (const name of names) expect([pattern, name, ours(name)]).toEqual([pattern, name, theirs(name)]);
+        for (const name of names) {
+          if (pattern.includes('*.*') && name.endsWith('.')) continue;
+          expect([pattern, name, ours(name)]).toEqual([pattern, name, theirs(name)]);
+        }
       },
     ),
     { numRuns: 3000 },
@@ -30,6 +35,7 @@ test('agrees with picomatch on random patterns and names', () => {
 
 test.each([
   ['*.csv', ['a.csv', 'report 2026.csv'], ['.csv', 'a.CSV', 'a.csv.tmp', '.hidden.csv']],
+  ['*.*', ['a.b', 'a.'], ['a', '.a']],
   ['[!a]*', ['b', 'xa', '!'], ['a', 'ab']],
   ['*.{csv,txt}', ['a.csv', 'b.txt'], ['c.tsv']],
   ['report-??.csv', ['report-01.csv'], ['report-1.csv', 'report-001.csv']],
