@@ -8,6 +8,7 @@ import { Transport, type CallOptions, type CallSettings, type RetryInfo } from '
 import { WebhooksApi } from './webhooks.js';
 import { SchedulesApi } from './schedules.js';
 import { WatchersApi } from './watchers.js';
+import { WorkflowsApi } from './workflows.js';
 
 export interface XferClientOptions {
   /** The API root up to and including `/api/v1`, e.g. `https://xfer.example.com/api/v1`. */
@@ -58,6 +59,7 @@ export class XferClient {
   readonly parameters: ParametersApi;
   readonly schedules: SchedulesApi;
   readonly watchers: WatchersApi;
+  readonly workflows: WorkflowsApi;
   private readonly transport: Transport;
 
   constructor(options: XferClientOptions) {
@@ -86,6 +88,7 @@ export class XferClient {
     this.parameters = new ParametersApi(t);
     this.schedules = new SchedulesApi(t);
     this.watchers = new WatchersApi(t);
+    this.workflows = new WorkflowsApi(t);
   }
 
   /** The API root this client talks to, without a trailing slash. */

@@ -15,3 +15,4 @@ export type { WebhooksApi } from './webhooks.js';
 export type { ParametersApi } from './parameters.js';
 export type { SchedulesApi } from './schedules.js';
 export type { WatchersApi } from './watchers.js';
+export type { WorkflowsApi } from './workflows.js';

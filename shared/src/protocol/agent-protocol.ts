@@ -6,6 +6,7 @@ import { AgentLabel, StringEnum } from '../schemas/common.js';
 import { ProtocolError } from './protocol-error.js';
 import { RelayForwarded, RelayServerToAgent } from './relay-protocol.js';
 import { WatchAgentToServer, WatchServerToAgent } from './watch-protocol.js';
+import { SettleAgentToServer, SettleServerToAgent } from './settle-protocol.js';
 
 export { ProtocolError };
 
@@ -154,6 +155,8 @@ export const AgentToServer = {
     relay: Type.Optional(Type.Boolean()),
     /** The agent polls watchers (watch-protocol.ts): `watch.set` may be sent to it. */
     watch: Type.Optional(Type.Boolean()),
+    /** The agent moves and deletes verified source files (settle-protocol.ts): `source.settle` may be sent to it. */
+    settle: Type.Optional(Type.Boolean()),
   }),
   /** The job was received and started. */
   'job.accepted': Type.Object({ ...JobRef }),
@@ -202,6 +205,7 @@ export const AgentToServer = {
   }),
   ...ResumeAgentToServer,
   ...WatchAgentToServer,
+  ...SettleAgentToServer,
   ...RelayForwarded,
 } as const;
 
@@ -253,6 +257,7 @@ export const ServerToAgent = {
   ack: Type.Object({ seqs: Type.Array(Type.Integer({ minimum: 1 }), { minItems: 1, maxItems: 1000 }) }),
   ...ResumeServerToAgent,
   ...WatchServerToAgent,
+  ...SettleServerToAgent,
   ...RelayForwarded,
   ...RelayServerToAgent,
 } as const;
