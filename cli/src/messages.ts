@@ -55,4 +55,13 @@ export const Messages = {
   downloadedFrom: (file: string, size: string, sha256: string, from: string) => `Saved ${file} (${size}, resumed after ${from}, sha256 ${sha256})`,
   shareShownOnce: 'The share link is shown this once (lists never show it): copy it now',
   noOutputDir: (dir: string) => `No such directory: ${dir}`,
+  stepsNotJson: (reason: string) => `--steps is not a JSON array of steps: ${reason}`,
+  stepsFileUnreadable: (path: string, reason: string) => `--steps @${path}: ${reason}`,
+  badRunParam: (text: string) => `Expected --param NAME=VALUE, got "${text}"`,
+  runParamTwice: (name: string) => `--param ${name} is given twice`,
+  runStarted: (id: string) => `Workflow run ${id} is on its way: follow it with xfer workflow-runs watch ${id}`,
+  runState: (id: string, status: string) => `Workflow run ${id}: ${status}`,
+  runEnded: (id: string, status: string, error: string | null) => `Workflow run ${id} ${status}${error ? `: ${error}` : ''}`,
+  stoppedFollowingRun: (id: string) => `Stopped following; workflow run ${id} continues on the server: xfer workflow-runs watch ${id}`,
+  runPollFailed: (id: string, reason: string) => `${reason} (workflow run ${id} continues on the server; follow it again with xfer workflow-runs watch ${id})`,
 } as const;

@@ -97,7 +97,8 @@ export async function createRequest(client: XferClient, f: SpecFlags): Promise<C
 
 export const isFinished = (status: TransferStatus): boolean => (FINISHED_TRANSFER_STATUSES as readonly string[]).includes(status);
 
-function progressOf(t: Transfer): ProgressInput {
+/** What a progress display shows of a transfer (also a workflow run's transfer step). */
+export function progressOf(t: Transfer): ProgressInput {
   return {
     label: t.name, state: t.status, bytes: t.bytes_transferred,
     // Skipped files are done too: a retry that resumes should not look stuck at its start.

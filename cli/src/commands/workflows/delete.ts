@@ -1,0 +1,17 @@
+import type { Deleted } from '@xfer/shared';
+import { BaseCommand } from '../../base-command.js';
+import { Messages } from '../../messages.js';
+import { workflowIdArg } from '../../resources/workflows.js';
+
+export default class Delete extends BaseCommand<typeof Delete> {
+  static override summary = 'Delete a workflow (DELETE /workflows/:id).';
+  static override description = 'The transfers its runs created stay. Exit code 4 when the id is unknown.';
+  static override examples = ['<%= config.bin %> workflows delete 665f1c2e9b1d4a0012345678'];
+  static override args = workflowIdArg;
+
+  async run(): Promise<Deleted> {
+    const deleted = await this.client().workflows.delete(this.args.id);
+    this.print(Messages.deleted('workflow', deleted.id));
+    return deleted;
+  }
+}
