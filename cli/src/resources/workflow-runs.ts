@@ -69,7 +69,7 @@ class RunReporter {
   }
 
   private progress(run: WorkflowRun, i: number, t: Transfer) {
-    return { ...progressOf(t), label: `Step ${i + 1}/${run.steps.length} transfer ${t.name}` };
+    return { ...progressOf(t), label: `Step ${i + 1}/${run.steps.length} transfer` };
   }
 
   private async transfer(id: string): Promise<Transfer | null> {

@@ -5,7 +5,7 @@ import { workflowIdArg } from '../../resources/workflows.js';
 
 export default class Delete extends BaseCommand<typeof Delete> {
   static override summary = 'Delete a workflow (DELETE /workflows/:id).';
-  static override description = 'The transfers its runs created stay. Exit code 4 when the id is unknown.';
+  static override description = 'Its runs go with it; the transfers they created stay. Exit code 5 while a schedule or watcher runs it or a run of it is under way (the message says which: change that first, or cancel the run), 4 when the id is unknown.';
   static override examples = ['<%= config.bin %> workflows delete 665f1c2e9b1d4a0012345678'];
   static override args = workflowIdArg;
 
