@@ -18,7 +18,7 @@ Ctrl-C while following only stops following (exit 130): the run carries on; "wor
   ];
   static override args = workflowIdArg;
   static override flags = {
-    param: Flags.string({ description: 'NAME=VALUE: a value for {{params.NAME}} in this run (repeatable)', multiple: true }),
+    param: Flags.string({ description: 'NAME=VALUE: a value for {{params.NAME}} in this run (repeatable)', multiple: true, multipleNonGreedy: true }),
     follow: Flags.boolean({ description: 'Follow the run until it ends; the exit code says how it ended' }),
     ...progressFlags,
   };
