@@ -69,6 +69,11 @@ function samples() {
         spec: { path: '', pattern: '*', recursive: false, stable_seconds: 0, include_existing: false },
       }],
     }],
+    // Settling against nowhere answers with the request's error; hostile paths are refused per file.
+    'source.settle': [
+      { request_id: 'ss', connection: nowhere, action: 'delete', source_path: '/a', files: [{ path: 'x', size: 1 }] },
+      { request_id: 'constructor', connection: nowhere, action: 'move', source_path: '', to: '/b', files: [{ path: '../../etc/passwd', size: 0 }, { path: '__proto__', size: 0 }] },
+    ],
   } satisfies Record<keyof typeof ServerToAgent, unknown[]>;
   return all;
 }
