@@ -277,3 +277,63 @@ describe('runs', () => {
     expect(await app.db.workflowRuns.countDocuments({ workflow_id: w2.id })).toBe(0);
   });
 });
+
+describe('triggers', () => {
+  test('a schedule of a workflow starts a run (once per schedule run); its runs show the workflow run; the workflow cannot be deleted under it', async () => {
+    const s = await setup({ agent: true });
+    const w = await s.create([s.transfer({ destinationPath: '/nightly/{{date:YYYY-MM-DD}}' })]);
+    const created = await call('POST', s.key, '/schedules', { name: 'nightly', cron: '0 2 * * *', timezone: 'Europe/Berlin', workflowId: w.id });
+    expect(created.statusCode).toBe(201);
+    const schedule = created.json().data;
+    expect(schedule).toMatchObject({ transfer: null, workflowId: w.id });
+    const ran = await call('POST', s.key, `/schedules/${schedule.id}/run`);
+    expect(ran.statusCode).toBe(201);
+    const scheduleRun = ran.json().data;
+    expect(scheduleRun).toMatchObject({ transfer_id: null, workflow_run_id: scheduleRun.id, status: 'in-progress', error: null });
+    const run = await s.getRun(scheduleRun.workflow_run_id);
+    expect(run).toMatchObject({ workflow_id: w.id, status: 'running', trigger: { type: 'schedule', id: schedule.id } });
+    expect((await call('GET', s.key, `/schedules/${schedule.id}`)).json().data).toMatchObject({ last_status: 'in-progress' });
+    expectError(await call('DELETE', s.key, `/workflows/${w.id}`), 409, new RegExp(`is run by schedule 'nightly' \\(${schedule.id}\\)`));
+    // The same schedule run started again (an instance that died after the claim) starts no second workflow run.
+    const stored = await app.db.schedules.findById(schedule.id).lean();
+    const storedRun = await app.db.scheduleRuns.findById(scheduleRun.id).lean();
+    await app.workflowRuns.startOf(stored!.account_id, stored!.workflow_id!, { id: storedRun!._id, trigger: { type: 'schedule', id: stored!._id } });
+    expect(await app.db.workflowRuns.countDocuments({ workflow_id: w.id })).toBe(1);
+    expect(await app.db.transfers.countDocuments({ account_id: s.account.accountId })).toBe(1);
+    // A schedule can be moved from its workflow to a transfer and back.
+    const moved = await call('PUT', s.key, `/schedules/${schedule.id}`, { transfer: { sourceConnectionId: s.src.id, sourcePath: '/a', destinationConnectionId: s.dst.id, destinationPath: '/b' } });
+    expect(moved.json().data).toMatchObject({ workflowId: null, transfer: { sourcePath: '/a' } });
+    expect((await call('PUT', s.key, `/schedules/${schedule.id}`, { workflowId: w.id })).json().data).toMatchObject({ workflowId: w.id, transfer: null });
+  });
+
+  test("a watcher's new file starts a run with the file as {{file.*}}, once however often the event is started", async () => {
+    const s = await setup({ agent: true });
+    const w = await s.create([s.transfer({ sourcePath: '/{{file.path}}', destinationPath: '/archive/{{file.name}}' }), { type: 'move_source', to: '/done' }]);
+    const res = await call('POST', s.key, '/watchers', { name: 'inbox', connectionId: s.src.id, path: '/inbox', poll_interval_seconds: 10, action: { workflowId: w.id } });
+    expect(res.statusCode).toBe(201);
+    const watcher = res.json().data;
+    expect(watcher.action).toEqual({ transfer: null, workflowId: w.id });
+    expectError(await call('POST', s.key, '/watchers', { name: 'x', connectionId: s.src.id, path: '/inbox', action: { workflowId: new Types.ObjectId().toHexString() } }), 400, /^action\.workflowId: workflow [0-9a-f]{24} not found$/);
+    // An event an instance left pending (it stopped before starting the action): the sweep starts it.
+    const eventId = new Types.ObjectId();
+    const seen = new Date(Date.now() - 120_000);
+    await app.db.watcherEvents.collection.insertOne({
+      _id: eventId, watcher_id: new Types.ObjectId(watcher.id), account_id: new Types.ObjectId(s.account.accountId), path: 'inbox/report.csv',
+      version: 'size:5:mtime:1', size: 5, modified_at: null, agent_id: null, seen_at: seen, state: 'pending', transfer_id: null, workflow_run_id: null, error: null,
+    });
+    await app.watcherEvents.sweepPending();
+    const run = await s.getRun(String(eventId));
+    expect(run).toMatchObject({ status: 'running', trigger: { type: 'watcher', id: watcher.id }, file: { name: 'report.csv', path: 'inbox/report.csv' } });
+    const job = await app.db.transfers.findById(run.steps[0].transfer_id).lean();
+    expect(job).toMatchObject({ source_path: '/inbox/report.csv', destination_path: '/archive/report.csv' });
+    // Started again: the same run, the same transfer.
+    const watcherDoc = await app.db.watchers.findById(watcher.id).lean();
+    const eventDoc = await app.db.watcherEvents.findById(eventId).lean();
+    await app.watcherEvents.start(watcherDoc as never, { ...eventDoc!, state: 'pending' } as never);
+    expect(await app.db.workflowRuns.countDocuments({ workflow_id: w.id })).toBe(1);
+    expect(await app.db.transfers.countDocuments({ account_id: s.account.accountId })).toBe(1);
+    const events = (await call('GET', s.key, `/watchers/${watcher.id}/events`)).json().data;
+    expect(events).toEqual([expect.objectContaining({ id: String(eventId), workflow_run_id: String(eventId), transfer_id: null, action_status: 'in-progress' })]);
+    expectError(await call('DELETE', s.key, `/workflows/${w.id}`), 409, /is run by watcher 'inbox'/);
+  });
+});

@@ -139,6 +139,16 @@ export class WorkflowRuns {
   }
 
   /**
+   * Starts a run of the account's workflow `workflowId` for a schedule or watcher: a 400 (which
+   * fails their run or event, saying so) when the workflow was deleted meanwhile.
+   */
+  async startOf(accountId: Types.ObjectId, workflowId: Types.ObjectId, start: RunStart): Promise<StoredWorkflowRun> {
+    const workflow = await this.o.db.workflows.findById(workflowId).lean<Workflow>();
+    if (!workflow || !workflow.account_id.equals(accountId)) throw new BadRequestError(`workflowId: workflow ${String(workflowId)} no longer exists`);
+    return this.start(workflow, start);
+  }
+
+  /**
    * Cancels a run: flagged first (an instance advancing it stops at its next step or batch), its
    * running transfer cancelled, then advanced here to record it. The run as it stands after.
    */
