@@ -87,9 +87,9 @@ export async function settleSourceFiles(connectors: ConnectorSource, request: Se
     clearTimeout(timer);
     options.signal?.removeEventListener('abort', onAbort);
     stop('settled'); // ends what a connector that ignored the race still runs
-    // A connector created after the race was lost is closed too.
-    const late = connector ?? await created?.catch(() => undefined);
-    await late?.close().catch(() => {});
+    if (connector) await connector.close().catch(() => {});
+    // One still being made when the race was lost is closed once made (not waited for).
+    else void created?.then((late) => late.close()).catch(() => {});
   }
 }
 
