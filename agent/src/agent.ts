@@ -14,6 +14,7 @@ import type { ProgressReporterOptions } from './jobs/progress-reporter.js';
 import { registryConnectors, reportingCredentials, type ConnectorSource } from './lib/connector-source.js';
 import { Relays } from './relay/relays.js';
 import { testConnection } from './session/connection-test.js';
+import { settleSourceFiles, type SettleReply } from './session/source-settle.js';
 import { spillDir } from './session/report-queue.js';
 import { AgentSession, type SessionMessage, type SessionOptions, type Welcome } from './session/session.js';
 import { WatchRunner, type WatchRunnerOptions } from './watch/index.js';
@@ -35,6 +36,8 @@ export interface AgentOptions {
   access?: AgentAccess;
   /** Bound on `connector.test()` for `connection.test` (default 20 s). */
   connectionTestTimeoutMs?: number;
+  /** Bound on one `source.settle` (default 9 minutes: within the control plane's 10-minute wait, so the answer still counts). */
+  settleTimeoutMs?: number;
   /** The state directory (config.ts `stateDir`): job reports past `outboxMemoryBytes` are spilled under it. */
   stateDir?: string | null;
   outboxMemoryBytes?: number;
@@ -60,6 +63,13 @@ const FINAL_FLUSH_MS = 5000;
  * this (a control plane that floods them) are answered at once with a failure.
  */
 export const MAX_CONNECTION_TESTS = 8;
+/**
+ * `source.settle` requests carried out at once, at most (each settles a few files at a time:
+ * SETTLE_CONCURRENCY). More are answered at once with a whole-request `error`; the control plane
+ * sends them again later.
+ */
+export const MAX_SOURCE_SETTLES = 4;
+const DEFAULT_SETTLE_TIMEOUT_MS = 9 * 60_000;
 
 /**
  * The agent daemon: one session with the control plane, one job runner, the relays it plays a
@@ -76,6 +86,9 @@ export class Agent {
   private readonly connectors: ConnectorSource;
   private shuttingDown: Promise<void> | null = null;
   private connectionTests = 0;
+  private sourceSettles = 0;
+  /** Aborted at shutdown: settles in flight answer what they finished and `failed` for the rest. */
+  private readonly settling = new AbortController();
 
   constructor(private readonly o: AgentOptions) {
     this.connectors = reportingCredentials(o.connectors ?? registryConnectors, (settings, credentials, previous) => this.credentialsRotated(settings, credentials, previous), o.access ?? closedAccess());
@@ -88,7 +101,7 @@ export class Agent {
       outboxMemoryBytes: o.outboxMemoryBytes,
       hello: () => ({
         version: o.version, hostname: o.hostname, connector_types: this.connectors.types(),
-        running_jobs: this.runner.runningJobIds(), max_jobs: o.maxJobs, watch: true,
+        running_jobs: this.runner.runningJobIds(), max_jobs: o.maxJobs, watch: true, settle: true,
         ...(o.labels && o.labels.length > 0 ? { labels: o.labels } : {}),
       }),
       onWelcome: (welcome) => this.welcome(welcome),
@@ -130,6 +143,7 @@ export class Agent {
   shutdown(reason: string, immediately = false): Promise<void> {
     if (this.shuttingDown && !immediately) return this.shuttingDown;
     this.o.log.info({ reason, running_jobs: this.runner.runningJobIds().length, relays_serving: this.relays.serving }, 'shutting down');
+    this.settling.abort();
     const timeoutMs = immediately ? 0 : this.o.drainTimeoutMs;
     const drain = Promise.all([this.runner.drain(timeoutMs), this.relays.drain(timeoutMs), this.watches.stop()]);
     this.shuttingDown = (async () => {
@@ -208,7 +222,30 @@ export class Agent {
           .finally(() => this.connectionTests--);
         return;
       }
+      case 'source.settle':
+        this.settle(message.payload);
+        return;
     }
+  }
+
+  /**
+   * Moves or deletes a transfer's verified source files (settle-protocol.ts) and answers with
+   * what became of each; beyond MAX_SOURCE_SETTLES at once, answers busy for the whole request.
+   * The log line holds counts, never paths or credentials.
+   */
+  private settle(payload: Extract<SessionMessage, { type: 'source.settle' }>['payload']): void {
+    const { request_id, connection, ...request } = payload;
+    if (this.sourceSettles >= MAX_SOURCE_SETTLES) {
+      this.send('source.settle.result', { request_id, results: [], error: `agent busy: already settling ${MAX_SOURCE_SETTLES} batches of files` });
+      return;
+    }
+    this.sourceSettles++;
+    void settleSourceFiles(this.connectors, { connection, ...request }, { signal: this.settling.signal, timeoutMs: this.o.settleTimeoutMs ?? DEFAULT_SETTLE_TIMEOUT_MS })
+      .then((reply) => {
+        this.o.log.info({ request_id, connection_id: connection.id, type: connection.type, action: request.action, files: request.files.length, ...outcomeCounts(reply), ...(reply.error ? { error: reply.error } : {}) }, 'source files settled');
+        this.send('source.settle.result', { request_id, ...reply });
+      }).catch((err: unknown) => this.o.log.error({ err }, 'answering a source.settle failed'))
+      .finally(() => this.sourceSettles--);
   }
 
   /**
@@ -225,4 +262,11 @@ export class Agent {
   private send<T extends keyof typeof AgentToServer & string>(type: T, payload: PayloadOf<typeof AgentToServer, T>): void {
     this.session.send(frame(AgentToServer, type, payload) as AgentMessage);
   }
+}
+
+/** How many files of a settle reply ended each way (for the log line). */
+function outcomeCounts(reply: SettleReply): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const r of reply.results) counts[r.outcome] = (counts[r.outcome] ?? 0) + 1;
+  return counts;
 }

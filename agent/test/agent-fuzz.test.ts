@@ -69,6 +69,11 @@ function samples() {
         spec: { path: '', pattern: '*', recursive: false, stable_seconds: 0, include_existing: false },
       }],
     }],
+    // Settling files on nowhere answers a whole-request error; hostile paths are refused per file.
+    'source.settle': [
+      { request_id: 'ss', connection: nowhere, action: 'delete', source_path: '/a', files: [{ path: 'a', size: 1 }] },
+      { request_id: 'constructor', connection: nowhere, action: 'move', source_path: '/', to: '/done', files: [{ path: '../x', size: 0 }, { path: 'a//b', size: 2 }] },
+    ],
   } satisfies Record<keyof typeof ServerToAgent, unknown[]>;
   return all;
 }

@@ -20,6 +20,7 @@ import parametersPlugin from './plugins/app/parameters/index.js';
 import transfersPlugin from './plugins/app/transfers/index.js';
 import agentsPlugin from './plugins/app/agents/index.js';
 import relayPlugin from './plugins/app/relay/index.js';
+import workflowsPlugin from './plugins/app/workflows/index.js';
 import schedulesPlugin from './plugins/app/schedules/index.js';
 import watchersPlugin from './plugins/app/watchers/index.js';
 import metricsPlugin from './plugins/app/metrics/index.js';
@@ -177,6 +178,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(transfersPlugin);
   await app.register(agentsPlugin);
   await app.register(relayPlugin);
+  await app.register(workflowsPlugin);
   await app.register(schedulesPlugin);
   await app.register(watchersPlugin);
   await app.register(routes, { prefix: '/api/v1' });

@@ -75,6 +75,22 @@ async function expectNoWatcherWithout(method: string, url: string) {
   expectError(await call(method, url, narrow, payload), 403, /needs transfers:write/);
 }
 
+/** A workflow of the owner's: one transfer step over two connections of the account. */
+async function ownerWorkflow(): Promise<string> {
+  const [src, dst] = [(await makeConnection(app, owner.apiKey, 'sftp')).id, (await makeConnection(app, owner.apiKey, 's3')).id];
+  const res = await call('POST', '/workflows', owner.apiKey, { name: 'esc', steps: [{ type: 'transfer', sourceConnectionId: src, sourcePath: '/a', destinationConnectionId: dst, destinationPath: '/b' }] });
+  if (res.statusCode !== 201) throw new Error(`ownerWorkflow: ${res.statusCode} ${res.body}`);
+  return res.json().data.id as string;
+}
+
+/** A key with workflows:write but not transfers:write is refused: it would run transfers (and move source files) through the workflow. */
+async function expectNoWorkflowWithout(method: string, url: string) {
+  const narrow = await createKey(app, owner.apiKey, ['workflows:read', 'workflows:write', 'connections:read']);
+  const step = { type: 'transfer', sourceConnectionId: 'a', sourcePath: '/', destinationConnectionId: 'b', destinationPath: '/' };
+  const payload = method === 'PUT' ? { name: 'y' } : url === '/workflows' ? { name: 'x', steps: [step] } : {};
+  expectError(await call(method, url, narrow, payload), 403, /needs transfers:write/);
+}
+
 type Door = { probe: () => Promise<void> } | { mintsNothing: string };
 
 const DOORS: Record<string, Door> = {
@@ -219,6 +235,12 @@ const DOORS: Record<string, Door> = {
   'POST /api/v1/watchers': { probe: async () => expectNoWatcherWithout('POST', '/watchers') },
   'PUT /api/v1/watchers/:id': { probe: async () => expectNoWatcherWithout('PUT', `/watchers/${await ownerWatcher()}`) },
   'DELETE /api/v1/watchers/:id': { mintsNothing: 'removes' },
+  // A workflow runs transfers and moves source files: making, changing or running one needs transfers:write too.
+  'POST /api/v1/workflows': { probe: async () => expectNoWorkflowWithout('POST', '/workflows') },
+  'PUT /api/v1/workflows/:id': { probe: async () => expectNoWorkflowWithout('PUT', `/workflows/${await ownerWorkflow()}`) },
+  'POST /api/v1/workflows/:id/run': { probe: async () => expectNoWorkflowWithout('POST', `/workflows/${await ownerWorkflow()}/run`) },
+  'DELETE /api/v1/workflows/:id': { mintsNothing: 'removes' },
+  'POST /api/v1/workflow-runs/:id/cancel': { mintsNothing: 'stops a run' },
 };
 
 describe('every door that changes something is classified', () => {

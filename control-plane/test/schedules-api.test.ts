@@ -78,7 +78,8 @@ describe('POST /schedules', () => {
     ['an unknown time zone', () => ({ timezone: 'Europe/Atlantis' }), 'timezone "Europe/Atlantis" is not a known IANA time zone (e.g. Europe/Berlin, UTC)'],
     ['both transfer and workflowId', () => ({ workflowId: new Types.ObjectId().toHexString() }), 'body must have exactly one of transfer and workflowId, not both'],
     ['neither transfer nor workflowId', () => ({ transfer: undefined }), 'body must have exactly one of transfer and workflowId'],
-    ['a workflowId (workflows do not exist yet)', () => ({ transfer: undefined, workflowId: new Types.ObjectId().toHexString() }), 'workflowId: workflows are not available yet'],
+    ['an unknown workflowId', () => ({ transfer: undefined, workflowId: new Types.ObjectId().toHexString() }), /^workflowId: workflow [0-9a-f]{24} not found$/],
+    ['a malformed workflowId', () => ({ transfer: undefined, workflowId: 'nope' }), 'workflowId: workflow nope not found'],
     ['an unknown source connection', () => ({ transfer: transferBody({ sourceConnectionId: new Types.ObjectId().toHexString() }) }), /^transfer\.sourceConnectionId: connection [0-9a-f]{24} not found$/],
     ['a malformed destination connection', () => ({ transfer: transferBody({ destinationConnectionId: 'nope' }) }), 'transfer.destinationConnectionId: connection nope not found'],
     ['a relative path', () => ({ transfer: transferBody({ destinationPath: 'out' }) }), "transfer.destinationPath must start with '/'"],
@@ -170,7 +171,7 @@ describe('GET, PUT, DELETE /schedules/:id', () => {
     expectError(await call('PUT', `/${s.id}`, owner.apiKey, {}), 400, /^body must contain at least one of/);
     expectError(await call('PUT', `/${s.id}`, owner.apiKey, { cron: '* * * * * *' }), 400, /^cron must have exactly 5 fields/);
     expectError(await call('PUT', `/${s.id}`, owner.apiKey, { timezone: 'Nowhere/Town' }), 400, /^timezone "Nowhere\/Town"/);
-    expectError(await call('PUT', `/${s.id}`, owner.apiKey, { workflowId: new Types.ObjectId().toHexString() }), 400, 'workflowId: workflows are not available yet');
+    expectError(await call('PUT', `/${s.id}`, owner.apiKey, { workflowId: new Types.ObjectId().toHexString() }), 400, /^workflowId: workflow [0-9a-f]{24} not found$/);
     expectError(await call('PUT', `/${s.id}`, owner.apiKey, { transfer: transferBody({ sourcePath: '/{{params.missing}}' }) }), 400, /^transfer\.sourcePath names the parameter "missing"/);
     expect((await call('GET', `/${s.id}`)).json().data).toMatchObject({ cron: '0 2 * * *', timezone: 'UTC', transfer: { sourcePath: '/in' } });
   });

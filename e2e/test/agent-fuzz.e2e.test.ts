@@ -67,6 +67,7 @@ function samples() {
     'job.failed': perJob((job_id) => ({ job_id, ...counters, error: 'broken' })),
     'job.cancelled': perJob((job_id) => ({ job_id, ...counters })),
     'connection.test.result': [{ request_id: oid(), success: true, message: 'ok', latency_ms: 1 }],
+    'source.settle.result': [{ request_id: oid(), results: [{ path: 'a', outcome: 'moved' }] }, { request_id: 'constructor', results: [], error: 'gone' }],
     pong: [{ request_id: oid() }, { request_id: 'constructor' }],
     // About jobs this agent does not run: answered with no files.
     'job.verified.query': perJob((job_id) => ({ job_id, request_id: oid(), paths: ['a/b.txt', 'constructor', '__proto__'] })),

@@ -141,7 +141,7 @@ test('bad input: exit 2 with the server\'s message naming the field, exit 4 for 
 
   const both = await fails([...base, ...dest, '--workflow', '0123456789abcdef01234567']);
   expect(both).toEqual({ status: 2, error: 'action must have exactly one of transfer and workflowId, not both' });
-  expect(await fails([...base, '--workflow', '0123456789abcdef01234567'])).toEqual({ status: 2, error: 'action.workflowId: workflows are not available yet' });
+  expect(await fails([...base, '--workflow', '0123456789abcdef01234567'])).toEqual({ status: 2, error: 'action.workflowId: workflow 0123456789abcdef01234567 not found' });
   expect((await fails(base)).error).toMatch(/^action must have exactly one of transfer and workflowId/);
   expect((await fails([...base, '--dest', conn.dst.name])).status).toBe(2);
 

@@ -70,7 +70,7 @@ const CLOSE_WAIT_MS = 3000;
  * control plane is not reading them. Everything else is always queued (reports must arrive).
  */
 const MAX_UNREAD_BYTES = 2 * MAX_FRAME_BYTES;
-const REPLIES: ReadonlySet<string> = new Set(['pong', 'connection.test.result']);
+const REPLIES: ReadonlySet<string> = new Set(['pong', 'connection.test.result', 'source.settle.result']);
 /** The largest heartbeat the agent honours (one hour): the watchdog is a timer. */
 const MAX_HEARTBEAT_MS = 3_600_000;
 

@@ -1,10 +1,10 @@
 import { Schema, type Connection, type InferSchemaType } from 'mongoose';
 
-export const AGENT_REQUEST_KINDS = ['ping', 'connection.test'] as const;
+export const AGENT_REQUEST_KINDS = ['ping', 'connection.test', 'source.settle'] as const;
 export type AgentRequestKind = (typeof AGENT_REQUEST_KINDS)[number];
 
 /**
- * A request for an agent (ping, connection test) made on any control-plane instance and carried
+ * A request for an agent (ping, connection test, settling source files) made on any control-plane instance and carried
  * out by the instance holding the agent's socket: it claims the row (`pending` → `sent`),
  * decrypts the connection itself when it sends (no credentials are ever stored here) and writes
  * the agent's answer (`done`). Rows past `expires_at` are removed by a sweeper.
@@ -15,12 +15,16 @@ const schema = new Schema(
     agent_id: { type: Schema.Types.ObjectId, required: true },
     kind: { type: String, enum: AGENT_REQUEST_KINDS, required: true },
     connection_id: { type: Schema.Types.ObjectId, default: null },
+    /** `source.settle`: what to do (`action`, `source_path`, `to`, `files`: paths and sizes, no credentials). */
+    body: { type: Schema.Types.Mixed, default: null },
     status: { type: String, enum: ['pending', 'sent', 'done'], required: true, default: 'pending' },
     instance_id: { type: String, default: null },
     result: {
       type: new Schema({ success: Boolean, message: String, latency_ms: Number }, { _id: false }),
       default: null,
     },
+    /** `source.settle`: the agent's answer (`results`, or `error` for the request as a whole). */
+    settled: { type: Schema.Types.Mixed, default: null },
     created_at: { type: Date, required: true, default: () => new Date() },
     expires_at: { type: Date, required: true },
   },

@@ -42,6 +42,8 @@ const schema = new Schema(
     relay: { type: Boolean, required: true, default: false },
     /** The agent polls watchers (`hello.watch`). */
     watch: { type: Boolean, required: true, default: false },
+    /** The agent moves and deletes verified source files for workflows (`hello.settle`). */
+    settle: { type: Boolean, required: true, default: false },
     /** The account's limit of jobs at once (`PUT /agents/:id {max_jobs}`), bounded by `max_jobs`; null: none. */
     job_limit: { type: Number, default: null },
     /** Last time the agent was heard from; kept after it disconnects. */

@@ -28,6 +28,9 @@ import { scheduleRunModel } from './schedule-run.model.js';
 import { scheduleInflightModel } from './schedule-inflight.model.js';
 import { watcherModel } from './watcher.model.js';
 import { watcherEventModel } from './watcher-event.model.js';
+import { workflowModel } from './workflow.model.js';
+import { workflowRunModel } from './workflow-run.model.js';
+import { workflowRunLockModel } from './workflow-run-lock.model.js';
 
 /** Every model, bound to one connection (one app instance, one database). */
 export function registerModels(conn: Connection) {
@@ -61,6 +64,9 @@ export function registerModels(conn: Connection) {
     scheduleInflight: scheduleInflightModel(conn),
     watchers: watcherModel(conn),
     watcherEvents: watcherEventModel(conn),
+    workflows: workflowModel(conn),
+    workflowRuns: workflowRunModel(conn),
+    workflowRunLocks: workflowRunLockModel(conn),
   };
 }
 

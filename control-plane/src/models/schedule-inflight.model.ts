@@ -13,6 +13,8 @@ const schema = new Schema(
     run_id: { type: Schema.Types.ObjectId, required: true },
     /** Null while the run is creating its transfer. */
     transfer_id: { type: Schema.Types.ObjectId, default: null },
+    /** A schedule of a workflow: the workflow run it started (null while starting it). */
+    workflow_run_id: { type: Schema.Types.ObjectId, default: null },
     since: { type: Date, required: true },
   },
   { collection: 'schedule_inflight', autoIndex: false, versionKey: false },

@@ -39,6 +39,8 @@ const schema = new Schema(
     last_run_state: { type: String, default: null },
     /** The transfer of the newest run that made one. */
     last_transfer_id: { type: Schema.Types.ObjectId, default: null },
+    /** A schedule of a workflow: the workflow run its last run started. */
+    last_workflow_run_id: { type: Schema.Types.ObjectId, default: null },
     created_at: { type: Date, required: true, default: () => new Date() },
     updated_at: { type: Date, required: true, default: () => new Date() },
   },

@@ -15,6 +15,7 @@ import webhookDeliveries from './webhook-deliveries/index.js';
 import parameters from './parameters/index.js';
 import schedules from './schedules/index.js';
 import watchers from './watchers/index.js';
+import workflows from './workflows/index.js';
 
 /** Every resource, one folder each, mounted under /api/v1. */
 const routes: FastifyPluginAsync = async (app) => {
@@ -34,6 +35,7 @@ const routes: FastifyPluginAsync = async (app) => {
   await app.register(parameters);
   await app.register(schedules);
   await app.register(watchers);
+  await app.register(workflows);
 };
 
 export default routes;

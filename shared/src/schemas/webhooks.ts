@@ -7,6 +7,7 @@ export const WEBHOOK_EVENT_TYPES = [
   'transfer.started', 'transfer.completed', 'transfer.failed',
   'data_room.created', 'data_room.file_added', 'data_room.member_added',
   'user.login', 'user.registered',
+  'workflow.notify', 'workflow.completed', 'workflow.failed',
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 

@@ -3,7 +3,7 @@ import { Types } from 'mongoose';
 import type { Actor, CreateAgentRequest, ListAgentsQuery, Page, UpdateAgentRequest } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import type { AgentDoc } from '../../../models/agent.model.js';
-import { ConflictError, NotFoundError } from '../../../errors.js';
+import { ConflictError, NotFoundError, ServiceUnavailableError } from '../../../errors.js';
 import { sha256Hex } from '../../../lib/crypto.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
 import type { AgentSlots, RunConnection } from '../transfers/index.js';
@@ -43,7 +43,7 @@ export interface AgentLoad {
 }
 
 /** Fields the choice of agents reads: never the token hash. */
-const FACTS = { name: 1, labels: 1, agent_labels: 1, connector_types: 1, relay: 1, watch: 1, max_jobs: 1, job_limit: 1, session: 1 } as const;
+const FACTS = { name: 1, labels: 1, agent_labels: 1, connector_types: 1, relay: 1, watch: 1, settle: 1, max_jobs: 1, job_limit: 1, session: 1 } as const;
 const sameList = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((v, i) => v === b[i]);
 
 /**
@@ -157,13 +157,19 @@ export class AgentsService {
   }
 
   /**
-   * The agent that runs a connection's test: an online agent serving it (eligibility.ts
-   * `serves`: the agent it names, or one of its pool, or any with the connector), the one holding
-   * the fewest slots; 503 naming the connection when none is online.
+   * The agent that runs a connection's test, or settles its source files (`needs: 'settle'`): an
+   * online agent serving it (eligibility.ts `serves`: the agent it names, or one of its pool, or
+   * any with the connector), the one holding the fewest slots; 503 naming the connection when none is online.
    */
-  async choose(accountId: AccountId, connection: RunConnection): Promise<StoredAgent> {
-    const eligible = chooseFor(connection, await this.factsOf(accountId));
+  async choose(accountId: AccountId, connection: RunConnection, needs?: 'settle'): Promise<StoredAgent> {
+    let eligible = chooseFor(connection, await this.factsOf(accountId));
     if (!Array.isArray(eligible)) throw eligible;
+    if (needs === 'settle') {
+      eligible = eligible.filter((a) => a.settle);
+      if (eligible.length === 0) {
+        throw new ServiceUnavailableError(`No online agent serving connection '${connection.name}' can move or delete source files (an older agent version: upgrade it)`);
+      }
+    }
     const load = await this.loadOf(eligible.map((a) => a._id));
     const held = (a: AgentFacts) => load.get(String(a._id))!.slotsHeld;
     const best = eligible.reduce((b, a) => (held(a) < held(b) ? a : b));

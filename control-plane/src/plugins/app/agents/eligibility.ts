@@ -15,6 +15,8 @@ export interface AgentFacts {
   relay?: boolean | null;
   /** `hello.watch`: it polls watchers. */
   watch?: boolean | null;
+  /** `hello.settle`: it moves and deletes verified source files (workflows). */
+  settle?: boolean | null;
   /** The agent's own limit (`hello.max_jobs`). */
   max_jobs?: number | null;
   /** The account's limit (`PUT /agents/:id {max_jobs}`). */

@@ -34,8 +34,8 @@ export class Events<M extends EventMap> {
 /** Watcher reports (shared/src/protocol/watch-protocol.ts). */
 export type WatchReport = Extract<AgentMessage, { type: 'watch.found' | 'watch.polled' }>;
 
-/** Answers to requests (requests.ts: `ping`, `connection.test`). */
-export type Reply = Extract<AgentMessage, { type: 'pong' | 'connection.test.result' }>;
+/** Answers to requests (requests.ts: `ping`, `connection.test`, `source.settle`). */
+export type Reply = Extract<AgentMessage, { type: 'pong' | 'connection.test.result' | 'source.settle.result' }>;
 
 /** What the hub tells the rest of the gateway (subscribe with `AgentHub.on`). */
 export type HubEvents = {

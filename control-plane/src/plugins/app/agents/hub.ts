@@ -178,6 +178,7 @@ export class AgentHub {
         session: this.sessionDoc(session, now), version: hello.version, hostname: hello.hostname,
         connector_types: [...new Set(hello.connector_types)], max_jobs: hello.max_jobs, last_seen_at: now,
         agent_labels: [...new Set(hello.labels ?? [])], relay: hello.relay === true, watch: hello.watch === true,
+        settle: hello.settle === true,
       } },
       { new: true },
     ).lean());
@@ -220,7 +221,7 @@ export class AgentHub {
       if (session.unconfirmed.size > 0) await this.runs.settle(session);
       return;
     }
-    if (message.type === 'pong' || message.type === 'connection.test.result') {
+    if (message.type === 'pong' || message.type === 'connection.test.result' || message.type === 'source.settle.result') {
       return this.events.emit('reply', session, message);
     }
     if (message.type === 'connection.credentials') return this.rotatedCredentials(session, message.payload);

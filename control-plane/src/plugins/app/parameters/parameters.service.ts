@@ -182,12 +182,14 @@ export class ParametersService {
 
   /**
    * Checks and renders a template in one step (a transfer created now): the 400s of
-   * `checkTemplate`, then the rendered text, the parameters' values read once.
+   * `checkTemplate`, then the rendered text, the parameters' values read once. `overrides` (a
+   * workflow run's own parameters) take the place of the account's parameters of those names.
    */
   async renderNow(
     accountId: AccountId, field: string, text: string, allowed: TemplateAllowance, ctx: Omit<TemplateContext, 'params'>,
+    overrides?: ReadonlyMap<string, string>,
   ): Promise<string> {
-    const { parts, params } = await this.resolve(accountId, field, text, allowed);
+    const { parts, params } = await this.resolve(accountId, field, text, allowed, overrides);
     try {
       return renderTemplate(parts, { ...ctx, params });
     } catch (err) {
@@ -196,13 +198,14 @@ export class ParametersService {
     }
   }
 
-  private async resolve(accountId: AccountId, field: string, text: string, allowed: TemplateAllowance) {
+  private async resolve(accountId: AccountId, field: string, text: string, allowed: TemplateAllowance, overrides?: ReadonlyMap<string, string>) {
     try {
       const parts = parseTemplate(text);
       const uses = templateUses(parts);
       if (uses.file && !allowed.file) throw new TemplateError("uses {{file.name}} or {{file.path}}, which only a watcher's paths may hold");
       if (uses.run && !allowed.run) throw new TemplateError('uses {{run.id}}, which has no run here');
-      const params = await this.values(accountId, uses.params);
+      const params = await this.values(accountId, uses.params.filter((name) => !overrides?.has(name)));
+      for (const name of uses.params) if (overrides?.has(name)) params.set(name, overrides.get(name)!);
       const missing = uses.params.find((name) => !params.has(name));
       if (missing !== undefined) throw new TemplateError(`names the parameter "${missing}", which does not exist`);
       return { parts, params };

@@ -25,13 +25,15 @@ export const SCHEDULE_TICK_MS = 1_000;
 export default fp(
   async (app) => {
     const runs = new ScheduleRuns({
-      db: app.db, transfers: app.transfers, wakeDispatcher: () => app.dispatcher.wake(), log: app.log,
+      db: app.db, transfers: app.transfers, workflowRuns: app.workflowRuns, wakeDispatcher: () => app.dispatcher.wake(), log: app.log,
     });
     const firing = new ScheduleFiring({ db: app.db, runs, audit: app.audit, log: app.log, tickMs: SCHEDULE_TICK_MS });
-    app.decorate('schedules', new SchedulesService({ db: app.db, transfers: app.transfers, parameters: app.parameters, runs }));
+    app.decorate('schedules', new SchedulesService({
+      db: app.db, transfers: app.transfers, parameters: app.parameters, workflows: app.workflows, workflowRuns: app.workflowRuns, runs,
+    }));
     app.decorate('scheduleFiring', firing);
     app.addHook('onReady', async () => firing.start());
     app.addHook('preClose', () => firing.stop());
   },
-  { name: 'schedules', dependencies: ['mongoose', 'audit', 'transfers', 'agents', 'parameters'] },
+  { name: 'schedules', dependencies: ['mongoose', 'audit', 'transfers', 'agents', 'parameters', 'workflows'] },
 );

@@ -5,6 +5,7 @@ import type { Models } from '../../../models/index.js';
 import type { ScheduleDoc } from '../../../models/schedule.model.js';
 import type { ScheduleRunDoc } from '../../../models/schedule-run.model.js';
 import type { StoredTransfer, TransfersService } from '../transfers/index.js';
+import type { StoredWorkflowRun, WorkflowRuns } from '../workflows/index.js';
 import { AppError } from '../../../errors.js';
 import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
@@ -21,16 +22,22 @@ export const STALE_START_MS = 5 * 60_000;
 export interface ScheduleRunsOptions {
   db: Models;
   transfers: Pick<TransfersService, 'create' | 'enqueue'>;
+  /** Starts the run of a schedule's workflow (plugins/app/workflows/). */
+  workflowRuns: Pick<WorkflowRuns, 'startOf'>;
   /** Tells this instance's dispatcher that a transfer waits (the others find it on their own). */
   wakeDispatcher: () => void;
   log: Pick<FastifyBaseLogger, 'error'>;
 }
 
-type RunOutcome = Pick<StoredScheduleRun, 'state' | 'error'> & { job?: StoredTransfer };
+type RunOutcome = Pick<StoredScheduleRun, 'state' | 'error'> & { job?: StoredTransfer; workflowRun?: StoredWorkflowRun };
 
-/** The status a run shows: its transfer's while it has one, else what became of it. */
+/**
+ * The status a run shows: its transfer's (or its workflow run's, `running` shown as
+ * `in-progress`) while it has one, else what became of it.
+ */
 export function runStatus(
-  run: Pick<StoredScheduleRun, 'state' | 'error' | 'started_at' | 'transfer_id'>, transfer: { status: TransferStatus; error?: string | null } | null, now = new Date(),
+  run: Pick<StoredScheduleRun, 'state' | 'error' | 'started_at' | 'transfer_id' | 'workflow_run_id'>,
+  transfer: { status: TransferStatus; error?: string | null } | null, now = new Date(),
 ): { status: ScheduleRunStatus; error: string | null } {
   switch (run.state) {
     case 'skipped':
@@ -42,7 +49,9 @@ export function runStatus(
         ? { status: 'failed', error: 'the control-plane instance that started this run stopped before it created its transfer' }
         : { status: 'queued', error: null };
     default:
-      if (!transfer) return { status: 'unknown', error: `its transfer ${String(run.transfer_id)} was deleted` };
+      if (!transfer) {
+        return { status: 'unknown', error: run.workflow_run_id ? `its workflow run ${String(run.workflow_run_id)} was deleted` : `its transfer ${String(run.transfer_id)} was deleted` };
+      }
       return { status: transfer.status, error: transfer.status === 'failed' ? transfer.error ?? null : null };
   }
 }
@@ -65,7 +74,7 @@ export function presentRun(run: StoredScheduleRun, transfer: { status: TransferS
  * The runs of schedules: claimed by inserting them (the unique `{schedule_id, scheduled_for}`
  * index makes each due time one run across every instance), then started: skipped under
  * `overlap: skip` while the previous run's transfer has not ended (an exact claim too: the
- * schedule's in-flight document), else a transfer is created
+ * schedule's in-flight document), else a workflow run is started (a schedule of a workflow) or a transfer is created
  * through the same service `POST /transfers` uses, its path templates rendered for this run, and
  * queued for an agent without waiting for it.
  */
@@ -103,7 +112,7 @@ export class ScheduleRuns {
   async start(schedule: StoredSchedule, run: StoredScheduleRun): Promise<StoredScheduleRun> {
     const outcome = await this.outcomeOf(schedule, run);
     const { db } = this.o;
-    const set = { state: outcome.state, error: outcome.error ?? null, transfer_id: outcome.job?._id ?? null };
+    const set = { state: outcome.state, error: outcome.error ?? null, transfer_id: outcome.job?._id ?? null, workflow_run_id: outcome.workflowRun?._id ?? null };
     await db.scheduleRuns.updateOne({ _id: run._id }, { $set: set });
     // Only a newer run than the one recorded moves `last_*` (a manual run and a due one may cross).
     await db.schedules.updateOne(
@@ -111,7 +120,7 @@ export class ScheduleRuns {
       {
         $set: {
           last_run_id: run._id, last_run_at: run.started_at, last_run_state: outcome.state,
-          ...(outcome.job ? { last_transfer_id: outcome.job._id } : {}),
+          last_transfer_id: outcome.job?._id ?? null, last_workflow_run_id: outcome.workflowRun?._id ?? null,
         },
       },
     );
@@ -124,11 +133,19 @@ export class ScheduleRuns {
     const exclusive = schedule.overlap === 'skip';
     let holding = false;
     try {
-      if (!schedule.transfer) return { state: 'failed', error: 'workflows are not available yet' };
       if (exclusive) {
         const busy = await this.claimInflight(schedule._id, run._id);
         if (busy) return { state: 'skipped', error: `${busy} (overlap: skip)` };
         holding = true;
+      }
+      if (schedule.workflow_id) {
+        // The workflow run's id is the schedule run's: a run started twice (after a crash) starts one workflow run.
+        const workflowRun = await this.o.workflowRuns.startOf(schedule.account_id, schedule.workflow_id, {
+          id: run._id, trigger: { type: 'schedule', id: schedule._id }, now: run.scheduled_for, timezone: schedule.timezone,
+        });
+        if (exclusive) await this.o.db.scheduleInflight.updateOne({ _id: schedule._id, run_id: run._id }, { $set: { workflow_run_id: workflowRun._id } });
+        holding = false;
+        return { state: 'started', error: null, workflowRun };
       }
       const job = await this.createTransfer(schedule, run);
       if (exclusive) await this.o.db.scheduleInflight.updateOne({ _id: schedule._id, run_id: run._id }, { $set: { transfer_id: job._id } });
@@ -168,7 +185,11 @@ export class ScheduleRuns {
   }
 
   /** Why the run holding the claim still counts as running, or null when it no longer does. */
-  private async stillBusy(held: { run_id: Types.ObjectId; transfer_id?: Types.ObjectId | null; since: Date }): Promise<string | null> {
+  private async stillBusy(held: { run_id: Types.ObjectId; transfer_id?: Types.ObjectId | null; workflow_run_id?: Types.ObjectId | null; since: Date }): Promise<string | null> {
+    if (held.workflow_run_id) {
+      const wr = await this.o.db.workflowRuns.findById(held.workflow_run_id, { status: 1 }).lean();
+      return wr && (wr.status === 'queued' || wr.status === 'running') ? `the workflow run ${String(wr._id)} of the previous run had not ended` : null;
+    }
     if (!held.transfer_id) {
       return Date.now() - held.since.getTime() < STALE_START_MS ? `the previous run ${String(held.run_id)} is still starting` : null;
     }

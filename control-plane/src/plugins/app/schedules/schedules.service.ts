@@ -7,6 +7,7 @@ import {
 import type { Models } from '../../../models/index.js';
 import type { ParametersService } from '../parameters/index.js';
 import type { TransferOutcome, TransfersService } from '../transfers/index.js';
+import type { WorkflowRuns, WorkflowsService } from '../workflows/index.js';
 import { BadRequestError, NotFoundError } from '../../../errors.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
 import { checkCron, checkTimeZone, nextDueAfter } from './cron.js';
@@ -23,16 +24,23 @@ export interface SchedulesServiceOptions {
   db: Models;
   transfers: Pick<TransfersService, 'outcomes'>;
   parameters: Pick<ParametersService, 'checkTemplate'>;
+  /** Checks a `workflowId`. */
+  workflows: Pick<WorkflowsService, 'checkReference'>;
+  /** What the workflow runs of runs became. */
+  workflowRuns: Pick<WorkflowRuns, 'outcomes'>;
   runs: ScheduleRuns;
 }
 
 const scheduleNotFound = (id: string) => new NotFoundError(`Schedule ${id} not found`);
 
-/** The read shape of a schedule; `last` is the transfer of its last run, when that run made one. */
+/** The read shape of a schedule; `last` is the transfer (or workflow run) of its last run, when that run made one. */
 export function presentSchedule(doc: StoredSchedule, last: TransferOutcome | null): Schedule {
   const t = doc.transfer;
   const lastRun = doc.last_run_id && doc.last_run_at && doc.last_run_state
-    ? runStatus({ state: doc.last_run_state as StoredScheduleRun['state'], error: null, started_at: doc.last_run_at, transfer_id: doc.last_transfer_id }, last)
+    ? runStatus({
+      state: doc.last_run_state as StoredScheduleRun['state'], error: null, started_at: doc.last_run_at,
+      transfer_id: doc.last_transfer_id, workflow_run_id: doc.last_workflow_run_id,
+    }, last)
     : null;
   return {
     id: String(doc._id),
@@ -56,11 +64,12 @@ export function presentSchedule(doc: StoredSchedule, last: TransferOutcome | nul
   };
 }
 
-/** What an audit record says about a schedule: its timing and its transfer's connections and paths (never a parameter's value). */
-function auditDetails(doc: Pick<StoredSchedule, 'name' | 'cron' | 'timezone' | 'active' | 'overlap' | 'transfer'>): Record<string, unknown> {
+/** What an audit record says about a schedule: its timing and its transfer's connections and paths or its workflow (never a parameter's value). */
+function auditDetails(doc: Pick<StoredSchedule, 'name' | 'cron' | 'timezone' | 'active' | 'overlap' | 'transfer' | 'workflow_id'>): Record<string, unknown> {
   const t = doc.transfer;
   return {
     name: doc.name, cron: doc.cron, timezone: doc.timezone, active: doc.active, overlap: doc.overlap,
+    ...(doc.workflow_id ? { workflow_id: String(doc.workflow_id) } : {}),
     ...(t ? {
       source_connection_id: String(t.source_connection_id), source_path: t.source_path,
       destination_connection_id: String(t.destination_connection_id), destination_path: t.destination_path,
@@ -79,8 +88,8 @@ export class SchedulesService {
   /** A page of the account's schedules, newest first. */
   async list(accountId: AccountId, query: ListSchedulesQuery): Promise<Page<Schedule>> {
     const page = await paginate(this.o.db.schedules, { account_id: accountId }, query, (doc) => doc as StoredSchedule);
-    const lasts = await this.o.transfers.outcomes(page.data.map((d) => d.last_transfer_id));
-    return { data: page.data.map((d) => presentSchedule(d, lasts.get(String(d.last_transfer_id)) ?? null)), next_cursor: page.next_cursor };
+    const lasts = await this.outcomes(page.data.map((d) => ({ transfer_id: d.last_transfer_id, workflow_run_id: d.last_workflow_run_id })));
+    return { data: page.data.map((d) => presentSchedule(d, lasts.get(String(d.last_workflow_run_id ?? d.last_transfer_id)) ?? null)), next_cursor: page.next_cursor };
   }
 
   /** The caller's schedule, or 404. */
@@ -107,9 +116,9 @@ export class SchedulesService {
     const now = new Date();
     const doc = {
       _id: new Types.ObjectId(), account_id: new Types.ObjectId(String(accountId)), name: input.name.trim(), cron: input.cron.trim(), timezone, active,
-      overlap: input.overlap ?? 'skip', transfer: target!, workflow_id: null,
+      overlap: input.overlap ?? 'skip', transfer: target!.transfer, workflow_id: target!.workflow_id,
       next_run_at: active ? nextDueAfter(input.cron, timezone, now) : null,
-      last_run_id: null, last_run_at: null, last_run_state: null, last_transfer_id: null, created_at: now, updated_at: now,
+      last_run_id: null, last_run_at: null, last_run_state: null, last_transfer_id: null, last_workflow_run_id: null, created_at: now, updated_at: now,
     };
     await beforeWrite(String(doc._id), auditDetails(doc));
     await this.o.db.schedules.collection.insertOne(doc);
@@ -135,7 +144,8 @@ export class SchedulesService {
       timezone: input.timezone ?? current.timezone,
       active: input.active ?? current.active,
       overlap: input.overlap ?? current.overlap,
-      transfer: target ?? current.transfer,
+      transfer: target ? target.transfer : current.transfer,
+      workflow_id: target ? target.workflow_id : current.workflow_id,
     };
     const retime = input.cron !== undefined || input.timezone !== undefined || input.active !== undefined;
     const set: Record<string, unknown> = { ...next, updated_at: new Date() };
@@ -161,30 +171,40 @@ export class SchedulesService {
   async runNow(accountId: AccountId, id: string): Promise<ScheduleRun> {
     const schedule = await this.find(accountId, id);
     const run = await this.o.runs.start(schedule, await this.o.runs.claimNow(schedule));
-    return presentRun(run, run.transfer_id ? (await this.o.transfers.outcomes([run.transfer_id])).get(String(run.transfer_id)) ?? null : null);
+    return presentRun(run, (await this.outcomes([run])).get(String(run.workflow_run_id ?? run.transfer_id)) ?? null);
   }
 
   /** A page of the schedule's runs, newest first, each with its transfer's status as it is now. */
   async listRuns(accountId: AccountId, id: string, query: ListScheduleRunsQuery): Promise<Page<ScheduleRun>> {
     const schedule = await this.find(accountId, id);
     const page = await paginate(this.o.db.scheduleRuns, { schedule_id: schedule._id }, query, (doc) => doc as StoredScheduleRun);
-    const transfers = await this.o.transfers.outcomes(page.data.map((r) => r.transfer_id));
-    return { data: page.data.map((r) => presentRun(r, transfers.get(String(r.transfer_id)) ?? null)), next_cursor: page.next_cursor };
+    const outcomes = await this.outcomes(page.data);
+    return { data: page.data.map((r) => presentRun(r, outcomes.get(String(r.workflow_run_id ?? r.transfer_id)) ?? null)), next_cursor: page.next_cursor };
   }
 
   private async present(doc: StoredSchedule): Promise<Schedule> {
-    return presentSchedule(doc, (await this.o.transfers.outcomes([doc.last_transfer_id])).get(String(doc.last_transfer_id)) ?? null);
+    const last = await this.outcomes([{ transfer_id: doc.last_transfer_id, workflow_run_id: doc.last_workflow_run_id }]);
+    return presentSchedule(doc, last.get(String(doc.last_workflow_run_id ?? doc.last_transfer_id)) ?? null);
+  }
+
+  /** What the transfers and workflow runs of these runs became, by id (one `_id` read each). */
+  private async outcomes(runs: Array<{ transfer_id?: Types.ObjectId | null; workflow_run_id?: Types.ObjectId | null }>): Promise<Map<string, TransferOutcome>> {
+    const [transfers, workflowRuns] = await Promise.all([
+      this.o.transfers.outcomes(runs.map((r) => (r.workflow_run_id ? null : r.transfer_id))),
+      this.o.workflowRuns.outcomes(runs.map((r) => r.workflow_run_id)),
+    ]);
+    return new Map([...transfers, ...workflowRuns]);
   }
 
 
   /**
-   * The transfer of a create or update, checked: exactly one of `transfer` and `workflowId` on a
-   * create (at most one on an update), workflows refused until they exist, connections of the
-   * account, paths that are valid templates of existing, non-secret parameters.
+   * The target of a create or update, checked: exactly one of `transfer` and `workflowId` on a
+   * create (at most one on an update); a workflow of the account, or a transfer over connections
+   * of the account whose paths are valid templates of existing, non-secret parameters.
    */
   private async checkedTarget(accountId: AccountId, transfer: ScheduleTransferInput | undefined, workflowId: string | undefined, create: boolean) {
     if (transfer !== undefined && workflowId !== undefined) throw new BadRequestError('body must have exactly one of transfer and workflowId, not both');
-    if (workflowId !== undefined) throw new BadRequestError('workflowId: workflows are not available yet');
+    if (workflowId !== undefined) return { transfer: null, workflow_id: await this.o.workflows.checkReference(accountId, 'workflowId', workflowId) };
     if (transfer === undefined) {
       if (create) throw new BadRequestError('body must have exactly one of transfer and workflowId');
       return null;
@@ -197,9 +217,12 @@ export class SchedulesService {
       await this.o.parameters.checkTemplate(accountId, `transfer.${field}`, transfer[field], { run: true });
     }
     return {
-      source_connection_id: new Types.ObjectId(transfer.sourceConnectionId), source_path: transfer.sourcePath,
-      destination_connection_id: new Types.ObjectId(transfer.destinationConnectionId), destination_path: transfer.destinationPath,
-      options: { ...DEFAULT_TRANSFER_OPTIONS, ...transfer.options },
+      transfer: {
+        source_connection_id: new Types.ObjectId(transfer.sourceConnectionId), source_path: transfer.sourcePath,
+        destination_connection_id: new Types.ObjectId(transfer.destinationConnectionId), destination_path: transfer.destinationPath,
+        options: { ...DEFAULT_TRANSFER_OPTIONS, ...transfer.options },
+      },
+      workflow_id: null,
     };
   }
 

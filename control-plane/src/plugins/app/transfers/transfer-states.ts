@@ -54,6 +54,7 @@ export class TransferStates {
   /** The job slots the runs hold on agents. */
   readonly slots: AgentSlots;
   private readonly locks = new KeyedMutex();
+  private readonly endListeners: Array<(job: StoredTransfer) => void> = [];
 
   constructor(protected readonly o: TransferStatesOptions) {
     this.queue = new TransferQueue(o.db);
@@ -74,7 +75,16 @@ export class TransferStates {
     return this.o.db.transfers.collection.findOne<StoredTransfer>({ _id: oid(id) });
   }
 
-  /** Writes the event of a transfer that just ended, releases its slots and wakes its waiters. */
+  /**
+   * Calls `listener` with every transfer this instance ends, right after its event is written
+   * (a workflow run waiting for it goes on). Called synchronously and not awaited: a listener
+   * starts its own work and contains its own failures; it must not hold up the report that ended the transfer.
+   */
+  onEnded(listener: (job: StoredTransfer) => void): void {
+    this.endListeners.push(listener);
+  }
+
+  /** Writes the event of a transfer that just ended, releases its slots and wakes its waiters and listeners. */
   protected async ended(job: StoredTransfer): Promise<void> {
     const id = String(job._id);
     await this.slots.release(job._id);
@@ -83,6 +93,13 @@ export class TransferStates {
     if (job.status === 'completed') await this.o.outbox.emit(job.account_id, 'transfer.completed', summary);
     else await this.o.outbox.emit(job.account_id, 'transfer.failed', { ...summary, status: job.status, error: job.error ?? 'Transfer cancelled' });
     this.changes.notify(id);
+    for (const listener of this.endListeners) {
+      try {
+        listener(job);
+      } catch (err) {
+        this.o.log.error({ err, transferId: id }, 'a listener of ended transfers failed');
+      }
+    }
   }
 
   /**

@@ -88,6 +88,8 @@ export interface TransferRun {
    * second insert meets the unique `_id` (`isDuplicateKey`) and the caller reads the first.
    */
   id?: Types.ObjectId;
+  /** A workflow run's own parameters (`POST /workflows/:id/run {params}`), over the account's of those names. */
+  params?: ReadonlyMap<string, string>;
 }
 
 /**
@@ -158,7 +160,7 @@ export class TransfersService extends TransferReports {
     const context = { now: run.now ?? new Date(), timezone: run.timezone ?? 'UTC', runId: run.runId ?? String(_id), ...(run.file ? { file: run.file } : {}) };
     const allowed = { run: true, file: run.file !== undefined };
     const rendered = async (field: 'sourcePath' | 'destinationPath') =>
-      checkedPath(field, await this.options.parameters.renderNow(accountId, `${prefix}${field}`, input[field], allowed, context), prefix);
+      checkedPath(field, await this.options.parameters.renderNow(accountId, `${prefix}${field}`, input[field], allowed, context, run.params), prefix);
     const sourcePath = await rendered('sourcePath');
     const destinationPath = await rendered('destinationPath');
     const source = await ownedConnection(db, accountId, 'sourceConnectionId', input.sourceConnectionId, prefix);

@@ -30,7 +30,7 @@ export const WATCHER_ASSIGN_MS = 5_000;
 export default fp(
   async (app) => {
     const assignments = new WatcherAssignments({ db: app.db, hub: app.agentHub, agents: app.agents, connections: app.connections, log: app.log });
-    const events = new WatcherEvents({ db: app.db, transfers: app.transfers, audit: app.audit, wakeDispatcher: () => app.dispatcher.wake(), log: app.log });
+    const events = new WatcherEvents({ db: app.db, transfers: app.transfers, workflowRuns: app.workflowRuns, audit: app.audit, wakeDispatcher: () => app.dispatcher.wake(), log: app.log });
     let lastAssign = 0;
     const loop = new Loop(async () => {
       if (Date.now() - lastAssign >= WATCHER_ASSIGN_MS) {
@@ -56,11 +56,13 @@ export default fp(
       if (report.type === 'watch.found') await events.found(session, report.payload);
       else await assignments.polled(session, report.payload);
     });
-    app.decorate('watchers', new WatchersService({ db: app.db, parameters: app.parameters, transfers: app.transfers, changed }));
+    app.decorate('watchers', new WatchersService({
+      db: app.db, parameters: app.parameters, transfers: app.transfers, workflows: app.workflows, workflowRuns: app.workflowRuns, changed,
+    }));
     app.decorate('watcherAssignments', assignments);
     app.decorate('watcherEvents', events);
     app.addHook('onReady', async () => loop.start());
     app.addHook('preClose', () => loop.stop());
   },
-  { name: 'watchers', dependencies: ['mongoose', 'audit', 'transfers', 'agents', 'connections', 'parameters'] },
+  { name: 'watchers', dependencies: ['mongoose', 'audit', 'transfers', 'agents', 'connections', 'parameters', 'workflows'] },
 );

@@ -7,6 +7,7 @@ import type { Models } from '../../../models/index.js';
 import type { WatcherDoc } from '../../../models/watcher.model.js';
 import type { WatcherEventDoc } from '../../../models/watcher-event.model.js';
 import type { StoredTransfer, TransferOutcome, TransfersService } from '../transfers/index.js';
+import type { WorkflowRuns } from '../workflows/index.js';
 import type { AuditService } from '../access/index.js';
 import { serves, type AgentSession } from '../agents/index.js';
 import { runConnection } from '../transfers/index.js';
@@ -20,11 +21,13 @@ type Found = Extract<AgentMessage, { type: 'watch.found' }>['payload'];
 /** An event still `pending` this long after it was seen was left by an instance that stopped before starting its action: the sweep starts it. */
 export const PENDING_GRACE_MS = 60_000;
 
-/** The status an event shows: its transfer's while it has one, else what became of it. */
-export function eventStatus(e: Pick<StoredWatcherEvent, 'state' | 'error' | 'transfer_id'>, transfer: TransferOutcome | null): { status: WatcherEventStatus; error: string | null } {
+/** The status an event shows: its transfer's (or workflow run's, `running` shown as `in-progress`) while it has one, else what became of it. */
+export function eventStatus(e: Pick<StoredWatcherEvent, 'state' | 'error' | 'transfer_id' | 'workflow_run_id'>, transfer: TransferOutcome | null): { status: WatcherEventStatus; error: string | null } {
   if (e.state === 'pending') return { status: 'pending', error: null };
   if (e.state === 'failed') return { status: 'failed', error: e.error ?? null };
-  if (!transfer) return { status: 'unknown', error: `its transfer ${String(e.transfer_id)} was deleted` };
+  if (!transfer) {
+    return { status: 'unknown', error: e.workflow_run_id ? `its workflow run ${String(e.workflow_run_id)} was deleted` : `its transfer ${String(e.transfer_id)} was deleted` };
+  }
   return { status: transfer.status, error: transfer.status === 'failed' ? transfer.error ?? null : null };
 }
 
@@ -67,6 +70,8 @@ export function foreignFile(watcher: Pick<StoredWatcher, 'path' | 'pattern' | 'r
 export interface WatcherEventsOptions {
   db: Models;
   transfers: Pick<TransfersService, 'create' | 'enqueue'>;
+  /** Starts the run of a watcher's workflow (plugins/app/workflows/). */
+  workflowRuns: Pick<WorkflowRuns, 'startOf'>;
   audit: Pick<AuditService, 'record'>;
   /** Tells this instance's dispatcher that a transfer waits (the others find it on their own). */
   wakeDispatcher: () => void;
@@ -132,15 +137,23 @@ export class WatcherEvents {
 
   /**
    * Starts an event's action and records how it went. Safe to repeat (the sweep does, for events
-   * an instance left `pending`): the transfer's id is the event's, so a second start finds the first's.
+   * an instance left `pending`): the transfer's id (or the workflow run's) is the event's, so a
+   * second start finds the first's.
    */
   async start(watcher: StoredWatcher, event: StoredWatcherEvent): Promise<void> {
-    let set: Pick<StoredWatcherEvent, 'state' | 'error' | 'transfer_id'>;
+    let set: Pick<StoredWatcherEvent, 'state' | 'error' | 'transfer_id' | 'workflow_run_id'>;
     let job: StoredTransfer | null = null;
     try {
-      if (!watcher.transfer) throw new AppError(400, 'workflows are not available yet');
-      job = await this.transferOf(watcher, event);
-      set = { state: 'started', error: null, transfer_id: job._id };
+      if (watcher.workflow_id) {
+        const name = event.path.slice(event.path.lastIndexOf('/') + 1);
+        const run = await this.o.workflowRuns.startOf(watcher.account_id, watcher.workflow_id, {
+          id: event._id, trigger: { type: 'watcher', id: watcher._id }, file: { name, path: event.path }, now: event.seen_at,
+        });
+        set = { state: 'started', error: null, transfer_id: null, workflow_run_id: run._id };
+      } else {
+        job = await this.transferOf(watcher, event);
+        set = { state: 'started', error: null, transfer_id: job._id, workflow_run_id: null };
+      }
     } catch (err) {
       // A 4xx is the event's own problem (a connection deleted, a parameter gone or made secret):
       // the event fails saying so. Anything else is the server's: logged, not shown.
@@ -148,7 +161,7 @@ export class WatcherEvents {
         this.o.log.error({ err, watcherId: String(watcher._id), eventId: String(event._id) }, 'watcher action could not be started');
       }
       const error = err instanceof AppError && err.statusCode < 500 ? err.message : 'the action could not be started (an internal error, logged by the server)';
-      set = { state: 'failed', error, transfer_id: null };
+      set = { state: 'failed', error, transfer_id: null, workflow_run_id: null };
     }
     await this.o.db.watcherEvents.updateOne({ _id: event._id, state: 'pending' }, { $set: set });
     if (job && await this.o.transfers.enqueue(job)) this.o.wakeDispatcher();
@@ -157,7 +170,8 @@ export class WatcherEvents {
       resource: { type: 'watcher', id: String(watcher._id) }, outcome: set.state === 'failed' ? 'failure' : 'success',
       details: {
         name: watcher.name, event_id: String(event._id), path: event.path, version: event.version,
-        transfer_id: set.transfer_id ? String(set.transfer_id) : null, ...(set.error ? { error: set.error } : {}),
+        transfer_id: set.transfer_id ? String(set.transfer_id) : null,
+        ...(set.workflow_run_id ? { workflow_run_id: String(set.workflow_run_id) } : {}), ...(set.error ? { error: set.error } : {}),
       },
     });
   }

@@ -10,6 +10,7 @@ import type { ParametersService } from '../parameters/index.js';
 import { BadRequestError, NotFoundError } from '../../../errors.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
 import type { TransfersService } from '../transfers/index.js';
+import type { WorkflowRuns, WorkflowsService } from '../workflows/index.js';
 import { presentEvent, type StoredWatcher, type StoredWatcherEvent } from './watcher-events.js';
 
 type AccountId = string | Types.ObjectId;
@@ -22,6 +23,10 @@ export interface WatchersServiceOptions {
   db: Models;
   parameters: Pick<ParametersService, 'checkTemplate'>;
   transfers: Pick<TransfersService, 'outcomes'>;
+  /** Checks an `action.workflowId`. */
+  workflows: Pick<WorkflowsService, 'checkReference'>;
+  /** What the workflow runs of events became. */
+  workflowRuns: Pick<WorkflowRuns, 'outcomes'>;
   /** Tells this instance's assignment loop that watchers changed (the others notice on their own). */
   changed: () => void;
 }
@@ -60,9 +65,10 @@ export function presentWatcher(doc: StoredWatcher): Watcher {
 }
 
 /** What an audit record says about a watcher: what it watches and where its files go (never a parameter's value). */
-function auditDetails(doc: Pick<StoredWatcher, 'name' | 'connection_id' | 'path' | 'pattern' | 'recursive' | 'active' | 'transfer'>): Record<string, unknown> {
+function auditDetails(doc: Pick<StoredWatcher, 'name' | 'connection_id' | 'path' | 'pattern' | 'recursive' | 'active' | 'transfer' | 'workflow_id'>): Record<string, unknown> {
   return {
     name: doc.name, connection_id: String(doc.connection_id), path: doc.path, pattern: doc.pattern, recursive: doc.recursive, active: doc.active,
+    ...(doc.workflow_id ? { workflow_id: String(doc.workflow_id) } : {}),
     ...(doc.transfer ? { destination_connection_id: String(doc.transfer.destination_connection_id), destination_path: doc.transfer.destination_path } : {}),
   };
 }
@@ -103,7 +109,7 @@ export class WatchersService {
       poll_interval_seconds: input.poll_interval_seconds ?? DEFAULT_POLL_INTERVAL_SECONDS,
       stable_seconds: input.stable_seconds ?? DEFAULT_STABLE_SECONDS,
       include_existing: input.include_existing ?? false, active: input.active ?? true,
-      transfer: fields.transfer!, workflow_id: null, revision: 1, agent_id: null, last_poll_at: null, last_error: null,
+      transfer: fields.action!.transfer, workflow_id: fields.action!.workflow_id, revision: 1, agent_id: null, last_poll_at: null, last_error: null,
       created_at: now, updated_at: now,
     };
     await beforeWrite(String(doc._id), auditDetails(doc));
@@ -134,7 +140,8 @@ export class WatchersService {
       stable_seconds: input.stable_seconds ?? current.stable_seconds,
       include_existing: input.include_existing ?? current.include_existing,
       active: input.active ?? current.active,
-      transfer: fields.transfer ?? current.transfer,
+      transfer: fields.action ? fields.action.transfer : current.transfer,
+      workflow_id: fields.action ? fields.action.workflow_id : current.workflow_id,
     };
     const rewatch = WATCHED.some((f) => input[f] !== undefined);
     const update: Record<string, unknown> = { $set: { ...next, updated_at: new Date() } };
@@ -161,8 +168,12 @@ export class WatchersService {
   async listEvents(accountId: AccountId, id: string, query: ListWatcherEventsQuery): Promise<Page<WatcherEvent>> {
     const watcher = await this.find(accountId, id);
     const page = await paginate(this.o.db.watcherEvents, { watcher_id: watcher._id }, query, (doc) => doc as StoredWatcherEvent);
-    const states = await this.o.transfers.outcomes(page.data.map((e) => e.transfer_id));
-    return { data: page.data.map((e) => presentEvent(e, states.get(String(e.transfer_id)) ?? null)), next_cursor: page.next_cursor };
+    const [transfers, workflowRuns] = await Promise.all([
+      this.o.transfers.outcomes(page.data.map((e) => e.transfer_id)),
+      this.o.workflowRuns.outcomes(page.data.map((e) => e.workflow_run_id)),
+    ]);
+    const outcomeOf = (e: StoredWatcherEvent) => (e.workflow_run_id ? workflowRuns.get(String(e.workflow_run_id)) : transfers.get(String(e.transfer_id))) ?? null;
+    return { data: page.data.map((e) => presentEvent(e, outcomeOf(e))), next_cursor: page.next_cursor };
   }
 
   /** The checks of a create (every field) or an update (the fields given), 400 naming the field; the stored forms of the ids and the action. */
@@ -191,21 +202,24 @@ export class WatchersService {
       throw new BadRequestError(`stable_seconds must be a whole number from 0 to ${MAX_STABLE_SECONDS}`);
     }
     if (create && input.action === undefined) throw new BadRequestError('action is required');
-    const transfer = input.action === undefined ? undefined : await this.action(accountId, input.action);
-    return { connection_id, transfer };
+    const action = input.action === undefined ? undefined : await this.action(accountId, input.action);
+    return { connection_id, action };
   }
 
-  /** The action, checked: exactly one of `transfer` and `workflowId`; workflows refused until they exist. */
+  /** The action, checked: exactly one of `transfer` and `workflowId` (a workflow of the account). */
   private async action(accountId: AccountId, action: WatcherActionInput) {
     if (action.transfer !== undefined && action.workflowId !== undefined) throw new BadRequestError('action must have exactly one of transfer and workflowId, not both');
-    if (action.workflowId !== undefined) throw new BadRequestError('action.workflowId: workflows are not available yet');
+    if (action.workflowId !== undefined) return { transfer: null, workflow_id: await this.o.workflows.checkReference(accountId, 'action.workflowId', action.workflowId) };
     if (action.transfer === undefined) throw new BadRequestError('action must have exactly one of transfer and workflowId');
     const t = action.transfer;
     const destination = await this.connection(accountId, 'action.transfer.destinationConnectionId', t.destinationConnectionId);
     const problem = basePathProblem(t.destinationPath);
     if (problem) throw new BadRequestError(`action.transfer.destinationPath ${problem.replace(/^path /, '')}`);
     await this.o.parameters.checkTemplate(accountId, 'action.transfer.destinationPath', t.destinationPath, { run: true, file: true });
-    return { destination_connection_id: destination, destination_path: t.destinationPath, options: { ...DEFAULT_TRANSFER_OPTIONS, ...t.options } };
+    return {
+      transfer: { destination_connection_id: destination, destination_path: t.destinationPath, options: { ...DEFAULT_TRANSFER_OPTIONS, ...t.options } },
+      workflow_id: null,
+    };
   }
 
   private async connection(accountId: AccountId, field: string, id: string): Promise<Types.ObjectId> {

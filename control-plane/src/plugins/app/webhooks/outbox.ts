@@ -1,19 +1,23 @@
 import fp from 'fastify-plugin';
 import { Types } from 'mongoose';
 import type { Models } from '../../../models/index.js';
+import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
 /** Event types of api.md "Events" written so far. */
 export type OutboxEventType =
   | 'transfer.started' | 'transfer.completed' | 'transfer.failed'
-  | 'file.uploaded' | 'file.downloaded' | 'file.deleted' | 'file.shared' | 'file.scan_blocked';
+  | 'file.uploaded' | 'file.downloaded' | 'file.deleted' | 'file.shared' | 'file.scan_blocked'
+  | 'workflow.notify' | 'workflow.completed' | 'workflow.failed';
 
 /** What other domains depend on: the one call that records an event. */
 export interface Outbox {
   /**
    * Records a domain event for delivery to the account's webhooks. Called right after the change
    * that caused it succeeded (no transactions: a crash in between loses the event, never invents one).
+   * With `id`, the event is recorded once however often it is emitted (a workflow step repeated
+   * after a crash): a second emit with the same id meets the unique `_id` and does nothing.
    */
-  emit(accountId: string | Types.ObjectId, type: OutboxEventType, data: Record<string, unknown>): Promise<void>;
+  emit(accountId: string | Types.ObjectId, type: OutboxEventType, data: Record<string, unknown>, id?: Types.ObjectId): Promise<void>;
 }
 
 /** The events outbox (`outbox_events`); deliverer.service.ts fans its rows out to the subscribed webhooks. */
@@ -24,8 +28,12 @@ export class OutboxService implements Outbox {
     this.db = options.db;
   }
 
-  async emit(accountId: string | Types.ObjectId, type: OutboxEventType, data: Record<string, unknown>): Promise<void> {
-    await this.db.outboxEvents.create({ account_id: new Types.ObjectId(String(accountId)), type, data });
+  async emit(accountId: string | Types.ObjectId, type: OutboxEventType, data: Record<string, unknown>, id?: Types.ObjectId): Promise<void> {
+    try {
+      await this.db.outboxEvents.create({ ...(id ? { _id: id } : {}), account_id: new Types.ObjectId(String(accountId)), type, data });
+    } catch (err) {
+      if (!id || !isDuplicateKey(err)) throw err;
+    }
   }
 }
 
