@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
-import { startStack, type Stack } from '../src/stack.js';
+import { BINARIES, startStack, type Stack } from '../src/stack.js';
 import { cliEnv, jsonFailure, jsonOf, lines, startCli, type CliFailure, type CliRun } from './support/cli.js';
 import { sftpAndS3, waitFor } from './support/stack-helpers.js';
 import { digestBucket, s3Client, sha256, type Digests } from './support/trees.js';
@@ -15,7 +15,8 @@ import { digestBucket, s3Client, sha256, type Digests } from './support/trees.js
  * from stdin, refused before any call when it is not a JSON array (exit 2 naming --steps), the
  * server's 400s naming steps[i].field (exit 2), create/get/list/update/delete; `run --follow` of
  * a one-step transfer workflow telling each step's state and exiting 0 with the run on stdout; a
- * run whose transfer fails (exit 7, the rest skipped); Ctrl-C that stops following only; cancel.
+ * run whose transfer fails (exit 7, the rest skipped); Ctrl-C that stops following only; cancel;
+ * the live view on a terminal; the server lost while following (exit 6).
  * How runs behave on the server (settle steps, triggers, several instances) is the control
  * plane's tests'.
  */
@@ -169,6 +170,8 @@ test('create (inline, @file, stdin), get and list as JSON and for people, update
 }, 90_000);
 
 test('run --follow of a one-step transfer: each step\'s state on stderr, the completed run on stdout, exit 0; --json prints the run; runs lists them', async () => {
+  // A path may name only parameters of the account; a run's --param stands in for it.
+  await stack.api.data('POST', '/parameters', { name: 'tag', value: 'account-value' });
   const workflow = await json(['workflows', 'create', '--name', `copy ${run}`, '--steps', JSON.stringify([transferStep('/src', '/wf-{{params.tag}}/{{run.id}}')])]);
 
   const res = await xfer(['workflows', 'run', workflow.id, '--param', 'tag=first', '--follow']);
@@ -245,9 +248,9 @@ test('a run whose transfer fails: exit 7, the failed run on stdout (--json too),
   const human = await xfer(['workflows', 'run', workflow.id, '--follow']);
   expect(human.status).toBe(7);
   const told = lines(human.stderr);
-  expect(told).toContainEqual(expect.stringMatching(/^Step 1\/2 transfer: failed \(0\/0 files, 0 B\): its transfer \S+ failed: /));
+  expect(told).toContainEqual(expect.stringMatching(/^Step 1\/2 transfer: failed \(0\/0 files, 0 B\): .*its transfer \S+ failed: source path \/no-such-dir does not exist$/));
   expect(told).toContain('Step 2/2 delete_source: skipped');
-  expect(told.at(-1)).toMatch(/^Error: Workflow run \S+ failed: its transfer \S+ failed: /);
+  expect(told.at(-1)).toMatch(/^Error: Workflow run \S+ failed: .*its transfer \S+ failed: source path \/no-such-dir does not exist$/);
   expect(human.stdout).toMatch(/^status: +failed$/m);
   expect(human.stdout).toMatch(/^2 +delete_source +skipped +- +- +- +-$/m);
 
@@ -287,3 +290,32 @@ test('Ctrl-C while following stops following only (exit 130, the run goes on); w
   expect(await fails(['workflow-runs', 'cancel', runId])).toMatchObject({ status: 5 });
   expect((await fails(['workflow-runs', 'cancel', '0123456789abcdef01234567'])).status).toBe(4);
 }, 150_000);
+
+test('on a terminal (script(1) pseudo-terminal) run --follow draws the ink view of the running transfer step, the step lines above it', async () => {
+  const workflow = await json(['workflows', 'create', '--name', `tty ${run}`, '--steps', JSON.stringify([transferStep('/src', '/tty/{{run.id}}')])]);
+  const cmd = [process.execPath, BINARIES.cli, 'workflows', 'run', workflow.id, '--follow'].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
+  const res = spawnSync('script', ['-qfec', `stty cols 200 rows 40; ${cmd}`, '/dev/null'], {
+    env: cliEnv(home, { XFER_URL: stack.url, XFER_API_KEY: stack.api.token }), encoding: 'utf8', timeout: 120_000,
+  });
+  expect(res.status).toBe(0);
+  const screen = res.stdout.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, '');
+  expect(screen).toMatch(/Step 1\/1 transfer: running \(transfer [0-9a-f]{24}\)/);
+  expect(screen).toContain('█'.repeat(24));
+  expect(screen).toContain('100%');
+  expect(screen).toContain(`${SMALL}/${SMALL} files`);
+  expect(screen).toContain(`Step 1/1 transfer: completed (${SMALL}/${SMALL} files, 12.0 kB)`);
+  expect(screen).toMatch(/^status: +completed\r?$/m);
+}, 120_000);
+
+// Last: it stops the control plane.
+test('the server going away while following: exit 6 after the retries, naming the command that resumes', async () => {
+  const workflow = await json(['workflows', 'create', '--name', `orphan ${run}`, '--steps', JSON.stringify([transferStep('/slow', '/orphan/{{run.id}}', { options: { concurrency: 1 } })])]);
+  const started = await json(['workflows', 'run', workflow.id]);
+  const p = background(['workflow-runs', 'watch', started.id]);
+  await p.until((e) => e.includes('Step 1/1 transfer: running'));
+  stack.server.child.kill('SIGKILL');
+  expect((await p).status).toBe(6);
+  const told = lines(p.printed().stderr);
+  expect(told.at(-1)).toMatch(new RegExp(`^Error: Connection refused .+ \\(workflow run ${started.id} continues on the server; follow it again with xfer workflow-runs watch ${started.id}\\)$`));
+  expect(told.filter((l) => l.startsWith('Error:'))).toHaveLength(1);
+}, 120_000);

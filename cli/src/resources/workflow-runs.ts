@@ -21,8 +21,8 @@ function pollFailed(id: string, err: unknown): unknown {
 }
 
 /**
- * What following a run shows on stderr: a line when the run's or a step's status changes, and,
- * while a transfer step runs, its transfer's progress (the live view or plain lines of
+ * What following a run shows on stderr: a line when the run's or a step's status changes (not
+ * for pending: every step starts so), and, while a transfer step runs, its transfer's progress (the live view or plain lines of
  * `transfers watch`, one display per step so rates do not mix transfers). Nothing in mode `none`.
  */
 class RunReporter {
@@ -35,21 +35,24 @@ class RunReporter {
 
   async tell(run: WorkflowRun): Promise<void> {
     if (this.mode === 'none') return;
-    if (this.told?.status !== run.status) writeLine(Messages.runState(run.id, run.status));
+    // A run that starts is told before its steps; one that ended after them (they say why).
+    const runChanged = this.told?.status !== run.status;
+    if (runChanged && !isRunFinished(run.status)) writeLine(Messages.runState(run.id, run.status));
     for (const [i, step] of run.steps.entries()) {
       const changed = this.told?.steps[i]?.status !== step.status;
       const transfer = step.type === 'transfer' && step.transfer_id ? step.transfer_id : null;
       if (step.status === 'running') {
         if (changed) writeLine(stepLine(run, i));
         if (transfer) await this.showTransfer(run, i, transfer);
-      } else if (changed) {
+      } else if (changed && step.status !== 'pending') {
         // The last figures of a transfer step that ended (also one that ended between two polls).
-        const t = transfer && step.status !== 'pending' && step.status !== 'skipped' ? await this.transfer(transfer) : null;
+        const t = transfer && step.status !== 'skipped' ? await this.transfer(transfer) : null;
         if (t && this.view?.step === i) this.view.display.update(this.progress(run, i, t));
         if (this.view?.step === i) this.stopView();
         writeLine(stepLine(run, i, t ? transferFigures(t) : undefined));
       }
     }
+    if (runChanged && isRunFinished(run.status)) writeLine(Messages.runState(run.id, run.status));
     this.told = run;
   }
 

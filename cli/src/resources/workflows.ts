@@ -62,8 +62,8 @@ export function showWorkflow(w: Workflow): string {
 
 /** A run for people: its fields as lines (the trigger as `type id`), then each step's status as a table. */
 export function showRun(r: WorkflowRun): string {
-  const { steps, trigger, ...rest } = r;
-  const fields = { ...rest, trigger: trigger.id ? `${trigger.type} ${trigger.id}` : trigger.type, params: rest.params.join(', ') || null };
+  const { steps, ...rest } = r;
+  const fields = { ...rest, trigger: r.trigger.id ? `${r.trigger.type} ${r.trigger.id}` : r.trigger.type, params: r.params.join(', ') || null };
   const rows = steps.map((s, i) => ({ ...s, n: stepNumber(s, i) }));
   return `${record(fields)}\n\n${table(rows, [
     { header: '#', get: (s) => s.n },
