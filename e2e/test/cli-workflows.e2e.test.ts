@@ -16,7 +16,7 @@ import { digestBucket, s3Client, sha256, type Digests } from './support/trees.js
  * server's 400s naming steps[i].field (exit 2), create/get/list/update/delete; `run --follow` of
  * a one-step transfer workflow telling each step's state and exiting 0 with the run on stdout; a
  * run whose transfer fails (exit 7, the rest skipped); Ctrl-C that stops following only; cancel;
- * the live view on a terminal; the server lost while following (exit 6).
+ * a schedule that runs a workflow (schedules --workflow); the live view on a terminal; the server lost while following (exit 6).
  * How runs behave on the server (settle steps, triggers, several instances) is the control
  * plane's tests'.
  */
@@ -290,6 +290,35 @@ test('Ctrl-C while following stops following only (exit 130, the run goes on); w
   expect(await fails(['workflow-runs', 'cancel', runId])).toMatchObject({ status: 5 });
   expect((await fails(['workflow-runs', 'cancel', '0123456789abcdef01234567'])).status).toBe(4);
 }, 150_000);
+
+test('a schedule runs a workflow (schedules create|update --workflow): its run is followed with workflow-runs watch; the workflow cannot be deleted while named', async () => {
+  const workflow = await json(['workflows', 'create', '--name', `scheduled ${run}`, '--steps', JSON.stringify([transferStep('/src', '/scheduled/{{run.id}}')])]);
+  const base = ['schedules', 'create', '--name', `yearly ${run}`, '--cron', '0 0 1 1 *', '--no-active'];
+  const schedule = await json([...base, '--workflow', workflow.id]);
+  expect(schedule).toMatchObject({ workflowId: workflow.id, transfer: null });
+
+  const started = await json(['schedules', 'run', schedule.id]);
+  expect(started).toMatchObject({ trigger: 'manual', transfer_id: null, workflow_run_id: expect.stringMatching(/^[0-9a-f]{24}$/) });
+  const watched = await xfer(['workflow-runs', 'watch', started.workflow_run_id, '--json']);
+  expect(watched.status).toBe(0);
+  expect(JSON.parse(watched.stdout)).toMatchObject({ id: started.workflow_run_id, workflow_id: workflow.id, status: 'completed', trigger: { type: 'schedule', id: schedule.id } });
+  const table = await xfer(['schedules', 'runs', schedule.id]);
+  expect(table.stdout).toMatch(/^ID +TRIGGER +SCHEDULED_FOR +STATUS +TRANSFER_ID +WORKFLOW_RUN_ID +ERROR$/m);
+  expect(table.stdout).toMatch(new RegExp(`^${started.id} +manual +\\S+ +completed +- +${started.workflow_run_id} +-$`, 'm'));
+
+  expect((await fails(['workflows', 'delete', workflow.id])).status).toBe(5);
+  // Exactly one of a transfer and a workflow: the server says so; a transfer needs its four path flags.
+  const transfer = ['--source', names.sftp, '--source-path', '/src', '--dest', names.s3, '--dest-path', '/x'];
+  expect(await fails([...base, ...transfer, '--workflow', workflow.id])).toEqual({ status: 2, error: 'body must have exactly one of transfer and workflowId, not both' });
+  expect(await fails(base)).toEqual({ status: 2, error: 'body must have exactly one of transfer and workflowId' });
+  expect((await fails([...base, '--source', names.sftp])).status).toBe(2);
+  // Back to a transfer, then to the workflow again.
+  const toTransfer = await json(['schedules', 'update', schedule.id, ...transfer]);
+  expect(toTransfer).toMatchObject({ workflowId: null, transfer: { sourceConnectionId: ids.sftp, destinationConnectionId: ids.s3, destinationPath: '/x' } });
+  expect(await json(['schedules', 'update', schedule.id, '--workflow', workflow.id])).toMatchObject({ workflowId: workflow.id, transfer: null });
+  await json(['schedules', 'delete', schedule.id]);
+  expect(await json(['workflows', 'delete', workflow.id])).toEqual({ id: workflow.id, deleted: true });
+}, 120_000);
 
 test('on a terminal (script(1) pseudo-terminal) run --follow draws the ink view of the running transfer step, the step lines above it', async () => {
   const workflow = await json(['workflows', 'create', '--name', `tty ${run}`, '--steps', JSON.stringify([transferStep('/src', '/tty/{{run.id}}')])]);

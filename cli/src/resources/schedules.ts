@@ -1,6 +1,6 @@
 import { Args, Flags } from '@oclif/core';
 import {
-  SCHEDULE_OVERLAPS, type Schedule, type ScheduleOverlap, type ScheduleRun, type ScheduleTransferInput, type XferClient,
+  SCHEDULE_OVERLAPS, type Schedule, type ScheduleOverlap, type ScheduleRun, type ScheduleTransferInput, type UpdateScheduleRequest, type XferClient,
 } from '@xfer/shared';
 import type { Column } from '../output.js';
 import { connectionIdOr, TRANSFER_OPTION_FLAGS, transferOptionFlags, transferOptions, type TransferOptionFlags } from './transfers.js';
@@ -21,6 +21,7 @@ export const scheduleRunColumns: Column<ScheduleRun>[] = [
   { header: 'scheduled_for', get: (r) => r.scheduled_for },
   { header: 'status', get: (r) => r.status },
   { header: 'transfer_id', get: (r) => r.transfer_id },
+  { header: 'workflow_run_id', get: (r) => r.workflow_run_id },
   { header: 'error', get: (r) => r.error },
 ];
 
@@ -38,18 +39,28 @@ const sourcePathDesc = { description: 'File or directory on the source, starting
 const destDesc = { description: 'Destination connection: its id or its name' };
 const destPathDesc = { description: 'Directory on the destination, starting with / (a template)' };
 
-const TRANSFER_FLAGS = ['source', 'source-path', 'dest', 'dest-path', ...TRANSFER_OPTION_FLAGS] as const;
+const workflowDesc = { description: 'Run this workflow (its id) at each due time instead of a transfer' };
 
-/** The transfer each run creates: its paths may hold {{params.NAME}}, {{date:FORMAT}} and {{run.id}}. */
+const PATH_FLAGS = ['source', 'source-path', 'dest', 'dest-path'] as const;
+const TRANSFER_FLAGS = [...PATH_FLAGS, ...TRANSFER_OPTION_FLAGS] as const;
+/** On a create, a transfer needs all four of its path flags: each depends on the others. */
+const withTheOthers = (flag: (typeof PATH_FLAGS)[number]) => ({ dependsOn: PATH_FLAGS.filter((f) => f !== flag) });
+
+/**
+ * What each run does: the transfer of --source, --source-path, --dest, --dest-path (paths may hold
+ * {{params.NAME}}, {{date:FORMAT}} and {{run.id}}), or --workflow. Both, or neither, are sent as
+ * they are: the server's 400 says a schedule has exactly one.
+ */
 export const scheduleCreateFlags = {
   name: Flags.string({ description: 'Name of the schedule (and of the transfers it creates)', required: true }),
   cron: Flags.string({ description: 'Five fields: minute hour day-of-month month day-of-week, e.g. "0 2 * * *"', required: true }),
   ...timing,
-  source: Flags.string({ ...sourceDesc, required: true }),
-  'source-path': Flags.string({ ...sourcePathDesc, required: true }),
-  dest: Flags.string({ ...destDesc, required: true }),
-  'dest-path': Flags.string({ ...destPathDesc, required: true }),
+  source: Flags.string({ ...sourceDesc, ...withTheOthers('source') }),
+  'source-path': Flags.string({ ...sourcePathDesc, ...withTheOthers('source-path') }),
+  dest: Flags.string({ ...destDesc, ...withTheOthers('dest') }),
+  'dest-path': Flags.string({ ...destPathDesc, ...withTheOthers('dest-path') }),
   ...transferOptionFlags,
+  workflow: Flags.string(workflowDesc),
 };
 
 export const scheduleUpdateFlags = {
@@ -61,6 +72,7 @@ export const scheduleUpdateFlags = {
   dest: Flags.string(destDesc),
   'dest-path': Flags.string(destPathDesc),
   ...transferOptionFlags,
+  workflow: Flags.string({ description: `${workflowDesc.description}: replaces the transfer` }),
 };
 
 type TransferFlags = Partial<Record<'source' | 'source-path' | 'dest' | 'dest-path', string>> & TransferOptionFlags;
@@ -80,6 +92,19 @@ export async function transferInput(client: XferClient, f: TransferFlags, curren
     destinationConnectionId: await connectionIdOr(client, f.dest, current?.destinationConnectionId),
     destinationPath: f['dest-path'] ?? current?.destinationPath ?? '',
     ...(options && { options }),
+  };
+}
+
+/**
+ * What the runs do, from the flags given: `transfer` (the transfer flags over `current`, see
+ * transferInput) and `workflowId` (--workflow); neither when no such flag was given.
+ */
+export async function targetInput(
+  client: XferClient, f: TransferFlags & { workflow?: string }, current?: Schedule['transfer'],
+): Promise<Pick<UpdateScheduleRequest, 'transfer' | 'workflowId'>> {
+  return {
+    ...(givesTransfer(f) && { transfer: await transferInput(client, f, current) }),
+    ...(f.workflow !== undefined && { workflowId: f.workflow }),
   };
 }
 

@@ -44,7 +44,7 @@ const connectionDesc = { description: 'Connection whose folder is watched: its i
 const pathDesc = { description: "Folder to watch, starting with / (under the connection's base path)" };
 const destDesc = { description: 'Where each new file goes: a connection id or name' };
 const destPathDesc = { description: 'Directory on --dest each file is copied into, a template: e.g. "/in/{{date:YYYY-MM-DD}}" ({{file.name}}, {{file.path}} too)' };
-const workflowDesc = { description: 'Run this workflow for each new file instead of a transfer (refused by the server until workflows exist)' };
+const workflowDesc = { description: 'Run this workflow (its id) for each new file instead of a transfer; its steps see the file as {{file.name}} and {{file.path}}' };
 
 /** The action flags: a transfer (`--dest`, `--dest-path` and the transfer options) or `--workflow`. */
 const TRANSFER_FLAGS = ['dest', 'dest-path', ...TRANSFER_OPTION_FLAGS] as const;

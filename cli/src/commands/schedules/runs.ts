@@ -5,7 +5,7 @@ import { scheduleIdArg, scheduleRunColumns } from '../../resources/schedules.js'
 
 export default class Runs extends BaseCommand<typeof Runs> {
   static override summary = "List a schedule's runs (GET /schedules/:id/runs).";
-  static override description = `Newest first, one page by default; --all follows every page. A run's status is its transfer's as it is now; skipped and failed runs say why in ERROR.
+  static override description = `Newest first, one page by default; --all follows every page. A run's status is its transfer's (or workflow run's) as it is now; skipped and failed runs say why in ERROR.
 Exit code 4 when the schedule id is unknown.`;
   static override examples = [
     '<%= config.bin %> schedules runs 665f1c2e9b1d4a0012345678',
