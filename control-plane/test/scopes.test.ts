@@ -103,6 +103,27 @@ const FIXTURES: Record<string, { create: () => Promise<string>; body?: Record<st
     },
     body: { name: 'renamed' },
   },
+  '/api/v1/workflows/': {
+    create: async () => {
+      const res = await app.inject({
+        method: 'POST', url: '/api/v1/workflows', headers: auth(owner.apiKey),
+        payload: { name: 'wf', steps: [{ type: 'notify', channel: 'webhook_event' }] },
+      });
+      return res.json().data.id;
+    },
+    body: { name: 'renamed' },
+  },
+  // A finished run of a notify-only workflow: its id is another account's on /workflow-runs/:id.
+  '/api/v1/workflow-runs/': {
+    create: async () => {
+      const wf = await app.inject({
+        method: 'POST', url: '/api/v1/workflows', headers: auth(owner.apiKey), payload: { name: 'wf', steps: [{ type: 'notify', channel: 'webhook_event' }] },
+      });
+      const run = await app.inject({ method: 'POST', url: `/api/v1/workflows/${wf.json().data.id}/run`, headers: auth(owner.apiKey), payload: {} });
+      return run.json().data.id;
+    },
+    body: {},
+  },
   // A file record is enough to own an id (uploading needs clamd, which this test does not use).
   '/api/v1/files/': {
     create: async () => String((await app.db.files.create({

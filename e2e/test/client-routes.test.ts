@@ -44,6 +44,9 @@ const CALLS: Array<(c: XferClient) => Promise<unknown>> = [
   (c) => c.watchers.list(), (c) => c.watchers.get('ID'), (c) => c.watchers.update('ID', { active: false }), (c) => c.watchers.delete('ID'),
   (c) => c.watchers.create({ name: 'w', connectionId: 's', path: '/in', action: { transfer: { destinationConnectionId: 'd', destinationPath: '/' } } }),
   (c) => c.watchers.events('ID'),
+  (c) => c.workflows.list(), (c) => c.workflows.get('ID'), (c) => c.workflows.update('ID', { name: 'x' }), (c) => c.workflows.delete('ID'),
+  (c) => c.workflows.create({ name: 'w', steps: [{ type: 'notify', channel: 'webhook_event' }] }),
+  (c) => c.workflows.run('ID', { params: { a: 'b' } }), (c) => c.workflows.runs('ID'), (c) => c.workflows.getRun('ID'), (c) => c.workflows.cancelRun('ID'),
 ];
 
 /** Every request the recorder saw, as method and URL. */

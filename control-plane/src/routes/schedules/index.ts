@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
   CreateScheduleRequest, Deleted, Envelope, IdParams, ListScheduleRunsQuery, ListSchedulesQuery, Page, Schedule, ScheduleRun, UpdateScheduleRequest,
 } from '@xfer/shared';
-import { principalOf, requireTransfersWrite } from '../../plugins/app/access/index.js';
+import { principalOf, requireTransfersWriteFor } from '../../plugins/app/access/index.js';
 
 const read = { access: { scope: 'schedules:read' } } as const;
 const write = { access: { scope: 'schedules:write' } } as const;
@@ -22,14 +22,8 @@ const schedules: FastifyPluginAsync = async (fastify) => {
    * changing or running one also needs transfers:write, or a key holding schedules:write alone
    * would run transfers it may not (docs/security.md "Escalation rules"). Deleting one does not.
    */
-  const needsTransfers = async (request: FastifyRequest, action: string, id?: string) => {
-    try {
-      requireTransfersWrite(principalOf(request), 'A schedule');
-    } catch (err) {
-      await app.audit.recordRequest(request, { action, outcome: 'denied', ...(id ? { resource: resource(id) } : {}), details: { reason: 'scope escalation' } });
-      throw err;
-    }
-  };
+  const needsTransfers = (request: FastifyRequest, action: string, id?: string) =>
+    requireTransfersWriteFor(app.audit, request, 'A schedule', action, id ? resource(id) : undefined);
 
   app.get('/schedules', {
     schema: { querystring: ListSchedulesQuery, response: { 200: Page(Schedule) } },

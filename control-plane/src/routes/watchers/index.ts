@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
   CreateWatcherRequest, Deleted, Envelope, IdParams, ListWatcherEventsQuery, ListWatchersQuery, Page, UpdateWatcherRequest, Watcher, WatcherEvent,
 } from '@xfer/shared';
-import { principalOf, requireTransfersWrite } from '../../plugins/app/access/index.js';
+import { principalOf, requireTransfersWriteFor } from '../../plugins/app/access/index.js';
 
 const read = { access: { scope: 'watchers:read' } } as const;
 const write = { access: { scope: 'watchers:write' } } as const;
@@ -18,14 +18,8 @@ const watchers: FastifyPluginAsync = async (fastify) => {
   const resource = (id: string) => ({ type: 'watcher', id });
 
   /** A watcher runs transfers over the account's connections, later and as the system: creating or changing one also needs transfers:write. */
-  const needsTransfers = async (request: FastifyRequest, action: string, id?: string) => {
-    try {
-      requireTransfersWrite(principalOf(request), 'A watcher');
-    } catch (err) {
-      await app.audit.recordRequest(request, { action, outcome: 'denied', ...(id ? { resource: resource(id) } : {}), details: { reason: 'scope escalation' } });
-      throw err;
-    }
-  };
+  const needsTransfers = (request: FastifyRequest, action: string, id?: string) =>
+    requireTransfersWriteFor(app.audit, request, 'A watcher', action, id ? resource(id) : undefined);
 
   app.get('/watchers', {
     schema: { querystring: ListWatchersQuery, response: { 200: Page(Watcher) } },

@@ -4,7 +4,7 @@ import {
   CreateWorkflowRequest, Deleted, Envelope, IdParams, ListWorkflowRunsQuery, ListWorkflowsQuery, Page, RunWorkflowRequest,
   UpdateWorkflowRequest, Workflow, WorkflowRun,
 } from '@xfer/shared';
-import { principalOf, requireTransfersWrite } from '../../plugins/app/access/index.js';
+import { principalOf, requireTransfersWriteFor } from '../../plugins/app/access/index.js';
 
 const read = { access: { scope: 'workflows:read' } } as const;
 const write = { access: { scope: 'workflows:write' } } as const;
@@ -24,14 +24,8 @@ const workflows: FastifyPluginAsync = async (fastify) => {
    * workflows:write alone would run transfers it may not (docs/security.md "Escalation rules").
    * Deleting one and cancelling a run do not.
    */
-  const needsTransfers = async (request: FastifyRequest, action: string, id?: string) => {
-    try {
-      requireTransfersWrite(principalOf(request), 'A workflow');
-    } catch (err) {
-      await app.audit.recordRequest(request, { action, outcome: 'denied', ...(id ? { resource: resource(id) } : {}), details: { reason: 'scope escalation' } });
-      throw err;
-    }
-  };
+  const needsTransfers = (request: FastifyRequest, action: string, id?: string) =>
+    requireTransfersWriteFor(app.audit, request, 'A workflow', action, id ? resource(id) : undefined);
 
   app.get('/workflows', {
     schema: { querystring: ListWorkflowsQuery, response: { 200: Page(Workflow) } },

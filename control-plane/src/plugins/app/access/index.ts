@@ -21,6 +21,7 @@ export type { RateLimitOptions, RateLimitService } from './rate-limit.service.js
 export {
   callerExpiresAt, requireExpiryWithin, requireKeyWithin, requireRoleWithin, requireTransfersWrite, requireUserWithin, scopesBeyond,
 } from './grant-rules.js';
+export { requireTransfersWriteFor } from './automation-guard.js';
 export type { ApiKeysService } from './api-keys.service.js';
 export type { UsersService } from './users.service.js';
 export type { SettingsService, StoredSetting } from './settings.service.js';

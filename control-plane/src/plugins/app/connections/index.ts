@@ -2,6 +2,7 @@ import fp from 'fastify-plugin';
 import { ConnectionsService } from './connections.service.js';
 
 export { ConnectionsService } from './connections.service.js';
+export { ownedConnectionId } from './owned.js';
 export type { BeforeWrite, RotationOutcome, StoredConnection } from './connections.service.js';
 
 declare module 'fastify' {

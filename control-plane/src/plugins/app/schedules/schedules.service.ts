@@ -8,6 +8,7 @@ import type { Models } from '../../../models/index.js';
 import type { ParametersService } from '../parameters/index.js';
 import type { TransferOutcome, TransfersService } from '../transfers/index.js';
 import type { WorkflowRuns, WorkflowsService } from '../workflows/index.js';
+import { ownedConnectionId } from '../connections/index.js';
 import { BadRequestError, NotFoundError } from '../../../errors.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
 import { checkCron, checkTimeZone, nextDueAfter } from './cron.js';
@@ -196,7 +197,6 @@ export class SchedulesService {
     return new Map([...transfers, ...workflowRuns]);
   }
 
-
   /**
    * The target of a create or update, checked: exactly one of `transfer` and `workflowId` on a
    * create (at most one on an update); a workflow of the account, or a transfer over connections
@@ -209,8 +209,8 @@ export class SchedulesService {
       if (create) throw new BadRequestError('body must have exactly one of transfer and workflowId');
       return null;
     }
-    await this.checkConnection(accountId, 'sourceConnectionId', transfer.sourceConnectionId);
-    await this.checkConnection(accountId, 'destinationConnectionId', transfer.destinationConnectionId);
+    await ownedConnectionId(this.o.db, accountId, 'transfer.sourceConnectionId', transfer.sourceConnectionId);
+    await ownedConnectionId(this.o.db, accountId, 'transfer.destinationConnectionId', transfer.destinationConnectionId);
     for (const field of ['sourcePath', 'destinationPath'] as const) {
       const problem = basePathProblem(transfer[field]);
       if (problem) throw new BadRequestError(`transfer.${field} ${problem.replace(/^path /, '')}`);
@@ -224,11 +224,5 @@ export class SchedulesService {
       },
       workflow_id: null,
     };
-  }
-
-  private async checkConnection(accountId: AccountId, field: 'sourceConnectionId' | 'destinationConnectionId', id: string): Promise<void> {
-    const _id = toObjectId(id);
-    const found = _id && await this.o.db.connections.exists({ _id, account_id: accountId });
-    if (!found) throw new BadRequestError(`transfer.${field}: connection ${id} not found`);
   }
 }

@@ -11,6 +11,7 @@ import { BadRequestError, NotFoundError } from '../../../errors.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
 import type { TransfersService } from '../transfers/index.js';
 import type { WorkflowRuns, WorkflowsService } from '../workflows/index.js';
+import { ownedConnectionId } from '../connections/index.js';
 import { presentEvent, type StoredWatcher, type StoredWatcherEvent } from './watcher-events.js';
 
 type AccountId = string | Types.ObjectId;
@@ -179,7 +180,7 @@ export class WatchersService {
   /** The checks of a create (every field) or an update (the fields given), 400 naming the field; the stored forms of the ids and the action. */
   private async checked(accountId: AccountId, input: UpdateWatcherRequest, create: boolean) {
     let connection_id: Types.ObjectId | undefined;
-    if (input.connectionId !== undefined) connection_id = await this.connection(accountId, 'connectionId', input.connectionId);
+    if (input.connectionId !== undefined) connection_id = await ownedConnectionId(this.o.db, accountId, 'connectionId', input.connectionId);
     if (input.path !== undefined) {
       const problem = basePathProblem(input.path);
       if (problem) throw new BadRequestError(problem);
@@ -212,7 +213,7 @@ export class WatchersService {
     if (action.workflowId !== undefined) return { transfer: null, workflow_id: await this.o.workflows.checkReference(accountId, 'action.workflowId', action.workflowId) };
     if (action.transfer === undefined) throw new BadRequestError('action must have exactly one of transfer and workflowId');
     const t = action.transfer;
-    const destination = await this.connection(accountId, 'action.transfer.destinationConnectionId', t.destinationConnectionId);
+    const destination = await ownedConnectionId(this.o.db, accountId, 'action.transfer.destinationConnectionId', t.destinationConnectionId);
     const problem = basePathProblem(t.destinationPath);
     if (problem) throw new BadRequestError(`action.transfer.destinationPath ${problem.replace(/^path /, '')}`);
     await this.o.parameters.checkTemplate(accountId, 'action.transfer.destinationPath', t.destinationPath, { run: true, file: true });
@@ -220,12 +221,5 @@ export class WatchersService {
       transfer: { destination_connection_id: destination, destination_path: t.destinationPath, options: { ...DEFAULT_TRANSFER_OPTIONS, ...t.options } },
       workflow_id: null,
     };
-  }
-
-  private async connection(accountId: AccountId, field: string, id: string): Promise<Types.ObjectId> {
-    const _id = toObjectId(id);
-    const found = _id && await this.o.db.connections.exists({ _id, account_id: accountId });
-    if (!found) throw new BadRequestError(`${field}: connection ${id} not found`);
-    return _id;
   }
 }

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Types } from 'mongoose';
 import { MAX_SETTLE_FILES, type SettleAction, type SettleCounts, type SettleFile } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
@@ -16,6 +17,10 @@ export interface Settlement {
   files: SettleCounts;
   error: string | null;
 }
+
+/** How often, and how long apart, a batch an agent was too busy for is sent again. */
+const BUSY_RETRIES = 60;
+const BUSY_RETRY_MS = 2_000;
 
 /** Between batches: keep the run's lock, and stop when the run was cancelled. */
 export interface SettleHooks {
@@ -85,6 +90,12 @@ export class SourceSettler {
     return { files, error: `${files.failed} file${files.failed === 1 ? '' : 's'} could not be ${verb} (first: ${failures[0]})` };
   }
 
+  private ask(transfer: StoredTransfer, agentId: string, connectionId: string, action: SettleAction, to: string | undefined, files: SettleFile[], signal?: AbortSignal) {
+    return this.o.requests.settle({
+      accountId: String(transfer.account_id), agentId, connectionId, action, source_path: transfer.source_path, ...(to !== undefined ? { to } : {}), files,
+    }, signal);
+  }
+
   /** One batch to an agent serving the source connection; the error that stops the step, or null. */
   private async send(
     transfer: StoredTransfer, connection: Parameters<typeof runConnection>[0], action: SettleAction, to: string | undefined,
@@ -97,10 +108,12 @@ export class SourceSettler {
       if (err instanceof AppError && err.statusCode < 500) return err.message;
       throw err;
     }
-    const settled = await this.o.requests.settle({
-      accountId: String(transfer.account_id), agentId, connectionId: String(connection._id), action,
-      source_path: transfer.source_path, ...(to !== undefined ? { to } : {}), files: batch,
-    }, signal);
+    let settled = await this.ask(transfer, agentId, String(connection._id), action, to, batch, signal);
+    // An agent settling as many batches as it takes at once says so: asked again a little later.
+    for (let tries = 0; settled.error?.startsWith('agent busy') && tries < BUSY_RETRIES && !signal?.aborted; tries++) {
+      await sleep(BUSY_RETRY_MS, undefined, { signal }).catch(() => {});
+      settled = await this.ask(transfer, agentId, String(connection._id), action, to, batch, signal);
+    }
     if (settled.error) return settled.error;
     const byPath = new Map(settled.results.map((r) => [r.path, r]));
     for (const file of batch) {

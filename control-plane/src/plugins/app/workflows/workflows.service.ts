@@ -10,6 +10,7 @@ import type { ParametersService } from '../parameters/index.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../../../errors.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
 import { parseTemplate, templateUses } from '../../../lib/templates.js';
+import { ownedConnectionId } from '../connections/index.js';
 import { presentRun, type StoredWorkflowRun, type WorkflowRuns } from './workflow-runs.js';
 
 type AccountId = string | Types.ObjectId;
@@ -212,8 +213,8 @@ export class WorkflowsService {
       if (missing) throw new BadRequestError(`${at}.${missing} is required for a ${step.type} step`);
       switch (step.type) {
         case 'transfer': {
-          const source = await this.checkConnection(accountId, `${at}.sourceConnectionId`, step.sourceConnectionId!);
-          const destination = await this.checkConnection(accountId, `${at}.destinationConnectionId`, step.destinationConnectionId!);
+          const source = await ownedConnectionId(this.o.db, accountId, `${at}.sourceConnectionId`, step.sourceConnectionId!);
+          const destination = await ownedConnectionId(this.o.db, accountId, `${at}.destinationConnectionId`, step.destinationConnectionId!);
           await this.checkPath(accountId, `${at}.sourcePath`, step.sourcePath!);
           await this.checkPath(accountId, `${at}.destinationPath`, step.destinationPath!);
           out.push({
@@ -255,12 +256,5 @@ export class WorkflowsService {
     const problem = basePathProblem(text);
     if (problem) throw new BadRequestError(`${field} ${problem.replace(/^path /, '')}`);
     await this.o.parameters.checkTemplate(accountId, field, text, { run: true, file: true });
-  }
-
-  private async checkConnection(accountId: AccountId, field: string, id: string): Promise<Types.ObjectId> {
-    const _id = toObjectId(id);
-    const found = _id && await this.o.db.connections.exists({ _id, account_id: accountId });
-    if (!found || !_id) throw new BadRequestError(`${field}: connection ${id} not found`);
-    return _id;
   }
 }
