@@ -55,6 +55,8 @@ export const Messages = {
   downloadedFrom: (file: string, size: string, sha256: string, from: string) => `Saved ${file} (${size}, resumed after ${from}, sha256 ${sha256})`,
   shareShownOnce: 'The share link is shown this once (lists never show it): copy it now',
   noOutputDir: (dir: string) => `No such directory: ${dir}`,
+  workflowNotFound: (ref: string) => `No workflow with the id or name "${ref}"`,
+  workflowNameTaken: (ref: string, ids: string[]) => `${ids.length} workflows are named "${ref}" (${ids.join(', ')}): give the id of the one you mean`,
   stepsNotJson: (reason: string) => `--steps is not a JSON array of steps: ${reason}`,
   stepsFileUnreadable: (path: string, reason: string) => `--steps @${path}: ${reason}`,
   badRunParam: (text: string) => `Expected --param NAME=VALUE, got "${text}"`,

@@ -25,8 +25,8 @@ const run = randomBytes(3).toString('hex');
 const bucket = `e2e-cli-workflows-${run}`;
 const sftpRoot = join(env.XFER_TEST_SFTP_ROOT!, `e2e-cli-workflows-${run}`);
 const SMALL = 3;
-/** Many files copied one at a time: a run that lasts long enough to interrupt and cancel. */
-const SLOW = 400;
+/** Many small files copied one at a time: a run that lasts long enough (tens of seconds) to interrupt and cancel. */
+const SLOW = 3000;
 
 let stack: Stack;
 let home: string;
@@ -42,9 +42,9 @@ const json = async <T = any>(args: string[], input?: string): Promise<T> => json
 const fails = async (args: string[], input?: string): Promise<CliFailure> => jsonFailure(await xfer([...args, '--json'], input));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** The CLI in the background, and `until` what it printed on stderr passes a test. */
+/** The CLI in the background (plain progress lines every 200 ms), and `until` what it printed on stderr passes a test. */
 function background(args: string[]) {
-  const p = startCli(args, { env: cliEnv(home, { XFER_URL: stack.url, XFER_API_KEY: stack.api.token }), timeoutMs: 180_000 });
+  const p = startCli(args, { env: cliEnv(home, { XFER_URL: stack.url, XFER_API_KEY: stack.api.token, XFER_PROGRESS_INTERVAL_MS: '200' }), timeoutMs: 180_000 });
   const until = async (test: (stderr: string) => boolean, timeoutMs = 60_000) => {
     const deadline = Date.now() + timeoutMs;
     while (!test(p.printed().stderr)) {
@@ -71,7 +71,7 @@ beforeAll(async () => {
     expected.set(`f${i}.bin`, sha256(data));
   }
   mkdirSync(join(sftpRoot, 'slow'), { recursive: true });
-  for (let i = 0; i < SLOW; i++) writeFileSync(join(sftpRoot, 'slow', `s${i}.bin`), randomBytes(64 * 1024));
+  for (let i = 0; i < SLOW; i++) writeFileSync(join(sftpRoot, 'slow', `s${i}.bin`), randomBytes(4096));
   spawnSync('chown', ['-R', `${env.XFER_TEST_SFTP_USER}:`, sftpRoot]);
   stack = await startStack({ env, serverEnv: { XFER_DISPATCH_POLL_MS: '200' } });
   home = mkdtempSync(join(tmpdir(), 'xfer-cli-workflows-'));
@@ -130,6 +130,9 @@ test('create (inline, @file, stdin), get and list as JSON and for people, update
     ],
   });
   expect(await json(['workflows', 'get', created.id])).toEqual(created);
+  // By name too, while the name is the only one of its kind.
+  expect(await json(['workflows', 'get', name])).toEqual(created);
+  expect(await fails(['workflows', 'get', `nothing ${run}`])).toEqual({ status: 4, error: `No workflow with the id or name "nothing ${run}"` });
   expect(await stack.api.data('GET', `/workflows/${created.id}`)).toEqual(created);
   expect((await json<Array<{ id: string }>>(['workflows', 'list', '--all', '--limit', '1'])).map((w) => w.id)).toContain(created.id);
 
@@ -157,16 +160,23 @@ test('create (inline, @file, stdin), get and list as JSON and for people, update
   expect(fromStdin.steps.map((s: { type: string }) => s.type)).toEqual(['transfer', 'delete_source']);
   const copy = await json(['workflows', 'create', '--name', `${name} copy`, '--steps', '-'], JSON.stringify(fromStdin.steps));
   expect(copy.steps).toEqual(fromStdin.steps);
+  // Names need not be unique: a name two workflows share is refused, naming both ids.
+  const twin = await json(['workflows', 'create', '--name', `${name} copy`, '--steps', JSON.stringify([transferStep('/src', '/twin')])]);
+  expect(await fails(['workflows', 'update', `${name} copy`, '--on-failure', 'continue']))
+    .toEqual({ status: 2, error: `2 workflows are named "${name} copy" (${twin.id}, ${copy.id}): give the id of the one you mean` });
+  expect(await json(['workflows', 'delete', `${name} 2`])).toEqual({ id: created.id, deleted: true });
+  await json(['workflows', 'delete', twin.id]);
+  expect((await json(['workflows', 'get', `${name} copy`])).id).toBe(copy.id);
 
   expect(await fails(['workflows', 'update', created.id])).toEqual({ status: 2, error: 'Nothing to update: give at least one flag' });
   expect(await fails(['workflows', 'update', '0123456789abcdef01234567', '--name', 'x'])).toEqual({ status: 4, error: 'Workflow 0123456789abcdef01234567 not found' });
 
-  const deleted = await xfer(['workflows', 'delete', created.id]);
-  expect({ status: deleted.status, stdout: deleted.stdout }).toEqual({ status: 0, stdout: `Deleted workflow ${created.id}\n` });
+  const deleted = await xfer(['workflows', 'delete', copy.id]);
+  expect({ status: deleted.status, stdout: deleted.stdout }).toEqual({ status: 0, stdout: `Deleted workflow ${copy.id}\n` });
   expect(await fails(['workflows', 'get', created.id])).toEqual({ status: 4, error: `Workflow ${created.id} not found` });
   expect((await fails(['workflows', 'runs', created.id])).status).toBe(4);
   expect((await fails(['workflows', 'delete', created.id])).status).toBe(4);
-  expect(await json(['workflows', 'delete', copy.id])).toEqual({ id: copy.id, deleted: true });
+  expect((await fails(['workflows', 'delete', copy.id])).status).toBe(4);
 }, 90_000);
 
 test('run --follow of a one-step transfer: each step\'s state on stderr, the completed run on stdout, exit 0; --json prints the run; runs lists them', async () => {
@@ -174,7 +184,7 @@ test('run --follow of a one-step transfer: each step\'s state on stderr, the com
   await stack.api.data('POST', '/parameters', { name: 'tag', value: 'account-value' });
   const workflow = await json(['workflows', 'create', '--name', `copy ${run}`, '--steps', JSON.stringify([transferStep('/src', '/wf-{{params.tag}}/{{run.id}}')])]);
 
-  const res = await xfer(['workflows', 'run', workflow.id, '--param', 'tag=first', '--follow']);
+  const res = await xfer(['workflows', 'run', `copy ${run}`, '--param', 'tag=first', '--follow']);
   expect(res.status).toBe(0);
   const runId = /^id: +(\S+)$/m.exec(res.stdout)?.[1];
   expect(runId).toMatch(/^[0-9a-f]{24}$/);
@@ -294,7 +304,8 @@ test('Ctrl-C while following stops following only (exit 130, the run goes on); w
 test('a schedule runs a workflow (schedules create|update --workflow): its run is followed with workflow-runs watch; the workflow cannot be deleted while named', async () => {
   const workflow = await json(['workflows', 'create', '--name', `scheduled ${run}`, '--steps', JSON.stringify([transferStep('/src', '/scheduled/{{run.id}}')])]);
   const base = ['schedules', 'create', '--name', `yearly ${run}`, '--cron', '0 0 1 1 *', '--no-active'];
-  const schedule = await json([...base, '--workflow', workflow.id]);
+  // The workflow by name, looked up by the CLI.
+  const schedule = await json([...base, '--workflow', `scheduled ${run}`]);
   expect(schedule).toMatchObject({ workflowId: workflow.id, transfer: null });
 
   const started = await json(['schedules', 'run', schedule.id]);

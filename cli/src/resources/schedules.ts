@@ -4,6 +4,7 @@ import {
 } from '@xfer/shared';
 import type { Column } from '../output.js';
 import { connectionIdOr, TRANSFER_OPTION_FLAGS, transferOptionFlags, transferOptions, type TransferOptionFlags } from './transfers.js';
+import { workflowId } from './workflows.js';
 
 export const scheduleColumns: Column<Schedule>[] = [
   { header: 'id', get: (s) => s.id },
@@ -39,7 +40,7 @@ const sourcePathDesc = { description: 'File or directory on the source, starting
 const destDesc = { description: 'Destination connection: its id or its name' };
 const destPathDesc = { description: 'Directory on the destination, starting with / (a template)' };
 
-const workflowDesc = { description: 'Run this workflow (its id) at each due time instead of a transfer' };
+const workflowDesc = { description: 'Run this workflow (its id or name) at each due time instead of a transfer' };
 
 const PATH_FLAGS = ['source', 'source-path', 'dest', 'dest-path'] as const;
 const TRANSFER_FLAGS = [...PATH_FLAGS, ...TRANSFER_OPTION_FLAGS] as const;
@@ -104,7 +105,7 @@ export async function targetInput(
 ): Promise<Pick<UpdateScheduleRequest, 'transfer' | 'workflowId'>> {
   return {
     ...(givesTransfer(f) && { transfer: await transferInput(client, f, current) }),
-    ...(f.workflow !== undefined && { workflowId: f.workflow }),
+    ...(f.workflow !== undefined && { workflowId: await workflowId(client, f.workflow) }),
   };
 }
 

@@ -3,6 +3,7 @@ import type { UpdateWatcherRequest, Watcher, WatcherActionInput, WatcherEvent, W
 import type { Column } from '../output.js';
 import { formatBytes } from '../progress/index.js';
 import { connectionId, connectionIdOr, TRANSFER_OPTION_FLAGS, transferOptionFlags, transferOptions, type TransferOptionFlags } from './transfers.js';
+import { workflowId } from './workflows.js';
 
 export const watcherColumns: Column<Watcher>[] = [
   { header: 'id', get: (w) => w.id },
@@ -44,7 +45,7 @@ const connectionDesc = { description: 'Connection whose folder is watched: its i
 const pathDesc = { description: "Folder to watch, starting with / (under the connection's base path)" };
 const destDesc = { description: 'Where each new file goes: a connection id or name' };
 const destPathDesc = { description: 'Directory on --dest each file is copied into, a template: e.g. "/in/{{date:YYYY-MM-DD}}" ({{file.name}}, {{file.path}} too)' };
-const workflowDesc = { description: 'Run this workflow (its id) for each new file instead of a transfer; its steps see the file as {{file.name}} and {{file.path}}' };
+const workflowDesc = { description: 'Run this workflow (its id or name) for each new file instead of a transfer; its steps see the file as {{file.name}} and {{file.path}}' };
 
 /** The action flags: a transfer (`--dest`, `--dest-path` and the transfer options) or `--workflow`. */
 const TRANSFER_FLAGS = ['dest', 'dest-path', ...TRANSFER_OPTION_FLAGS] as const;
@@ -113,6 +114,6 @@ export async function actionInput(client: XferClient, f: ActionFlags, current?: 
       ...(options && { options }),
     };
   }
-  if (f.workflow !== undefined) action.workflowId = f.workflow;
+  if (f.workflow !== undefined) action.workflowId = await workflowId(client, f.workflow);
   return action;
 }

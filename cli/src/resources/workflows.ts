@@ -1,6 +1,6 @@
-import { Args, Flags } from '@oclif/core';
+import { Args, Errors, Flags } from '@oclif/core';
 import {
-  WORKFLOW_ON_FAILURE, WORKFLOW_RUN_STATUSES,
+  ExitCode, WORKFLOW_ON_FAILURE, WORKFLOW_RUN_STATUSES,
   type RunWorkflowRequest, type Workflow, type WorkflowOnFailure, type WorkflowRun, type WorkflowRunStep, type WorkflowStep,
   type WorkflowStepInput, type XferClient,
 } from '@xfer/shared';
@@ -87,7 +87,7 @@ export function stepLine(run: WorkflowRun, i: number, figures?: string): string 
 export const transferFigures = (t: { files_transferred: number; files_skipped: number; files_total: number; bytes_transferred: number }): string =>
   `${t.files_transferred + t.files_skipped}/${t.files_total} files, ${formatBytes(t.bytes_transferred)}`;
 
-export const workflowIdArg = { id: Args.string({ description: 'Workflow id', required: true }) };
+export const workflowIdArg = { id: Args.string({ description: 'Workflow id or name', required: true }) };
 export const workflowRunIdArg = { id: Args.string({ description: 'Workflow run id (the id "workflows run" prints)', required: true }) };
 
 const stepsDescription = 'The steps, a JSON array: inline, @FILE to read a file, or - for stdin. Each is {"type": "transfer"|"move_source"|"delete_source"|"notify", …}; a transfer\'s connections may be ids or names';
@@ -120,6 +120,21 @@ async function stepsText(value: string): Promise<string> {
 }
 
 const OBJECT_ID = /^[0-9a-f]{24}$/i;
+
+/**
+ * The id of a workflow given by id or by name. Names need not be unique: a name is looked up
+ * (GET /workflows, every page) and must name exactly one workflow (exit 4 for none, 2 for several,
+ * listing their ids). 24 hex digits are taken for an id.
+ */
+export async function workflowId(client: XferClient, ref: string): Promise<string> {
+  if (OBJECT_ID.test(ref)) return ref;
+  const ids: string[] = [];
+  for await (const w of client.workflows.all({ limit: 1000 })) if (w.name === ref) ids.push(w.id);
+  if (ids.length === 0) throw new Errors.CLIError(Messages.workflowNotFound(ref), { exit: ExitCode.notFound });
+  if (ids.length > 1) throw usageError(Messages.workflowNameTaken(ref, ids));
+  return ids[0]!;
+}
+
 const CONNECTION_FIELDS = ['sourceConnectionId', 'destinationConnectionId'] as const;
 
 /**

@@ -12,7 +12,7 @@ Exit code 2 when a field is refused (the message names it), 4 when a connection 
   static override examples = [
     '<%= config.bin %> schedules create --name nightly-mirror --cron "0 2 * * *" --timezone Europe/Berlin --source s3-prod --source-path /exports --dest sftp-backup --dest-path "/mirror/{{date:YYYY-MM-DD}}"',
     '<%= config.bin %> schedules create --name every-15-min --cron "*/15 * * * *" --source nas --source-path /in --dest archive --dest-path / --overlap queue --json | jq -r .id',
-    '<%= config.bin %> schedules create --name nightly-ingest --cron "0 3 * * *" --workflow 665f1c2e9b1d4a0012345678',
+    '<%= config.bin %> schedules create --name nightly-ingest --cron "0 3 * * *" --workflow nightly-export',
   ];
   static override flags = scheduleCreateFlags;
 
