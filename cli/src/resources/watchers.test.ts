@@ -21,9 +21,11 @@ test('an update of one transfer flag sends the whole transfer with that flag app
 });
 
 test('--workflow replaces the transfer; with transfer flags too, both are sent for the server to refuse', async () => {
-  expect(await actionInput(client, { workflow: 'w1' }, current)).toEqual({ workflowId: 'w1' });
-  expect(await actionInput(client, { dest: DEST, 'dest-path': '/o', workflow: 'w1' })).toEqual({
-    transfer: { destinationConnectionId: DEST, destinationPath: '/o' }, workflowId: 'w1',
+  // A workflow given by id: nothing is looked up either.
+  const WORKFLOW = '665f1c2e9b1d4a00123456ff';
+  expect(await actionInput(client, { workflow: WORKFLOW }, current)).toEqual({ workflowId: WORKFLOW });
+  expect(await actionInput(client, { dest: DEST, 'dest-path': '/o', workflow: WORKFLOW })).toEqual({
+    transfer: { destinationConnectionId: DEST, destinationPath: '/o' }, workflowId: WORKFLOW,
   });
   expect(givesAction({})).toBe(false);
   expect(await actionInput(client, {})).toEqual({});
