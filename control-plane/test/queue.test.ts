@@ -161,7 +161,7 @@ test('fair across accounts: one account\'s 105 waiting transfers delay neither a
   expect(assigned(busy.client)).toEqual([backlog[0]]);
   expect((await getTransfer(app, busy.key, backlog[104]!)).queue_position).toBe(104);
   for (const c of [busy.client, secondClient, quiet.client]) c.close();
-});
+}, 120_000); // 106 transfers created and executed one by one: minutes on a loaded 2-core machine
 
 test('cancel and delete of a waiting transfer: it leaves the queue, the ones behind it move up; execute on a waiting one is 409', async () => {
   const ctx = await setup(1);
