@@ -14,7 +14,7 @@ const STYLE = [
   '.muted{color:#6e6e73}',
   'table{border-collapse:collapse;width:100%;margin:1rem 0}',
   'th,td{text-align:left;padding:.4rem .5rem;border-bottom:1px solid #ddd}',
-  'td.size{text-align:right;white-space:nowrap}',
+  '.size{text-align:right;white-space:nowrap}',
   '.notice{background:#e8f5e9;border:1px solid #a5d6a7;padding:.5rem .75rem}',
   '.error{background:#fdecea;border:1px solid #f5a6a0;padding:.5rem .75rem}',
   'form{margin-top:1.5rem;padding:1rem;border:1px solid #ddd}',
@@ -74,7 +74,7 @@ export function renderRoomPage(view: RoomView, base: string, notice?: string): s
     + `<td class="size">${humanSize(f.size)}</td><td>${escapeHtml(f.added_at.slice(0, 10))}</td></tr>`).join('\n');
   const list = files.length === 0
     ? '<p class="muted" id="empty">No files in this room yet.</p>'
-    : `<table id="files"><thead><tr><th>File</th><th>Size</th><th>Added</th></tr></thead><tbody>\n${rows}\n</tbody></table>`;
+    : `<table id="files"><thead><tr><th>File</th><th class="size">Size</th><th>Added</th></tr></thead><tbody>\n${rows}\n</tbody></table>`;
   const more = view.next_cursor ? `<p><a href="${escapeHtml(`${base}?cursor=${encodeURIComponent(view.next_cursor)}`)}">More files</a></p>` : '';
   const upload = member.role === 'contributor'
     ? `<form id="upload" method="post" action="${escapeHtml(`${base}/upload`)}" enctype="multipart/form-data">
