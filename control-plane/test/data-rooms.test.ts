@@ -343,6 +343,16 @@ describe('the invite token routes (no account)', () => {
     expect(gone.statusCode).toBe(410);
     expect(gone.headers['content-security-policy']).toBe(csp);
     expect(gone.body).toContain('This invite has been revoked');
+    // Every step of every invite route: a gone invite's download and form post (refused before the body is read) are pages too.
+    const goneDownload = await outside(`${viewer.invite_url}/files/${String(new Types.ObjectId())}/download`, html);
+    expect({ status: goneDownload.statusCode, type: goneDownload.headers['content-type'] }).toEqual({ status: 410, type: 'text/html; charset=utf-8' });
+    await call('DELETE', `/data-rooms/${room.id}/members/${contributor.id}`, owner.apiKey);
+    const gonePost = await uploadTo(`${contributor.invite_url}/upload`, 'late.txt', 'late', { headers: html });
+    expect(gonePost.statusCode).toBe(410);
+    expect(gonePost.headers['content-security-policy']).toBe(csp);
+    expect(gonePost.body).toContain(`<a href="${contributor.invite_url}">Back to the room</a>`);
+    // A client that does not prefer HTML still gets {error}.
+    expectError(await uploadTo(`${contributor.invite_url}/upload`, 'late.txt', 'late'), 410, 'This invite has been revoked');
   });
 
   test('the token routes are limited per client address, and no token reaches a log line', async () => {

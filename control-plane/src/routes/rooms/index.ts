@@ -56,13 +56,13 @@ const rooms: FastifyPluginAsync = async (fastify) => {
   const memberActor = (member: StoredMember): Actor => ({ type: 'room_member', id: String(member._id) });
   const auditBy = (request: FastifyRequest, member: StoredMember): AuditContext => ({ accountId: member.account_id, actor: memberActor(member), ip: request.ip });
 
-  /** A client error answered as a page for a browser; anything else goes on to the error handler. */
-  const asPage = (request: FastifyRequest, reply: FastifyReply, err: unknown, back?: string) => {
-    if (err instanceof AppError && err.statusCode < 500 && wantsHtml(request)) {
-      return sendPage(reply.headers(err.headers), err.statusCode, renderErrorPage(err.message, back));
-    }
-    throw err;
-  };
+  // A browser gets its client errors (an invite that is gone, a blocked upload, the rate limit) as
+  // pages, from any step of any route here; everything else goes on to the app's error handler.
+  app.setErrorHandler(async (err, request, reply) => {
+    if (!(err instanceof AppError && err.statusCode < 500 && wantsHtml(request))) throw err;
+    const back = request.method === 'POST' ? inviteUrl((request.params as { token: string }).token) : undefined;
+    return sendPage(reply.headers(err.headers), err.statusCode, renderErrorPage(err.message, back));
+  });
 
   app.get('/rooms/:token', {
     schema: { params: RoomTokenParams, querystring: ViewQuery, response: { 200: Envelope(RoomView) } },
@@ -70,26 +70,22 @@ const rooms: FastifyPluginAsync = async (fastify) => {
     onRequest: limit,
   }, async (request, reply) => {
     reply.header('referrer-policy', 'no-referrer');
-    try {
-      const { member, room } = await app.dataRoomMembers.open(request.params.token);
-      const { notice, ...page } = request.query;
-      const files = await app.dataRooms.files(room, page);
-      await app.audit.recordRequest(auditBy(request, member), {
-        action: 'data_room.view', outcome: 'success', resource: { type: 'data_room', id: String(room._id) }, details: { files: files.data.length },
-      });
-      const view: RoomView = {
-        room: { id: String(room._id), name: room.name, description: room.description ?? null, expires_at: room.expires_at?.toISOString() ?? null },
-        member: { id: String(member._id), email: member.email, role: member.role as RoomView['member']['role'], expires_at: member.expires_at?.toISOString() ?? null },
-        files: files.data.map(memberFile),
-        next_cursor: files.next_cursor,
-      };
-      if (wantsHtml(request)) {
-        return sendPage(reply, 200, renderRoomPage(view, inviteUrl(request.params.token), notice === 'uploaded' ? 'Your file was uploaded and scanned.' : undefined));
-      }
-      return { data: view };
-    } catch (err) {
-      return asPage(request, reply, err);
+    const { member, room } = await app.dataRoomMembers.open(request.params.token);
+    const { notice, ...page } = request.query;
+    const files = await app.dataRooms.files(room, page);
+    await app.audit.recordRequest(auditBy(request, member), {
+      action: 'data_room.view', outcome: 'success', resource: { type: 'data_room', id: String(room._id) }, details: { files: files.data.length },
+    });
+    const view: RoomView = {
+      room: { id: String(room._id), name: room.name, description: room.description ?? null, expires_at: room.expires_at?.toISOString() ?? null },
+      member: { id: String(member._id), email: member.email, role: member.role as RoomView['member']['role'], expires_at: member.expires_at?.toISOString() ?? null },
+      files: files.data.map(memberFile),
+      next_cursor: files.next_cursor,
+    };
+    if (wantsHtml(request)) {
+      return sendPage(reply, 200, renderRoomPage(view, inviteUrl(request.params.token), notice === 'uploaded' ? 'Your file was uploaded and scanned.' : undefined));
     }
+    return { data: view };
   });
 
   app.get('/rooms/:token/files/:file_id/download', {
@@ -120,22 +116,17 @@ const rooms: FastifyPluginAsync = async (fastify) => {
     schema: { params: RoomTokenParams, consumes: ['multipart/form-data'], response: { 201: Envelope(UploadedFile) } },
     config: publicAccess,
   }, async (request, reply) => {
-    const back = inviteUrl(request.params.token);
-    try {
-      const { member, room } = request.roomAccess!;
-      if (member.role !== 'contributor') {
-        await app.audit.recordRequest(auditBy(request, member), {
-          action: 'file.upload', outcome: 'denied', resource: { type: 'data_room', id: String(room._id) }, details: { reason: 'viewer invite' },
-        });
-        throw new ForbiddenError('This invite lets you view and download the room, not upload into it');
-      }
-      const file = await uploadIntoRoom(app, request, reply, room, { actor: memberActor(member), audit: auditBy(request, member) });
-      // A browser's form post is answered by the room page (post, redirect, get).
-      if (wantsHtml(request)) return (reply as FastifyReply).code(303).header('location', `${back}?notice=uploaded`).send();
-      return reply.code(201).send({ data: memberFile(file) });
-    } catch (err) {
-      return asPage(request, reply, err, back);
+    const { member, room } = request.roomAccess!;
+    if (member.role !== 'contributor') {
+      await app.audit.recordRequest(auditBy(request, member), {
+        action: 'file.upload', outcome: 'denied', resource: { type: 'data_room', id: String(room._id) }, details: { reason: 'viewer invite' },
+      });
+      throw new ForbiddenError('This invite lets you view and download the room, not upload into it');
     }
+    const file = await uploadIntoRoom(app, request, reply, room, { actor: memberActor(member), audit: auditBy(request, member) });
+    // A browser's form post is answered by the room page (post, redirect, get).
+    if (wantsHtml(request)) return (reply as FastifyReply).code(303).header('location', `${inviteUrl(request.params.token)}?notice=uploaded`).send();
+    return reply.code(201).send({ data: memberFile(file) });
   });
 };
 
