@@ -1,5 +1,5 @@
 import { Args, Flags } from '@oclif/core';
-import { DATA_ROOM_ROLES, type DataRoom, type DataRoomFile, type DataRoomMember, type RoomView } from '@xfer/shared';
+import { DATA_ROOM_ROLES, type DataRoom, type DataRoomFile, type DataRoomMember, type RoomFile } from '@xfer/shared';
 import type { Column } from '../output.js';
 import { formatBytes } from '../progress/index.js';
 
@@ -28,7 +28,7 @@ export const memberColumns: Column<DataRoomMember>[] = [
 ];
 
 /** What an invited party sees of a room's files. */
-export const roomViewColumns: Column<RoomView['files'][number]>[] = [
+export const roomViewColumns: Column<RoomFile>[] = [
   { header: 'id', get: (f) => f.id },
   { header: 'name', get: (f) => f.name },
   { header: 'size', get: (f) => formatBytes(f.size) },

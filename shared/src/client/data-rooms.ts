@@ -1,6 +1,6 @@
 import type { Deleted, Page, PageQuery } from '../schemas/common.js';
 import type {
-  CreateDataRoomRequest, CreatedDataRoomMember, DataRoom, DataRoomFile, DataRoomMember, ListDataRoomsQuery, RoomView,
+  CreateDataRoomRequest, CreatedDataRoomMember, DataRoom, DataRoomFile, DataRoomMember, ListDataRoomsQuery, RoomFile, RoomView,
   RoomViewQuery, UpdateDataRoomRequest, AddDataRoomMemberRequest,
 } from '../schemas/data-rooms.js';
 import { download, type Download, type DownloadOptions } from './files.js';
@@ -10,7 +10,7 @@ import { Resource, seg } from './resource.js';
 import type { CallSettings } from './transport.js';
 
 /** What a member's upload answers: the file as the room shows it to its members. */
-export type RoomUpload = RoomView['files'][number];
+export type RoomUpload = RoomFile;
 
 /**
  * `/data-rooms`: rooms of the account's files opened to invited outside parties, and

@@ -120,10 +120,18 @@ export const RoomViewQuery = Type.Object(
   {
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 1000 })),
     cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    /** Set by the redirect after an upload through the page, which then says it worked. */
+    notice: Type.Optional(StringEnum(['uploaded'] as const)),
   },
   { additionalProperties: false },
 );
 export type RoomViewQuery = Static<typeof RoomViewQuery>;
+
+/** A file as an invited member sees it: nothing of the account's folders or people. */
+export const RoomFile = Type.Object({
+  id: Id, name: Type.String(), size: Type.Integer(), mime_type: Type.String(), sha256: Type.String(), added_at: Timestamp,
+});
+export type RoomFile = Static<typeof RoomFile>;
 
 /** What an invited member sees: the room without its account-side fields, and its files. */
 export const RoomView = Type.Object({
@@ -134,9 +142,7 @@ export const RoomView = Type.Object({
     expires_at: Type.Union([Timestamp, Type.Null()]),
   }),
   member: Type.Object({ id: Id, email: Type.String(), role: StringEnum(DATA_ROOM_ROLES), expires_at: Type.Union([Timestamp, Type.Null()]) }),
-  files: Type.Array(Type.Object({
-    id: Id, name: Type.String(), size: Type.Integer(), mime_type: Type.String(), sha256: Type.String(), added_at: Timestamp,
-  })),
+  files: Type.Array(RoomFile),
   next_cursor: Type.Union([Type.String(), Type.Null()]),
 });
 export type RoomView = Static<typeof RoomView>;

@@ -1,7 +1,6 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Type } from '@sinclair/typebox';
-import { Envelope, RoomTokenFileParams, RoomTokenParams, RoomView, StringEnum, type Actor, type DataRoomFile } from '@xfer/shared';
+import { Envelope, RoomTokenFileParams, RoomTokenParams, RoomFile, RoomView, RoomViewQuery, type Actor, type DataRoomFile } from '@xfer/shared';
 import { AppError, ForbiddenError } from '../../errors.js';
 import type { AuditContext } from '../../plugins/app/access/index.js';
 import { inviteUrl, type StoredMember, type StoredRoom } from '../../plugins/app/data-rooms/index.js';
@@ -17,22 +16,8 @@ declare module 'fastify' {
   }
 }
 
-const ViewQuery = Type.Object(
-  {
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 1000 })),
-    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-    /** Set by the redirect after a page upload, to say it worked. */
-    notice: Type.Optional(StringEnum(['uploaded'] as const)),
-  },
-  { additionalProperties: false },
-);
-
-const UploadedFile = Type.Object({
-  id: Type.String(), name: Type.String(), size: Type.Integer(), mime_type: Type.String(), sha256: Type.String(), added_at: Type.String(),
-});
-
 /** What a member is shown of a file: nothing of the account's folders or people. */
-const memberFile = (f: DataRoomFile) => ({ id: f.id, name: f.name, size: f.size, mime_type: f.mime_type, sha256: f.sha256, added_at: f.added_at });
+const memberFile = (f: DataRoomFile): RoomFile => ({ id: f.id, name: f.name, size: f.size, mime_type: f.mime_type, sha256: f.sha256, added_at: f.added_at });
 
 /**
  * The invite token routes (scope-areas.md "Data rooms"; docs/api.md "Data rooms"): no account,
@@ -65,7 +50,7 @@ const rooms: FastifyPluginAsync = async (fastify) => {
   });
 
   app.get('/rooms/:token', {
-    schema: { params: RoomTokenParams, querystring: ViewQuery, response: { 200: Envelope(RoomView) } },
+    schema: { params: RoomTokenParams, querystring: RoomViewQuery, response: { 200: Envelope(RoomView) } },
     config: publicAccess,
     onRequest: limit,
   }, async (request, reply) => {
@@ -113,7 +98,7 @@ const rooms: FastifyPluginAsync = async (fastify) => {
     // The invite is checked before the body is read: a gone or viewer's invite reads no upload.
     onRequest: [limit, openInvite, requireMultipart],
     onSend: closeIfUnread,
-    schema: { params: RoomTokenParams, consumes: ['multipart/form-data'], response: { 201: Envelope(UploadedFile) } },
+    schema: { params: RoomTokenParams, consumes: ['multipart/form-data'], response: { 201: Envelope(RoomFile) } },
     config: publicAccess,
   }, async (request, reply) => {
     const { member, room } = request.roomAccess!;
