@@ -54,6 +54,7 @@ export const Messages = {
   downloaded: (file: string, size: string, sha256: string) => `Saved ${file} (${size}, sha256 ${sha256})`,
   downloadedFrom: (file: string, size: string, sha256: string, from: string) => `Saved ${file} (${size}, resumed after ${from}, sha256 ${sha256})`,
   shareShownOnce: 'The share link is shown this once (lists never show it): copy it now',
+  inviteShownOnce: 'The invite URL is shown this once (lists never show it): copy it now and send it to the invited party',
   noOutputDir: (dir: string) => `No such directory: ${dir}`,
   workflowNotFound: (ref: string) => `No workflow with the id or name "${ref}"`,
   workflowNameTaken: (ref: string, ids: string[]) => `${ids.length} workflows are named "${ref}" (${ids.join(', ')}): give the id of the one you mean`,

@@ -23,6 +23,7 @@ import relayPlugin from './plugins/app/relay/index.js';
 import workflowsPlugin from './plugins/app/workflows/index.js';
 import schedulesPlugin from './plugins/app/schedules/index.js';
 import watchersPlugin from './plugins/app/watchers/index.js';
+import dataRoomsPlugin from './plugins/app/data-rooms/index.js';
 import metricsPlugin from './plugins/app/metrics/index.js';
 import metricsRoutes from './routes/metrics/index.js';
 import relayLinkRoutes from './routes/relays/index.js';
@@ -57,6 +58,11 @@ const REDACT = [
   '*.password', '*.secret', '*.token', '*.key', '*.credentials', '*.refresh_token', '*.client_secret',
 ];
 
+/** A URL with the bearer tokens of its path (share links, data-room invites) replaced. */
+export function redactTokens(url: string): string {
+  return url.replace(/(\/files\/shared\/|\/api\/v1\/rooms\/)[^/?]+/, '$1[redacted]');
+}
+
 /**
  * One access-log line per request, when it is answered, instead of Fastify's two ("incoming
  * request", then "request completed"): at info level the two cost a quarter of the throughput of
@@ -89,10 +95,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     ...(options.logStream ? { stream: options.logStream } : {}),
     redact: { paths: REDACT, censor: '[redacted]' },
     serializers: {
-      // Share-link tokens are bearer secrets carried in the path.
+      // Share-link and data-room invite tokens are bearer secrets carried in the path.
       req: (req: { method: string; url: string; ip?: string }) => ({
         method: req.method,
-        url: req.url.replace(/(\/files\/shared\/)[^/?]+/, '$1[redacted]'),
+        url: redactTokens(req.url),
         ip: req.ip,
       }),
     },
@@ -181,6 +187,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(workflowsPlugin);
   await app.register(schedulesPlugin);
   await app.register(watchersPlugin);
+  await app.register(dataRoomsPlugin);
   await app.register(routes, { prefix: '/api/v1' });
   await app.register(openapiRoutes, { prefix: '/api/v1' });
   await app.register(metricsRoutes);

@@ -45,6 +45,13 @@ const fileRecord = async () => String((await app.db.files.create({
   mime_type: 'text/plain', sha256: '0'.repeat(64), storage_key: 'none', uploaded_by: { type: 'user', id: owner.userId },
 }))._id);
 
+/** A data room of the owner's. */
+async function ownerRoom(): Promise<string> {
+  const res = await call('POST', '/data-rooms', owner.apiKey, { name: 'esc' });
+  if (res.statusCode !== 201) throw new Error(`ownerRoom: ${res.statusCode} ${res.body}`);
+  return res.json().data.id as string;
+}
+
 /** A schedule of the owner's, over two connections of the account. */
 async function ownerSchedule(): Promise<string> {
   const [src, dst] = [(await makeConnection(app, owner.apiKey, 'sftp')).id, (await makeConnection(app, owner.apiKey, 's3')).id];
@@ -241,6 +248,57 @@ const DOORS: Record<string, Door> = {
   'POST /api/v1/workflows/:id/run': { probe: async () => expectNoWorkflowWithout('POST', `/workflows/${await ownerWorkflow()}/run`) },
   'DELETE /api/v1/workflows/:id': { mintsNothing: 'removes' },
   'POST /api/v1/workflow-runs/:id/cancel': { mintsNothing: 'stops a run' },
+  // Data rooms open files to outside parties: what goes in and who is let in is bounded by what the caller may do with files.
+  'POST /api/v1/data-rooms': { mintsNothing: 'an empty room; files and members are checked where they are added' },
+  'PUT /api/v1/data-rooms/:id': { mintsNothing: "a room's name, description and end; an expiring key's invites carry their own end" },
+  'DELETE /api/v1/data-rooms/:id': { mintsNothing: 'closes a room: every invite answers 410' },
+  'DELETE /api/v1/data-rooms/:id/files/:file_id': { mintsNothing: 'takes a file out of a room' },
+  'DELETE /api/v1/data-rooms/:id/members/:member_id': { mintsNothing: 'revokes an invite' },
+  'POST /api/v1/data-rooms/:id/files': {
+    // The room's members download what is in it: putting a file there passes on a read of it.
+    probe: async () => {
+      const room = await ownerRoom();
+      const roomsOnly = await createKey(app, owner.apiKey, ['data-rooms:read', 'data-rooms:write']);
+      expectError(await call('POST', `/data-rooms/${room}/files`, roomsOnly, { file_id: await fileRecord() }), 403, /needs files:read/);
+      expect(await app.db.dataRoomFiles.countDocuments({ room_id: new Types.ObjectId(room) })).toBe(0);
+    },
+  },
+  'POST /api/v1/data-rooms/:id/upload': {
+    probe: async () => {
+      const room = await ownerRoom();
+      const readOnly = await createKey(app, owner.apiKey, ['data-rooms:write', 'files:read']);
+      const boundary = 'esc-boundary';
+      const payload = `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n\r\na\r\n--${boundary}--\r\n`;
+      const res = await app.inject({ method: 'POST', url: `/api/v1/data-rooms/${room}/upload`, headers: { ...auth(readOnly), 'content-type': `multipart/form-data; boundary=${boundary}` }, payload });
+      expectError(res, 403, /missing files:write/);
+    },
+  },
+  'POST /api/v1/data-rooms/:id/members': {
+    // An invite is a credential: a viewer's reads the room's files, a contributor's also writes into the store.
+    probe: async () => {
+      const room = await ownerRoom();
+      const roomsOnly = await createKey(app, owner.apiKey, ['data-rooms:write']);
+      expectError(await call('POST', `/data-rooms/${room}/members`, roomsOnly, { email: newEmail(), role: 'viewer' }), 403, /needs files:read/);
+      const reader = await createKey(app, owner.apiKey, ['data-rooms:write', 'files:read']);
+      expectError(await call('POST', `/data-rooms/${room}/members`, reader, { email: newEmail(), role: 'contributor' }), 403, /missing files:write/);
+      const expiring = await createKey(app, owner.apiKey, ['data-rooms:write', 'files:read'], { expires_in_days: 1 });
+      expectError(await call('POST', `/data-rooms/${room}/members`, expiring, { email: newEmail(), role: 'viewer' }), 403, /^The calling key expires at .*data room invite/);
+      const res = await call('POST', `/data-rooms/${room}/members`, reader, { email: newEmail(), role: 'viewer' });
+      expect(res.statusCode).toBe(201);
+      await expectNoApiAccess(res.json().data.token);
+    },
+  },
+  'POST /api/v1/rooms/:token/upload': {
+    // A viewer's invite reads the room and nothing more.
+    probe: async () => {
+      const room = await ownerRoom();
+      const viewer = (await call('POST', `/data-rooms/${room}/members`, owner.apiKey, { email: newEmail(), role: 'viewer' })).json().data;
+      const boundary = 'esc-boundary';
+      const payload = `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n\r\na\r\n--${boundary}--\r\n`;
+      const res = await app.inject({ method: 'POST', url: `${viewer.invite_url}/upload`, headers: { 'content-type': `multipart/form-data; boundary=${boundary}` }, payload });
+      expectError(res, 403, /not upload/);
+    },
+  },
 };
 
 describe('every door that changes something is classified', () => {

@@ -25,6 +25,8 @@ const PUBLIC_ROUTES = [
   // The OpenAPI document and @fastify/swagger-ui's pages (plugins/app/openapi.ts).
   'GET /api/v1/openapi.json', 'GET /api/v1/docs', 'GET /api/v1/docs/static/index.html', 'GET /api/v1/docs/static/swagger-initializer.js',
   'GET /api/v1/docs/json', 'GET /api/v1/docs/yaml', 'GET /api/v1/docs/static/*',
+  // A data-room invite token is its own credential (routes/rooms).
+  'GET /api/v1/rooms/:token', 'GET /api/v1/rooms/:token/files/:file_id/download', 'POST /api/v1/rooms/:token/upload',
 ];
 
 const fill = (url: string, id: string) => url.replace(/:[A-Za-z_]+/g, id);
@@ -137,6 +139,10 @@ const FIXTURES: Record<string, { create: () => Promise<string>; body?: Record<st
       method: 'POST', url: '/api/v1/webhooks', headers: auth(owner.apiKey), payload: { url: 'https://8.8.8.8/hook', events: ['file.uploaded'] },
     })).json().data.id,
     body: { active: false },
+  },
+  '/api/v1/data-rooms/': {
+    create: async () => (await app.inject({ method: 'POST', url: '/api/v1/data-rooms', headers: auth(owner.apiKey), payload: { name: 'room' } })).json().data.id,
+    body: { name: 'renamed' },
   },
   '/api/v1/users/': {
     create: async () => {

@@ -47,6 +47,12 @@ const CALLS: Array<(c: XferClient) => Promise<unknown>> = [
   (c) => c.workflows.list(), (c) => c.workflows.get('ID'), (c) => c.workflows.update('ID', { name: 'x' }), (c) => c.workflows.delete('ID'),
   (c) => c.workflows.create({ name: 'w', steps: [{ type: 'notify', channel: 'webhook_event' }] }),
   (c) => c.workflows.run('ID', { params: { a: 'b' } }), (c) => c.workflows.runs('ID'), (c) => c.workflows.getRun('ID'), (c) => c.workflows.cancelRun('ID'),
+  (c) => c.dataRooms.list(), (c) => c.dataRooms.create({ name: 'r' }), (c) => c.dataRooms.get('ID'), (c) => c.dataRooms.update('ID', { name: 'x' }),
+  (c) => c.dataRooms.delete('ID'), (c) => c.dataRooms.files('ID'), (c) => c.dataRooms.addFile('ID', 'f'),
+  (c) => c.dataRooms.upload('ID', { name: 'a', content: [Buffer.from('a')] }), (c) => c.dataRooms.removeFile('ID', 'FILE'),
+  (c) => c.dataRooms.members('ID'), (c) => c.dataRooms.addMember('ID', { email: 'a@b.c', role: 'viewer' }), (c) => c.dataRooms.removeMember('ID', 'MEMBER'),
+  (c) => c.dataRooms.view('TOKEN'), async (c) => (await c.dataRooms.download('TOKEN', 'FILE')).body.resume(),
+  (c) => c.dataRooms.contribute('TOKEN', { name: 'a', content: [Buffer.from('a')] }),
 ];
 
 /** Every request the recorder saw, as method and URL. */
@@ -73,7 +79,8 @@ test('the client has a method for every route of the control plane', async () =>
   const client = new XferClient({ baseUrl: await recorder(), token: 'svc_x' });
   for (const call of CALLS) await call(client);
   const called = requests.map((r) => `${r.method} ${new URL(r.url, 'http://x').pathname
-    .replace(/^\/api\/v1/, '').replace(/\/ID(?=\/|$)/g, '/:id').replace('/SHARE', '/:share_id').replace('/TOKEN', '/:token')}`);
+    .replace(/^\/api\/v1/, '').replace(/\/ID(?=\/|$)/g, '/:id').replace('/SHARE', '/:share_id').replace('/TOKEN', '/:token')
+    .replace('/FILE', '/:file_id').replace('/MEMBER', '/:member_id')}`);
   const routes = await controlPlaneRoutes();
   expect(routes.length).toBeGreaterThan(50);
   expect([...new Set(called)].sort()).toEqual(routes);

@@ -286,3 +286,49 @@ export function savedLine(saved: SavedFile): string {
     ? Messages.downloadedFrom(saved.file!, size, saved.sha256, formatBytes(saved.resumed_from))
     : Messages.downloaded(saved.file!, size, saved.sha256);
 }
+
+/**
+ * The client's limit on silence, per chunk sent and then for the answer. After the last byte the
+ * server still waits for clamd's verdict (XFER_CLAMD_TIMEOUT_MS, 120 s by default) and commits
+ * the content: the client's default 60 s would report a timeout for an upload the server keeps.
+ */
+export const UPLOAD_TIMEOUT_MS = 300_000;
+
+/**
+ * Streams a local file (or stdin for `-`, which needs `name`) to `send` with a progress display
+ * ("uploading", then "scanning" once every byte is sent): what every upload command shares.
+ * Usage errors for a missing or non-regular file, and for stdin without a name.
+ */
+export async function uploadLocalFile<T>(
+  local: string, opts: { name?: string; json: boolean; quiet: boolean },
+  send: (source: { name: string; size?: number; content: AsyncIterable<Uint8Array> }, settings: { timeoutMs: number }) => Promise<T>,
+): Promise<T> {
+  const fromStdin = local === '-';
+  if (fromStdin && !opts.name) throw usageError(Messages.stdinNeedsName);
+  let size: number | undefined;
+  if (!fromStdin) {
+    const info = await stat(local).catch(() => undefined);
+    if (!info) throw usageError(Messages.noLocalFile(local));
+    if (!info.isFile()) throw usageError(Messages.notAFile(local));
+    size = info.size;
+  }
+  const name = opts.name ?? basename(local);
+  const source = fromStdin ? process.stdin : createReadStream(local);
+  const progress = await byteProgress(progressMode({ json: opts.json, quiet: opts.quiet }), { label: name, state: 'uploading', bytes: 0, bytesTotal: size });
+  try {
+    async function* content() {
+      yield* tapped(source, (chunk) => progress.add(chunk.length));
+      // Every byte is sent: what remains is the server's malware scan.
+      progress.set({ state: 'scanning' });
+    }
+    const result = await send({ name, size, content: content() }, { timeoutMs: UPLOAD_TIMEOUT_MS });
+    progress.set({ state: 'uploaded' });
+    return result;
+  } catch (err) {
+    progress.set({ state: 'failed' });
+    throw err;
+  } finally {
+    progress.stop();
+    if (!fromStdin) source.destroy();
+  }
+}

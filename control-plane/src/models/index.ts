@@ -31,6 +31,9 @@ import { watcherEventModel } from './watcher-event.model.js';
 import { workflowModel } from './workflow.model.js';
 import { workflowRunModel } from './workflow-run.model.js';
 import { workflowRunLockModel } from './workflow-run-lock.model.js';
+import { dataRoomModel } from './data-room.model.js';
+import { dataRoomFileModel } from './data-room-file.model.js';
+import { dataRoomMemberModel } from './data-room-member.model.js';
 
 /** Every model, bound to one connection (one app instance, one database). */
 export function registerModels(conn: Connection) {
@@ -67,6 +70,9 @@ export function registerModels(conn: Connection) {
     workflows: workflowModel(conn),
     workflowRuns: workflowRunModel(conn),
     workflowRunLocks: workflowRunLockModel(conn),
+    dataRooms: dataRoomModel(conn),
+    dataRoomFiles: dataRoomFileModel(conn),
+    dataRoomMembers: dataRoomMemberModel(conn),
   };
 }
 

@@ -16,6 +16,8 @@ import parameters from './parameters/index.js';
 import schedules from './schedules/index.js';
 import watchers from './watchers/index.js';
 import workflows from './workflows/index.js';
+import dataRooms from './data-rooms/index.js';
+import rooms from './rooms/index.js';
 
 /** Every resource, one folder each, mounted under /api/v1. */
 const routes: FastifyPluginAsync = async (app) => {
@@ -36,6 +38,8 @@ const routes: FastifyPluginAsync = async (app) => {
   await app.register(schedules);
   await app.register(watchers);
   await app.register(workflows);
+  await app.register(dataRooms);
+  await app.register(rooms);
 };
 
 export default routes;

@@ -2,6 +2,7 @@ import { ActivityApi, ApiKeysApi, AuthApi, SettingsApi, UsersApi } from './accou
 import { FilesApi, SharesApi } from './files.js';
 import { AgentsApi, ConnectionsApi } from './infrastructure.js';
 import { ParametersApi } from './parameters.js';
+import { DataRoomsApi } from './data-rooms.js';
 import { DEFAULT_BACKOFF, type BackoffOptions } from './retry.js';
 import { TransfersApi } from './transfers.js';
 import { Transport, type CallOptions, type CallSettings, type RetryInfo } from './transport.js';
@@ -60,6 +61,7 @@ export class XferClient {
   readonly schedules: SchedulesApi;
   readonly watchers: WatchersApi;
   readonly workflows: WorkflowsApi;
+  readonly dataRooms: DataRoomsApi;
   private readonly transport: Transport;
 
   constructor(options: XferClientOptions) {
@@ -89,6 +91,7 @@ export class XferClient {
     this.schedules = new SchedulesApi(t);
     this.watchers = new WatchersApi(t);
     this.workflows = new WorkflowsApi(t);
+    this.dataRooms = new DataRoomsApi(t);
   }
 
   /** The API root this client talks to, without a trailing slash. */

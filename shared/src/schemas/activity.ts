@@ -1,7 +1,8 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Id, PageQuery, StringEnum, Timestamp } from './common.js';
 
-export const ACTOR_TYPES = ['api_key', 'user', 'agent', 'share_link', 'system'] as const;
+/** `room_member`: an outside party invited to a data room, acting with its invite token. */
+export const ACTOR_TYPES = ['api_key', 'user', 'agent', 'share_link', 'room_member', 'system'] as const;
 
 export const Actor = Type.Object({
   type: StringEnum(ACTOR_TYPES),

@@ -1,20 +1,9 @@
-import { createReadStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
-import { basename } from 'node:path';
 import { Args, Flags } from '@oclif/core';
 import type { FileRecord } from '@xfer/shared';
-import { BaseCommand, usageError } from '../../base-command.js';
-import { Messages } from '../../messages.js';
+import { BaseCommand } from '../../base-command.js';
 import { record } from '../../output.js';
-import { progressFlags, progressMode } from '../../progress/index.js';
-import { byteProgress, tapped } from '../../resources/files.js';
-
-/**
- * The client's limit on silence, per chunk sent and then for the answer. After the last byte the
- * server still waits for clamd's verdict (XFER_CLAMD_TIMEOUT_MS, 120 s by default) and commits
- * the content: the client's default 60 s would report a timeout for an upload the server keeps.
- */
-const UPLOAD_TIMEOUT_MS = 300_000;
+import { progressFlags } from '../../progress/index.js';
+import { uploadLocalFile } from '../../resources/files.js';
 
 export default class Upload extends BaseCommand<typeof Upload> {
   static override summary = 'Upload a file to the file store (POST /files/upload).';
@@ -34,36 +23,10 @@ Exit code 2 when the server refuses the content (422 malware found: "File reject
   };
 
   async run(): Promise<FileRecord> {
-    const local = this.args['local-path'];
-    const fromStdin = local === '-';
-    if (fromStdin && !this.flags.name) throw usageError(Messages.stdinNeedsName);
-    let size: number | undefined;
-    if (!fromStdin) {
-      const info = await stat(local).catch(() => undefined);
-      if (!info) throw usageError(Messages.noLocalFile(local));
-      if (!info.isFile()) throw usageError(Messages.notAFile(local));
-      size = info.size;
-    }
-    const name = this.flags.name ?? basename(local);
-    const client = this.client();
-    const source = fromStdin ? process.stdin : createReadStream(local);
-    const progress = await byteProgress(progressMode({ json: this.jsonEnabled(), quiet: this.flags.quiet }), { label: name, state: 'uploading', bytes: 0, bytesTotal: size });
-    try {
-      async function* content() {
-        yield* tapped(source, (chunk) => progress.add(chunk.length));
-        // Every byte is sent: what remains is the server's malware scan.
-        progress.set({ state: 'scanning' });
-      }
-      const file = await client.files.upload({ name, path: this.flags.path, size, content: content() }, { timeoutMs: UPLOAD_TIMEOUT_MS });
-      progress.set({ state: 'uploaded' });
-      this.print(record(file));
-      return file;
-    } catch (err) {
-      progress.set({ state: 'failed' });
-      throw err;
-    } finally {
-      progress.stop();
-      if (!fromStdin) source.destroy();
-    }
+    // The client is made once the local file is known to be there (a usage error comes first).
+    const file = await uploadLocalFile(this.args['local-path'], { name: this.flags.name, json: this.jsonEnabled(), quiet: this.flags.quiet },
+      (source, settings) => this.client().files.upload({ ...source, path: this.flags.path }, settings));
+    this.print(record(file));
+    return file;
   }
 }

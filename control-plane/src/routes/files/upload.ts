@@ -14,17 +14,22 @@ export class ClientGoneError extends BadRequestError {
  * Reads a multipart upload (`path` and `file`, in either order: the content is committed only
  * after the whole body has been read, so a `path` after the file still decides the record). The
  * file part streams to the scanner and the store through `app.files.receive`. Every failure
- * discards what was stored; the client going away (`signal`) too.
+ * discards what was stored; the client going away (`signal`) too. With `options.folder` the
+ * upload goes there and a `path` part is refused.
  */
-export async function receiveUpload(app: FastifyInstance, request: FastifyRequest, signal: AbortSignal): Promise<ReceivedUpload | BlockedUpload> {
-  let folder: string | undefined;
+export async function receiveUpload(
+  app: FastifyInstance, request: FastifyRequest, signal: AbortSignal, options: { folder?: string } = {},
+): Promise<ReceivedUpload | BlockedUpload> {
+  // A fixed folder (a data room's) takes no `path` part.
+  const allowed = options.folder === undefined ? 'file, path' : 'file';
+  let folder: string | undefined = options.folder;
   let fileName: string | undefined;
   let file: ScannedContent | undefined;
   try {
     for await (const part of request.parts()) {
       if (part.type === 'field') {
         if (part.fieldname === 'file') throw new BadRequestError('Upload part "file" must be a file (a part with a filename)');
-        if (part.fieldname !== 'path') throw new BadRequestError(`Upload has unknown part "${part.fieldname}" (allowed: file, path)`);
+        if (part.fieldname !== 'path' || options.folder !== undefined) throw new BadRequestError(`Upload has unknown part "${part.fieldname}" (allowed: ${allowed})`);
         if (part.valueTruncated) throw new BadRequestError(`Upload field "path" must be at most ${MULTIPART_FIELD_MAX_BYTES} bytes`);
         folder = normalizeFolder('Upload field "path"', String(part.value));
         continue;

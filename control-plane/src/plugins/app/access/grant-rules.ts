@@ -61,7 +61,9 @@ export async function callerExpiresAt(db: Models, principal: Principal): Promise
   return key?.expires_at ?? null;
 }
 
-const EXPIRY_HINT = { key: 'give expires_at or expires_in_days within that', 'share link': 'give expires_in_hours within that' } as const;
+const EXPIRY_HINT = {
+  key: 'give expires_at or expires_in_days within that', 'share link': 'give expires_in_hours within that', 'data room invite': 'give expires_at within that',
+} as const;
 
 /**
  * What an expiring key creates (a key, a share link) expires no later than the key: otherwise a

@@ -7,7 +7,8 @@ import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 export type OutboxEventType =
   | 'transfer.started' | 'transfer.completed' | 'transfer.failed'
   | 'file.uploaded' | 'file.downloaded' | 'file.deleted' | 'file.shared' | 'file.scan_blocked'
-  | 'workflow.notify' | 'workflow.completed' | 'workflow.failed';
+  | 'workflow.notify' | 'workflow.completed' | 'workflow.failed'
+  | 'data_room.created' | 'data_room.file_added' | 'data_room.member_added';
 
 /** What other domains depend on: the one call that records an event. */
 export interface Outbox {
