@@ -71,7 +71,9 @@ export class WatcherAssignments {
    */
   async assign(): Promise<void> {
     const { db } = this.o;
-    await db.watchers.updateMany({ active: false, agent_id: { $ne: null } }, { $set: { agent_id: null } });
+    // Read first: a pass with nothing to change writes nothing (reads stay free of writes, test/request-path.test.ts).
+    const paused = await db.watchers.find({ active: false, agent_id: { $ne: null } }, { _id: 1 }).limit(1000).lean();
+    if (paused.length > 0) await db.watchers.updateMany({ _id: { $in: paused.map((w) => w._id) }, active: false }, { $set: { agent_id: null } });
     const watchers = await db.watchers.find({ active: true }, { account_id: 1, connection_id: 1, agent_id: 1, last_error: 1 }).lean();
     const byAccount = new Map<string, typeof watchers>();
     for (const w of watchers) byAccount.set(String(w.account_id), [...(byAccount.get(String(w.account_id)) ?? []), w]);
