@@ -241,6 +241,8 @@ const DOORS: Record<string, Door> = {
   'POST /api/v1/workflows/:id/run': { probe: async () => expectNoWorkflowWithout('POST', `/workflows/${await ownerWorkflow()}/run`) },
   'DELETE /api/v1/workflows/:id': { mintsNothing: 'removes' },
   'POST /api/v1/workflow-runs/:id/cancel': { mintsNothing: 'stops a run' },
+  'PUT /api/v1/notifications/settings': { mintsNothing: 'where the account\'s event emails go; the SMTP password is write-only and sent only to the host and user it was given with' },
+  'POST /api/v1/notifications/test': { mintsNothing: 'sends a test email to the account\'s own recipients' },
 };
 
 describe('every door that changes something is classified', () => {

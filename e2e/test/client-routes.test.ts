@@ -47,6 +47,8 @@ const CALLS: Array<(c: XferClient) => Promise<unknown>> = [
   (c) => c.workflows.list(), (c) => c.workflows.get('ID'), (c) => c.workflows.update('ID', { name: 'x' }), (c) => c.workflows.delete('ID'),
   (c) => c.workflows.create({ name: 'w', steps: [{ type: 'notify', channel: 'webhook_event' }] }),
   (c) => c.workflows.run('ID', { params: { a: 'b' } }), (c) => c.workflows.runs('ID'), (c) => c.workflows.getRun('ID'), (c) => c.workflows.cancelRun('ID'),
+  (c) => c.notifications.settings(), (c) => c.notifications.test(), (c) => c.notifications.log(),
+  (c) => c.notifications.updateSettings({ email: { enabled: false }, events: [] }),
 ];
 
 /** Every request the recorder saw, as method and URL. */

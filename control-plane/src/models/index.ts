@@ -31,6 +31,8 @@ import { watcherEventModel } from './watcher-event.model.js';
 import { workflowModel } from './workflow.model.js';
 import { workflowRunModel } from './workflow-run.model.js';
 import { workflowRunLockModel } from './workflow-run-lock.model.js';
+import { notificationSettingsModel } from './notification-settings.model.js';
+import { notificationAttemptModel, notificationDeliveryModel } from './notification-delivery.model.js';
 
 /** Every model, bound to one connection (one app instance, one database). */
 export function registerModels(conn: Connection) {
@@ -67,6 +69,9 @@ export function registerModels(conn: Connection) {
     workflows: workflowModel(conn),
     workflowRuns: workflowRunModel(conn),
     workflowRunLocks: workflowRunLockModel(conn),
+    notificationSettings: notificationSettingsModel(conn),
+    notificationDeliveries: notificationDeliveryModel(conn),
+    notificationAttempts: notificationAttemptModel(conn),
   };
 }
 

@@ -16,6 +16,7 @@ import parameters from './parameters/index.js';
 import schedules from './schedules/index.js';
 import watchers from './watchers/index.js';
 import workflows from './workflows/index.js';
+import notifications from './notifications/index.js';
 
 /** Every resource, one folder each, mounted under /api/v1. */
 const routes: FastifyPluginAsync = async (app) => {
@@ -36,6 +37,7 @@ const routes: FastifyPluginAsync = async (app) => {
   await app.register(schedules);
   await app.register(watchers);
   await app.register(workflows);
+  await app.register(notifications);
 };
 
 export default routes;

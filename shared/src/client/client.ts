@@ -9,6 +9,7 @@ import { WebhooksApi } from './webhooks.js';
 import { SchedulesApi } from './schedules.js';
 import { WatchersApi } from './watchers.js';
 import { WorkflowsApi } from './workflows.js';
+import { NotificationsApi } from './notifications.js';
 
 export interface XferClientOptions {
   /** The API root up to and including `/api/v1`, e.g. `https://xfer.example.com/api/v1`. */
@@ -60,6 +61,7 @@ export class XferClient {
   readonly schedules: SchedulesApi;
   readonly watchers: WatchersApi;
   readonly workflows: WorkflowsApi;
+  readonly notifications: NotificationsApi;
   private readonly transport: Transport;
 
   constructor(options: XferClientOptions) {
@@ -89,6 +91,7 @@ export class XferClient {
     this.schedules = new SchedulesApi(t);
     this.watchers = new WatchersApi(t);
     this.workflows = new WorkflowsApi(t);
+    this.notifications = new NotificationsApi(t);
   }
 
   /** The API root this client talks to, without a trailing slash. */

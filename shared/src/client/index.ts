@@ -16,3 +16,4 @@ export type { ParametersApi } from './parameters.js';
 export type { SchedulesApi } from './schedules.js';
 export type { WatchersApi } from './watchers.js';
 export type { WorkflowsApi } from './workflows.js';
+export type { NotificationsApi } from './notifications.js';

@@ -6,6 +6,7 @@ import { Loop } from '../../../lib/loop.js';
 import type { AddressPolicy, Lookup } from '../../../lib/ssrf-guard.js';
 import type { Models } from '../../../models/index.js';
 import type { WebhookDoc } from '../../../models/webhook.model.js';
+import type { OutboxEventDoc } from '../../../models/outbox-event.model.js';
 import { sendWebhook, webhookBody, type SendResult } from './sender.js';
 import type { WebhooksService } from './webhooks.service.js';
 import type { MetricsService } from '../metrics/index.js';
@@ -26,7 +27,17 @@ export interface WebhookDeliverer {
   sendTest(accountId: string, webhookId: Types.ObjectId): Promise<WebhookTestResult | null>;
   /** Replaceable by tests before deliveries start (a self-signed receiver, an injected resolver). */
   readonly transport: WebhookTransport;
+  /**
+   * Adds a consumer of every outbox event (the notifications domain): the fan-out calls each,
+   * in the order added, before it marks the event done. A consumer must be idempotent (the
+   * fan-out may run twice: two instances, a crash) and throw to leave the event pending for the
+   * next tick. Added while the app is built, before the loop starts.
+   */
+  onFanOut(consumer: OutboxConsumer): void;
 }
+
+/** Something else made of each outbox event (WebhookDeliverer.onFanOut). */
+export type OutboxConsumer = (event: OutboxEventDoc & { _id: Types.ObjectId }) => Promise<void>;
 
 /** What the deliverer needs, passed in so that it reads no globals (deliverer.plugin.ts). */
 export interface WebhookDelivererOptions {
@@ -98,11 +109,16 @@ export class WebhookDelivererService implements WebhookDeliverer {
   private readonly perAccount = new Map<string, number>();
   private readonly sending = new Set<string>();
   private readonly running = new Set<Promise<void>>();
+  private readonly consumers: OutboxConsumer[] = [];
 
   constructor(private readonly o: WebhookDelivererOptions) {
     this.transport = o.transport ?? {};
     this.leaseMs = 2 * o.timeoutMs + 5_000;
     this.loop = new Loop(() => this.tick(), o.pollMs, (err) => o.log.warn({ err }, 'webhook delivery loop failed'));
+  }
+
+  onFanOut(consumer: OutboxConsumer): void {
+    this.consumers.push(consumer);
   }
 
   /** When the app is ready: the loop starts. */
@@ -164,6 +180,7 @@ export class WebhookDelivererService implements WebhookDeliverer {
           if (!isDuplicateKey(err)) throw err;
         }
       }
+      for (const consume of this.consumers) await consume(event);
       await db.outboxEvents.updateOne({ _id: event._id, status: 'pending' }, { $set: { status: 'done' } });
     }
   }
