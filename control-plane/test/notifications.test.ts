@@ -44,7 +44,8 @@ beforeAll(async () => {
   implicit = await SmtpReceiver.start({ cert, secure: true });
   app = await buildTestApp({ notifications: NOTIFY, webhooks: WEBHOOKS });
   app.notificationDeliverer.transport.ca = cert.cert;
-  owner = await createAccount(app, 'free');
+  // Team: only its owner makes narrower keys; the other accounts are on the free plan (notifications need no plan).
+  owner = await createAccount(app, 'team');
 });
 afterAll(async () => {
   await app?.close();

@@ -6,7 +6,7 @@ import { isDuplicateKey } from './duplicate-key.js';
  * "Outbound deliveries"): the deliveries collection holds `status`, `attempts`,
  * `next_attempt_at` and `first_attempt_at`; the attempts collection has a unique index on
  * (delivery_id, n). Inserting attempt n IS the claim — exact on FerretDB, whose conditional
- * updates can have several winners. Used by the notification deliverer (plugins/app/notifications).
+ * updates can have several winners. Used by the webhook and the notification deliverers.
  */
 export interface AttemptStore {
   deliveries: Model<any>;

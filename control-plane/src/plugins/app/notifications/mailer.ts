@@ -109,7 +109,9 @@ function describe(err: unknown): string {
   else if (err instanceof Error) {
     const { code, response } = err as Error & { code?: string; response?: string };
     const text = response ?? err.message;
-    message = code && !text.includes(code) ? `${code}: ${text}` : text;
+    // nodemailer's ETLS: the server refused STARTTLS or the TLS upgrade failed; never sent in plaintext.
+    if (code === 'ETLS') message = `STARTTLS failed (TLS is required): ${text}`;
+    else message = code && !text.includes(code) ? `${code}: ${text}` : text;
   } else message = String(err);
   message = message.replace(/\s+/g, ' ').trim();
   return message.length > ERROR_MAX_CHARS ? `${message.slice(0, ERROR_MAX_CHARS - 1)}…` : message;
