@@ -94,6 +94,8 @@ describe('settings', () => {
     ['a host that is no host name', { smtp: { host: 'smtp example/test', port: 25, secure: false } }, 'email.smtp.host must be a host name or an IP address'],
     ['a private host', { smtp: { host: '10.1.2.3', port: 25, secure: false } }, /^email\.smtp\.host 10\.1\.2\.3 is /],
     ['localhost', { smtp: { host: 'localhost', port: 25, secure: false } }, 'email.smtp.host localhost is a loopback name'],
+    ['a private address spelled in hex', { smtp: { host: '0x0a010203', port: 25, secure: false } }, /^email\.smtp\.host 10\.1\.2\.3 is /],
+    ['an IPv6 loopback', { smtp: { host: '::1', port: 25, secure: false } }, /^email\.smtp\.host ::1 is /],
     ['a password without a username', { smtp: { host: '127.0.0.1', port: 25, secure: false, password: 'x' } }, 'email.smtp.password needs email.smtp.username'],
     ['an unknown field', { smtp: { host: '127.0.0.1', port: 25, secure: false, tls: false } }, /^body\.email\.smtp /],
     ['enabled without a server', { smtp: null }, 'email.smtp is required when email.enabled is true'],
@@ -261,6 +263,23 @@ describe('email', () => {
     } finally {
       await b.close();
     }
+  });
+});
+
+describe('queueEmail (other senders, e.g. a workflow notify step)', () => {
+  test('queues one email to the recipients, once per event id; null while email is off', async () => {
+    const account = await createAccount(app, 'free');
+    const eventId = new Types.ObjectId();
+    const email = { eventId, event: 'workflow.notify', subject: '[xfer] partner file archived', text: 'archived: a.csv\n' };
+    expect(await app.notificationDeliverer.queueEmail(account.accountId, email)).toBeNull();
+    await put(account, settingsFor(implicit, {}, []));
+    const before = implicit.mails.length;
+    const id = await app.notificationDeliverer.queueEmail(account.accountId, email);
+    expect(await app.notificationDeliverer.queueEmail(account.accountId, email)).toBe(id);
+    const mail = await eventually(async () => implicit.mails.slice(before).find((m) => m.headers.get('x-xfer-notification') === id), 'the email');
+    expect(mail).toMatchObject({ subject: '[xfer] partner file archived', text: 'archived: a.csv\n', envelope: { to: ['ops@example.test', 'oncall@example.test'] } });
+    await sleep(300);
+    expect(implicit.mails.slice(before)).toHaveLength(1);
   });
 });
 

@@ -167,11 +167,21 @@ export class NotificationsService {
     return paginate(this.o.db.notificationDeliveries, { account_id: accountId, ...(status ? { status } : {}) }, page, (d) => presentLogEntry(d as StoredDelivery));
   }
 
-  /** The host as stored, checked against private networks like a webhook URL; 400 `email.smtp.host …`. */
+  /**
+   * The host as stored, checked against private networks like a webhook URL; 400 `email.smtp.host …`.
+   * Normalized by the WHATWG URL parser first, as a webhook URL's host is: every IPv4 spelling
+   * (`0x7f000001`, `127.1`) becomes dotted decimal, so the guard judges the address it names.
+   */
   private async checkedHost(host: string): Promise<string> {
     if (!HOST_NAME.test(host) && !IPV6_LITERAL.test(host)) throw new BadRequestError('email.smtp.host must be a host name or an IP address');
+    let normalized: string;
     try {
-      return (await resolveSafeHost(host, this.o.policy, this.o.lookup)).host;
+      normalized = new URL(`https://${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}/`).hostname;
+    } catch {
+      throw new BadRequestError('email.smtp.host must be a host name or an IP address');
+    }
+    try {
+      return (await resolveSafeHost(normalized, this.o.policy, this.o.lookup)).host;
     } catch (err) {
       if (err instanceof UnsafeUrlError) throw new BadRequestError(`email.smtp.host ${err.message.replace(/^host /, '')}`);
       throw err;
