@@ -106,9 +106,8 @@ describe('settings', () => {
     expectError(res, 400, message);
   });
 
-  test('400 for an unknown event type and for the hourly digest (not supported yet)', async () => {
+  test('400 for an unknown event type and an unknown digest', async () => {
     expectError(await put(owner, settingsFor(implicit, {}, ['transfer.failed', 'transfer.exploded'])), 400, 'events contains unknown event type: transfer.exploded');
-    expectError(await put(owner, { ...settingsFor(implicit), digest: 'hourly' }), 400, /^digest "hourly" is not supported yet/);
     expectError(await put(owner, { ...settingsFor(implicit), digest: 'weekly' }), 400, /^body\.digest /);
   });
 
@@ -263,6 +262,33 @@ describe('email', () => {
     } finally {
       await b.close();
     }
+  });
+});
+
+describe('hourly digest', () => {
+  test("an ended hour's events become one email; the current hour's wait; nothing is sent twice", async () => {
+    const account = await createAccount(app, 'free');
+    await put(account, { ...settingsFor(implicit, {}, ['transfer.failed', 'file.uploaded']), digest: 'hourly' });
+    const accountId = new Types.ObjectId(account.accountId);
+    const hour = Math.floor(Date.now() / 3600_000) * 3600_000;
+    const before = implicit.mails.length;
+    // Events of the previous hour, written as the outbox writes them (with their time), and one of now.
+    for (const [i, type] of (['transfer.failed', 'file.uploaded', 'transfer.completed'] as const).entries()) {
+      await app.db.outboxEvents.create({ account_id: accountId, type, data: { id: `old-${i}`, error: type === 'transfer.failed' ? 'disk full' : undefined }, created_at: new Date(hour - 3600_000 + i * 60_000) });
+    }
+    await app.outbox.emit(account.accountId, 'file.uploaded', { id: 'this-hour', filename: 'now.txt' });
+    const mail = await eventually(async () => implicit.mails.slice(before).find((m) => m.headers.get('x-xfer-event') === 'notification.digest'), 'the digest');
+    const label = new Date(hour - 3600_000).toISOString().slice(0, 13).replace('T', ' ');
+    expect(mail.subject).toBe(`[xfer] 2 events between ${label}:00 and ${label}:59 UTC`);
+    expect(mail.text).toContain('Transfer failed: old-0 — disk full');
+    expect(mail.text).toContain('File uploaded: old-1');
+    expect(mail.text).not.toContain('old-2'); // not selected
+    expect(mail.text).not.toContain('this-hour');
+    await sleep(500);
+    expect(implicit.mails.slice(before)).toHaveLength(1);
+    expect(await app.db.notificationDigestItems.countDocuments({ account_id: accountId, digest_id: null })).toBe(1);
+    const log = (await get(account, '/api/v1/notifications/log')).json().data;
+    expect(log).toMatchObject([{ event: 'notification.digest', status: 'sent' }]);
   });
 });
 

@@ -48,7 +48,7 @@ export const settingsFlags = {
   'smtp-password-stdin': Flags.boolean({ description: 'Read the SMTP password from stdin (never from the command line)', exclusive: ['clear-smtp-password'] }),
   'clear-smtp-password': Flags.boolean({ description: 'Remove the stored SMTP password' }),
   event: Flags.string({ description: 'Event to email (repeat for several; replaces the list)', options: [...WEBHOOK_EVENT_TYPES], multiple: true }),
-  digest: Flags.string({ description: 'none: one email per event (hourly is not supported yet)', options: [...NOTIFICATION_DIGESTS] }),
+  digest: Flags.string({ description: 'none: one email per event; hourly: one email per hour listing its events', options: [...NOTIFICATION_DIGESTS] }),
 };
 
 type SettingsFlags = {

@@ -33,6 +33,7 @@ import { workflowRunModel } from './workflow-run.model.js';
 import { workflowRunLockModel } from './workflow-run-lock.model.js';
 import { notificationSettingsModel } from './notification-settings.model.js';
 import { notificationAttemptModel, notificationDeliveryModel } from './notification-delivery.model.js';
+import { notificationDigestItemModel } from './notification-digest-item.model.js';
 
 /** Every model, bound to one connection (one app instance, one database). */
 export function registerModels(conn: Connection) {
@@ -72,6 +73,7 @@ export function registerModels(conn: Connection) {
     notificationSettings: notificationSettingsModel(conn),
     notificationDeliveries: notificationDeliveryModel(conn),
     notificationAttempts: notificationAttemptModel(conn),
+    notificationDigestItems: notificationDigestItemModel(conn),
   };
 }
 

@@ -12,6 +12,7 @@ import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 import { BadRequestError } from '../../../errors.js';
 import { sendMail, type MailResult, type MailTransport } from './mailer.js';
 import { renderEmail } from './message.js';
+import { Digests } from './digests.js';
 import type { NotificationsService, StoredNotificationSettings } from './notifications.service.js';
 
 /** An email to queue outside the subscription list (a workflow's notify step with channel email). */
@@ -67,7 +68,9 @@ type OutboxEvent = OutboxEventDoc & { _id: Types.ObjectId };
  * Sends notification emails (docs/api.md "Notifications", docs/architecture.md "Notifications").
  * - fan-out: the webhook deliverer's fan-out calls `fanOut` with every outbox event before marking
  *   it done; an event whose type the account selected becomes one notification (unique event_id:
- *   running twice creates it once), rendered then, addressed to the recipients set then;
+ *   running twice creates it once), rendered then, addressed to the recipients set then — or, with
+ *   `digest: "hourly"`, an item of the hour's digest (digests.ts), made into one notification per
+ *   account and hour once the hour is over;
  * - attempts: each due notification is claimed by inserting its next attempt (lib/attempt-claim.ts),
  *   sent with the account's current SMTP server, and given its outcome: sent, or retried after an
  *   exponential, fully jittered backoff until the retry window ends, then failed.
@@ -78,6 +81,7 @@ export class NotificationDelivererService implements NotificationDeliverer {
   private readonly leaseMs: number;
   private readonly loop: Loop;
   private readonly store: AttemptStore;
+  private readonly digests: Digests;
   private readonly sending = new Set<string>();
   private readonly running = new Set<Promise<void>>();
 
@@ -85,7 +89,8 @@ export class NotificationDelivererService implements NotificationDeliverer {
     this.transport = o.transport ?? {};
     this.leaseMs = 2 * o.timeoutMs + 5_000;
     this.store = { deliveries: o.db.notificationDeliveries, attempts: o.db.notificationAttempts };
-    this.loop = new Loop(() => this.attemptDue(), o.pollMs, (err) => o.log.warn({ err }, 'notification delivery loop failed'));
+    this.digests = new Digests({ db: o.db, notifications: o.notifications });
+    this.loop = new Loop(() => this.tick(), o.pollMs, (err) => o.log.warn({ err }, 'notification delivery loop failed'));
   }
 
   start(): void {
@@ -106,6 +111,7 @@ export class NotificationDelivererService implements NotificationDeliverer {
     const settings = await this.o.notifications.stored(event.account_id);
     if (!settings?.enabled || !settings.events.includes(event.type) || !settings.from || settings.recipients.length === 0) return;
     const data = await this.withTransferName(event);
+    if (settings.digest === 'hourly') return this.digests.keep(event, data);
     const { subject, text } = renderEmail(event.type, event.created_at, data);
     await this.insert(settings, { eventId: event._id, event: event.type, subject, text });
   }
@@ -160,6 +166,15 @@ export class NotificationDelivererService implements NotificationDeliverer {
     if (!event.type.startsWith('transfer.') || typeof data.id !== 'string' || data.name !== undefined || !Types.ObjectId.isValid(data.id)) return data;
     const transfer = await this.o.db.transfers.findOne({ _id: new Types.ObjectId(data.id), account_id: event.account_id }, { name: 1 }).lean();
     return transfer ? { name: transfer.name, ...data } : data;
+  }
+
+  private async tick(): Promise<void> {
+    try {
+      await this.digests.makeDue();
+    } catch (err) {
+      this.o.log.warn({ err }, 'notification digests could not be made; retrying on the next tick');
+    }
+    await this.attemptDue();
   }
 
   /** Starts due attempts up to PARALLEL_SENDS in flight, without waiting for them. */

@@ -53,3 +53,28 @@ export function renderEmail(event: string, at: Date, data: Record<string, unknow
   ];
   return { subject, text: `${lines.join('\n')}\n` };
 }
+
+/** Most events listed in full in one digest; the rest are counted. */
+const DIGEST_MAX_LISTED = 200;
+
+/**
+ * The email of an hourly digest: a subject with the number of events and the hour (UTC), and a
+ * body with each event's summary line and fields, oldest first.
+ */
+export function renderDigest(hourStart: Date, items: ReadonlyArray<{ event: string; at: Date; data: Record<string, unknown> }>): { subject: string; text: string } {
+  const hour = hourStart.toISOString().slice(0, 13).replace('T', ' ');
+  const subject = `[xfer] ${items.length} event${items.length === 1 ? '' : 's'} between ${hour}:00 and ${hour}:59 UTC`;
+  const blocks = items.slice(0, DIGEST_MAX_LISTED).map(({ event, at, data }) => {
+    const { subject: line, text } = renderEmail(event, at, data);
+    const fields = text.split('\n\n')[2] ?? '';
+    return `${at.toISOString()}  ${line.replace(/^\[xfer\] /, '')}\n${fields.split('\n').map((l) => `  ${l}`).join('\n')}`;
+  });
+  const more = items.length > DIGEST_MAX_LISTED ? [`… and ${items.length - DIGEST_MAX_LISTED} more (xfer activity lists them all).`] : [];
+  const lines = [
+    `${items.length} event${items.length === 1 ? '' : 's'} between ${hour}:00 and ${hour}:59 UTC.`, '',
+    ...blocks.flatMap((b) => [b, '']), ...more,
+    '-- ',
+    'Sent by xfer once an hour because this account\'s notification settings have digest "hourly".',
+  ];
+  return { subject, text: `${lines.join('\n')}\n` };
+}

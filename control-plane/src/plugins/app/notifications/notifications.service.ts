@@ -87,14 +87,13 @@ export class NotificationsService {
 
   /**
    * Replaces the settings (docs/api.md "Notifications"): 400 naming the field for an unknown event,
-   * an hourly digest (not supported yet), an enabled email without server, sender or recipient,
+   * an enabled email without server, sender or recipient,
    * a refused SMTP host, a password without a username, or a new host or username with a stored
    * password but no password given (a stored password is never sent to a server it was not given for).
    */
   async put(accountId: AccountId, input: UpdateNotificationSettingsRequest, beforeWrite: BeforeWrite): Promise<NotificationSettings> {
     const unknown = input.events.filter((e) => !isWebhookEventType(e));
     if (unknown.length > 0) throw new BadRequestError(`events contains unknown event type: ${unknown.join(', ')}`);
-    if (input.digest === 'hourly') throw new BadRequestError('digest "hourly" is not supported yet; use "none" (one message per event)');
     const { email } = input;
     const recipients = email.recipients ?? [];
     const smtp = email.smtp ?? null;
