@@ -46,7 +46,7 @@ beforeAll(async () => {
       XFER_UNSAFE_SMTP_ALLOW: '127.0.0.1/32',
       NODE_EXTRA_CA_CERTS: cert.certPath,
       XFER_SMTP_TIMEOUT_MS: '2000',
-      XFER_NOTIFY_BACKOFF_BASE_MS: '500',
+      XFER_NOTIFY_BACKOFF_BASE_MS: '200',
       XFER_NOTIFY_POLL_MS: '100',
       XFER_WEBHOOK_POLL_MS: '100',
     },
@@ -119,9 +119,11 @@ test('SMTP down for 60 s → the email is delivered after it returns, once', asy
   expect(failedMails(job.id)).toHaveLength(0);
 
   await smtp.restart();
-  await waitFor('the email after the server is back', async () => failedMails(job.id), (m) => m.length >= 1, 120_000);
+  // The next attempt comes after the backoff of the attempts made while it was down: full jitter
+  // up to 200 ms × 2^(n-1), which after 60 s down can be as long again.
+  await waitFor('the email after the server is back', async () => failedMails(job.id), (m) => m.length >= 1, 200_000);
   await sleep(5_000);
   expect(failedMails(job.id)).toHaveLength(1);
   const sent = jsonOf<Array<{ status: string; attempts: number }>>(await xfer(['notifications', 'log', '--limit', '1', '--json']));
   expect(sent[0]).toMatchObject({ status: 'sent' });
-}, 300_000);
+}, 360_000);
