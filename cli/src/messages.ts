@@ -18,6 +18,8 @@ export const Messages = {
   credentialsNotJson: (source: string, reason: string) => `Credentials from ${source} are not a JSON object: ${reason}`,
   optionsNotJson: (reason: string) => `--options is not a JSON object: ${reason}`,
   nothingToUpdate: 'Nothing to update: give at least one flag',
+  smtpHostMissing: 'No SMTP server yet: give --smtp-host (and --smtp-port, --smtp-tls)',
+  smtpPasswordMissing: 'No SMTP password on stdin: pipe it with --smtp-password-stdin',
   deleted: (what: string, id: string) => `Deleted ${what} ${id}`,
   empty: 'No results',
   connectionNotFound: (ref: string) => `No connection with the id or name "${ref}"`,

@@ -24,6 +24,7 @@ import workflowsPlugin from './plugins/app/workflows/index.js';
 import schedulesPlugin from './plugins/app/schedules/index.js';
 import watchersPlugin from './plugins/app/watchers/index.js';
 import dataRoomsPlugin from './plugins/app/data-rooms/index.js';
+import notificationsPlugin from './plugins/app/notifications/index.js';
 import metricsPlugin from './plugins/app/metrics/index.js';
 import metricsRoutes from './routes/metrics/index.js';
 import relayLinkRoutes from './routes/relays/index.js';
@@ -188,6 +189,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(schedulesPlugin);
   await app.register(watchersPlugin);
   await app.register(dataRoomsPlugin);
+  await app.register(notificationsPlugin);
   await app.register(routes, { prefix: '/api/v1' });
   await app.register(openapiRoutes, { prefix: '/api/v1' });
   await app.register(metricsRoutes);

@@ -64,6 +64,8 @@ export interface Config {
   shareRateLimitPerMinute: number;
   /** Webhook delivery (docs/configuration.md "Webhooks"). */
   webhooks: WebhookConfig;
+  /** Email notifications over SMTP (docs/configuration.md "Notifications"). */
+  notifications: NotificationConfig;
   /** Sign-in lockout with backoff (docs/configuration.md "Sign-in lockout"). */
   loginLockout: LoginLockoutConfig;
   /** Prometheus `/metrics` (docs/configuration.md "Metrics"). */
@@ -135,6 +137,22 @@ export interface WebhookConfig {
   /**
    * UNSAFE, tests only: addresses or CIDR ranges (e.g. `127.0.0.1/32`) a webhook may target
    * although they are private. Empty by default; logged as unsafe at start when set.
+   */
+  unsafeAllowedAddresses: string[];
+}
+
+export interface NotificationConfig {
+  /** Per-attempt timeout of one email (connect, TLS, SMTP dialogue). */
+  timeoutMs: number;
+  /** How long a notification is retried (exponential backoff with jitter) before it is marked failed. */
+  retryWindowMs: number;
+  /** First backoff delay; each retry doubles it (capped at 1 h), with full jitter. */
+  backoffBaseMs: number;
+  /** How often each instance looks for due notifications. */
+  pollMs: number;
+  /**
+   * UNSAFE, tests only: addresses or CIDR ranges an SMTP server may be at although they are
+   * private (XFER_UNSAFE_SMTP_ALLOW). Empty by default; logged as unsafe at start when set.
    */
   unsafeAllowedAddresses: string[];
 }
@@ -268,6 +286,16 @@ export function fastifyTrustProxy(trust: TrustProxy): false | string[] | ((addre
   return trust === 0 ? false : (_address, hop) => hop < trust;
 }
 
+function parseNotifications(env: Env): NotificationConfig {
+  return {
+    timeoutMs: int(env, 'XFER_SMTP_TIMEOUT_MS', 30_000, 100, 300_000),
+    retryWindowMs: int(env, 'XFER_NOTIFY_RETRY_WINDOW_MS', 24 * 3600_000, 1000, 30 * 24 * 3600_000),
+    backoffBaseMs: int(env, 'XFER_NOTIFY_BACKOFF_BASE_MS', 30_000, 10, 3600_000),
+    pollMs: int(env, 'XFER_NOTIFY_POLL_MS', 1000, 10, 60_000),
+    unsafeAllowedAddresses: (env.XFER_UNSAFE_SMTP_ALLOW || '').split(',').map((a) => a.trim()).filter((a) => a !== ''),
+  };
+}
+
 function parseWebhooks(env: Env): WebhookConfig {
   return {
     timeoutMs: int(env, 'XFER_WEBHOOK_TIMEOUT_MS', 10_000, 100, 120_000),
@@ -368,6 +396,7 @@ export function parseConfig(env: Env): Config {
     scanner: parseScanner(env),
     shareRateLimitPerMinute: int(env, 'XFER_SHARE_RATE_LIMIT_PER_MINUTE', 120, 1, 1_000_000),
     webhooks: parseWebhooks(env),
+    notifications: parseNotifications(env),
     loginLockout: {
       emailThreshold: int(env, 'XFER_LOGIN_LOCK_EMAIL_AFTER', 5, 1, 1000),
       ipThreshold: int(env, 'XFER_LOGIN_LOCK_IP_AFTER', 20, 1, 100_000),

@@ -299,6 +299,8 @@ const DOORS: Record<string, Door> = {
       expectError(res, 403, /not upload/);
     },
   },
+  'PUT /api/v1/notifications/settings': { mintsNothing: 'where the account\'s event emails go; the SMTP password is write-only and sent only to the host and user it was given with' },
+  'POST /api/v1/notifications/test': { mintsNothing: 'sends a test email to the account\'s own recipients' },
 };
 
 describe('every door that changes something is classified', () => {

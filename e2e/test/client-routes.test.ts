@@ -53,6 +53,8 @@ const CALLS: Array<(c: XferClient) => Promise<unknown>> = [
   (c) => c.dataRooms.members('ID'), (c) => c.dataRooms.addMember('ID', { email: 'a@b.c', role: 'viewer' }), (c) => c.dataRooms.removeMember('ID', 'MEMBER'),
   (c) => c.dataRooms.view('TOKEN'), async (c) => (await c.dataRooms.download('TOKEN', 'FILE')).body.resume(),
   (c) => c.dataRooms.contribute('TOKEN', { name: 'a', content: [Buffer.from('a')] }),
+  (c) => c.notifications.settings(), (c) => c.notifications.test(), (c) => c.notifications.log(),
+  (c) => c.notifications.updateSettings({ email: { enabled: false }, events: [] }),
 ];
 
 /** Every request the recorder saw, as method and URL. */

@@ -62,6 +62,8 @@ beforeAll(async () => {
       XFER_LOGIN_LOCK_IP_AFTER: '100000',
       // Connection tests of fuzzed hosts wait for the agent's answer; keep each bounded.
       XFER_AGENT_REQUEST_TIMEOUT_MS: '5000',
+      // A test email to a fuzzed SMTP host that never answers is waited for; keep it under the fuzzer's request timeout.
+      XFER_SMTP_TIMEOUT_MS: '5000',
     },
   });
   await stack.startAgent('fuzz-agent');

@@ -18,6 +18,7 @@ export * from './schemas/schedules.js';
 export * from './schemas/watchers.js';
 export * from './schemas/workflows.js';
 export * from './schemas/data-rooms.js';
+export * from './schemas/notifications.js';
 export * from './protocol/agent-protocol.js';
 export * from './protocol/relay-protocol.js';
 export * from './protocol/watch-protocol.js';

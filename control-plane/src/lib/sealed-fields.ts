@@ -12,6 +12,7 @@ export const SEALED_FIELDS = [
   { model: 'users', field: 'mfa_pending_secret', purpose: 'user.mfa' },
   { model: 'systemKeys', field: 'key', purpose: 'system.key' },
   { model: 'parameters', field: 'secret_value', purpose: 'parameter.value' },
+  { model: 'notificationSettings', field: 'smtp_password', purpose: 'notification.smtp_password' },
 ] as const;
 
 export type SealPurpose = (typeof SEALED_FIELDS)[number]['purpose'];

@@ -25,10 +25,10 @@ export class AddressPolicy {
    * Each entry opens exactly the addresses of its own family that it lists: `127.0.0.1` opens
    * neither `::1` nor `::ffff:127.0.0.1`. Throws on an entry that is not an IP or CIDR.
    */
-  constructor(unsafeAllowed: readonly string[]) {
+  constructor(unsafeAllowed: readonly string[], setting = 'XFER_UNSAFE_WEBHOOK_ALLOW') {
     this.opened = unsafeAllowed.map((entry) => {
       const parsed = parseCidr(entry.trim());
-      if (!parsed) throw new Error(`XFER_UNSAFE_WEBHOOK_ALLOW: "${entry}" is not an IP address or CIDR range`);
+      if (!parsed) throw new Error(`${setting}: "${entry}" is not an IP address or CIDR range`);
       return parsed;
     });
   }
@@ -107,8 +107,20 @@ export async function resolveSafeTarget(url: string, policy: AddressPolicy, look
   }
   if (parsed.protocol !== 'https:') throw new UnsafeUrlError(`must use https (got ${parsed.protocol.slice(0, 20)})`, 'invalid');
   if (parsed.username || parsed.password) throw new UnsafeUrlError('must not contain credentials (user:password@)', 'invalid');
+  const { addresses } = await resolveSafeHost(parsed.hostname, policy, lookup);
+  return { url: parsed, addresses };
+}
+
+/**
+ * Checks a bare host name or IP literal (an SMTP server's, plugins/app/notifications) by the
+ * rules of `resolveSafeTarget`: not `localhost`/`*.localhost`/empty, every resolved address
+ * allowed by `policy`. Resolves with the host as checked (trailing dots removed, brackets kept
+ * off) and the addresses to connect to. Rejects UnsafeUrlError; its message follows "host ".
+ */
+export async function resolveSafeHost(hostname: string, policy: AddressPolicy, lookup: Lookup = systemLookup):
+  Promise<{ host: string; addresses: Array<{ address: string; family: 4 | 6 }> }> {
   // Trailing dots name the same host (`localhost.`); the URL keeps them, the checks must not.
-  const host = parsed.hostname.replace(/\.+$/, '');
+  const host = hostname.replace(/\.+$/, '');
   if (host === '') throw new UnsafeUrlError('has no host', 'invalid');
   if (host === 'localhost' || host.endsWith('.localhost')) throw new UnsafeUrlError(`host ${host} is a loopback name`);
 
@@ -117,7 +129,7 @@ export async function resolveSafeTarget(url: string, policy: AddressPolicy, look
   if (family !== 0) {
     const why = policy.refusal(literal);
     if (why) throw new UnsafeUrlError(`host ${why}`);
-    return { url: parsed, addresses: [{ address: literal, family: family as Family }] };
+    return { host: literal, addresses: [{ address: literal, family: family as Family }] };
   }
 
   const addresses = await resolveAll(host, lookup);
@@ -126,5 +138,5 @@ export async function resolveSafeTarget(url: string, policy: AddressPolicy, look
     const why = policy.refusal(address);
     if (why) throw new UnsafeUrlError(`host ${host} resolves to a refused address: ${why}`);
   }
-  return { url: parsed, addresses: addresses.map((a) => ({ address: a.address, family: isIP(a.address.replace(/%.*$/, '')) === 6 ? 6 : 4 })) };
+  return { host, addresses: addresses.map((a) => ({ address: a.address, family: isIP(a.address.replace(/%.*$/, '')) === 6 ? 6 : 4 })) };
 }

@@ -34,6 +34,9 @@ import { workflowRunLockModel } from './workflow-run-lock.model.js';
 import { dataRoomModel } from './data-room.model.js';
 import { dataRoomFileModel } from './data-room-file.model.js';
 import { dataRoomMemberModel } from './data-room-member.model.js';
+import { notificationSettingsModel } from './notification-settings.model.js';
+import { notificationAttemptModel, notificationDeliveryModel } from './notification-delivery.model.js';
+import { notificationDigestItemModel } from './notification-digest-item.model.js';
 
 /** Every model, bound to one connection (one app instance, one database). */
 export function registerModels(conn: Connection) {
@@ -73,6 +76,10 @@ export function registerModels(conn: Connection) {
     dataRooms: dataRoomModel(conn),
     dataRoomFiles: dataRoomFileModel(conn),
     dataRoomMembers: dataRoomMemberModel(conn),
+    notificationSettings: notificationSettingsModel(conn),
+    notificationDeliveries: notificationDeliveryModel(conn),
+    notificationAttempts: notificationAttemptModel(conn),
+    notificationDigestItems: notificationDigestItemModel(conn),
   };
 }
 

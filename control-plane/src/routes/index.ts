@@ -18,6 +18,7 @@ import watchers from './watchers/index.js';
 import workflows from './workflows/index.js';
 import dataRooms from './data-rooms/index.js';
 import rooms from './rooms/index.js';
+import notifications from './notifications/index.js';
 
 /** Every resource, one folder each, mounted under /api/v1. */
 const routes: FastifyPluginAsync = async (app) => {
@@ -40,6 +41,7 @@ const routes: FastifyPluginAsync = async (app) => {
   await app.register(workflows);
   await app.register(dataRooms);
   await app.register(rooms);
+  await app.register(notifications);
 };
 
 export default routes;

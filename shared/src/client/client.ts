@@ -10,6 +10,7 @@ import { WebhooksApi } from './webhooks.js';
 import { SchedulesApi } from './schedules.js';
 import { WatchersApi } from './watchers.js';
 import { WorkflowsApi } from './workflows.js';
+import { NotificationsApi } from './notifications.js';
 
 export interface XferClientOptions {
   /** The API root up to and including `/api/v1`, e.g. `https://xfer.example.com/api/v1`. */
@@ -62,6 +63,7 @@ export class XferClient {
   readonly watchers: WatchersApi;
   readonly workflows: WorkflowsApi;
   readonly dataRooms: DataRoomsApi;
+  readonly notifications: NotificationsApi;
   private readonly transport: Transport;
 
   constructor(options: XferClientOptions) {
@@ -92,6 +94,7 @@ export class XferClient {
     this.watchers = new WatchersApi(t);
     this.workflows = new WorkflowsApi(t);
     this.dataRooms = new DataRoomsApi(t);
+    this.notifications = new NotificationsApi(t);
   }
 
   /** The API root this client talks to, without a trailing slash. */

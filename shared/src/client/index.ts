@@ -17,3 +17,4 @@ export type { SchedulesApi } from './schedules.js';
 export type { WatchersApi } from './watchers.js';
 export type { WorkflowsApi } from './workflows.js';
 export type { DataRoomsApi, RoomUpload } from './data-rooms.js';
+export type { NotificationsApi } from './notifications.js';

@@ -6,10 +6,12 @@ import { Loop } from '../../../lib/loop.js';
 import type { AddressPolicy, Lookup } from '../../../lib/ssrf-guard.js';
 import type { Models } from '../../../models/index.js';
 import type { WebhookDoc } from '../../../models/webhook.model.js';
+import type { OutboxEventDoc } from '../../../models/outbox-event.model.js';
 import { sendWebhook, webhookBody, type SendResult } from './sender.js';
 import type { WebhooksService } from './webhooks.service.js';
 import type { MetricsService } from '../metrics/index.js';
 import { isDuplicateKey } from '../../../lib/duplicate-key.js';
+import { claimAttempt, finishAttempt, retryAt, type AttemptStore, type Claim } from '../../../lib/attempt-claim.js';
 
 /** TLS trust and name resolution of outgoing deliveries: the system's unless replaced (tests). */
 export interface WebhookTransport {
@@ -26,7 +28,17 @@ export interface WebhookDeliverer {
   sendTest(accountId: string, webhookId: Types.ObjectId): Promise<WebhookTestResult | null>;
   /** Replaceable by tests before deliveries start (a self-signed receiver, an injected resolver). */
   readonly transport: WebhookTransport;
+  /**
+   * Adds a consumer of every outbox event (the notifications domain): the fan-out calls each,
+   * in the order added, before it marks the event done. A consumer must be idempotent (the
+   * fan-out may run twice: two instances, a crash) and throw to leave the event pending for the
+   * next tick. Added while the app is built, before the loop starts.
+   */
+  onFanOut(consumer: OutboxConsumer): void;
 }
+
+/** Something else made of each outbox event (WebhookDeliverer.onFanOut). */
+export type OutboxConsumer = (event: OutboxEventDoc & { _id: Types.ObjectId }) => Promise<void>;
 
 /** What the deliverer needs, passed in so that it reads no globals (deliverer.plugin.ts). */
 export interface WebhookDelivererOptions {
@@ -73,7 +85,6 @@ export function retryDelayMs(n: number, baseMs: number, random: () => number = M
 }
 
 type Delivery = { _id: Types.ObjectId; account_id: Types.ObjectId; webhook_id: Types.ObjectId; event: string; payload: string };
-type Claim = { attemptId: Types.ObjectId; n: number; firstAttemptAt: Date };
 type Target = Pick<WebhookDoc, 'url' | 'secret' | 'account_id'> & { _id: unknown };
 
 /**
@@ -83,7 +94,7 @@ type Target = Pick<WebhookDoc, 'url' | 'secret' | 'account_id'> & { _id: unknown
  *    subscribed to its type (unique (event_id, webhook_id): running twice creates nothing twice),
  *    then the event is marked done;
  * 2. attempts: each due delivery is claimed by inserting its next attempt number (unique
- *    (delivery_id, n): one instance wins), sent, and given its outcome: delivered, or retried
+ *    (delivery_id, n): one instance wins; lib/attempt-claim.ts), sent, and given its outcome: delivered, or retried
  *    after an exponential, fully jittered backoff until the retry window ends, then failed.
  * A claimed attempt has a lease: when its instance stops before recording an outcome, the next
  * attempt may be claimed once the lease ends.
@@ -98,11 +109,18 @@ export class WebhookDelivererService implements WebhookDeliverer {
   private readonly perAccount = new Map<string, number>();
   private readonly sending = new Set<string>();
   private readonly running = new Set<Promise<void>>();
+  private readonly consumers: OutboxConsumer[] = [];
+  private readonly store: AttemptStore;
 
   constructor(private readonly o: WebhookDelivererOptions) {
     this.transport = o.transport ?? {};
+    this.store = { deliveries: o.db.webhookDeliveries, attempts: o.db.webhookAttempts };
     this.leaseMs = 2 * o.timeoutMs + 5_000;
     this.loop = new Loop(() => this.tick(), o.pollMs, (err) => o.log.warn({ err }, 'webhook delivery loop failed'));
+  }
+
+  onFanOut(consumer: OutboxConsumer): void {
+    this.consumers.push(consumer);
   }
 
   /** When the app is ready: the loop starts. */
@@ -164,6 +182,7 @@ export class WebhookDelivererService implements WebhookDeliverer {
           if (!isDuplicateKey(err)) throw err;
         }
       }
+      for (const consume of this.consumers) await consume(event);
       await db.outboxEvents.updateOne({ _id: event._id, status: 'pending' }, { $set: { status: 'done' } });
     }
   }
@@ -220,47 +239,11 @@ export class WebhookDelivererService implements WebhookDeliverer {
       await this.o.db.webhookDeliveries.updateOne({ _id: delivery._id, status: 'pending' }, { $set: { status: 'cancelled', next_attempt_at: null } });
       return;
     }
-    const claimed = await this.claim(delivery);
+    const claimed = await claimAttempt(this.store, delivery, this.instanceId, this.leaseMs);
     if (!claimed) return;
     const result = await this.send(webhook, delivery);
     if (!result.ok) this.o.log.info({ deliveryId: String(delivery._id), webhookId: String(webhook._id), attempt: claimed.n, error: result.error }, 'webhook attempt failed');
     await this.record(delivery, claimed, result, true);
-  }
-
-  /**
-   * Claims the next attempt of `delivery` for this instance, or null when another instance has
-   * it (in flight under a live lease, or it won the insert) or it stopped being due.
-   */
-  private async claim(delivery: Delivery): Promise<Claim | null> {
-    const { db } = this.o;
-    const now = new Date();
-    const last = await db.webhookAttempts.findOne({ delivery_id: delivery._id }).sort({ n: -1 }).lean();
-    if (last && !last.finished_at && last.lease_expires_at > now) return null;
-    const n = (last?.n ?? 0) + 1;
-    const leaseEnd = new Date(now.getTime() + this.leaseMs);
-    let attemptId: Types.ObjectId;
-    try {
-      attemptId = (await db.webhookAttempts.create({
-        account_id: delivery.account_id, delivery_id: delivery._id, n, instance_id: this.instanceId, started_at: now, lease_expires_at: leaseEnd,
-      }))._id;
-    } catch (err) {
-      if (isDuplicateKey(err)) return null;
-      throw err;
-    }
-    // Read again: it may have been finished or cancelled since it was listed as due.
-    const fresh = await db.webhookDeliveries.findById(delivery._id).lean();
-    if (!fresh || fresh.status !== 'pending' || (fresh.next_attempt_at && fresh.next_attempt_at > now)) {
-      await db.webhookAttempts.deleteOne({ _id: attemptId });
-      return null;
-    }
-    if (last && !last.finished_at) {
-      await db.webhookAttempts.updateOne({ _id: last._id, finished_at: null }, {
-        $set: { finished_at: now, error: 'abandoned: the instance sending it stopped before recording an outcome' },
-      });
-    }
-    const firstAttemptAt = fresh.first_attempt_at ?? now;
-    await db.webhookDeliveries.updateOne({ _id: delivery._id }, { $set: { attempts: n, next_attempt_at: leaseEnd, first_attempt_at: firstAttemptAt } });
-    return { attemptId, n, firstAttemptAt };
   }
 
   /** Opens the secret and sends; a secret that cannot be opened is a failed attempt, not a crash. */
@@ -278,26 +261,15 @@ export class WebhookDelivererService implements WebhookDeliverer {
     );
   }
 
-  /**
-   * Records the outcome: the attempt first, then the delivery, so a final status means every
-   * attempt is recorded. Another instance that sees this attempt finished before the delivery
-   * is updated still finds the delivery not due (its next_attempt_at is this attempt's lease end).
-   */
+  /** Records the outcome (lib/attempt-claim.ts `finishAttempt`): delivered, retried after a backoff within the window, or failed. */
   private async record(delivery: Delivery, claimed: Claim, result: SendResult, retry: boolean): Promise<void> {
-    const { db } = this.o;
-    const now = new Date();
-    await db.webhookAttempts.updateOne({ _id: claimed.attemptId }, {
-      $set: { finished_at: now, status_code: result.statusCode, duration_ms: result.durationMs, error: result.error },
-    });
     let update: Record<string, unknown>;
-    if (result.ok) update = { status: 'delivered', delivered_at: now, next_attempt_at: null };
+    if (result.ok) update = { status: 'delivered', delivered_at: new Date(), next_attempt_at: null };
     else {
-      const next = new Date(now.getTime() + retryDelayMs(claimed.n, this.o.backoffBaseMs));
-      const deadline = claimed.firstAttemptAt.getTime() + this.o.retryWindowMs;
-      update = retry && next.getTime() <= deadline ? { status: 'pending', next_attempt_at: next } : { status: 'failed', next_attempt_at: null };
+      const next = retry ? retryAt(claimed, retryDelayMs(claimed.n, this.o.backoffBaseMs), this.o.retryWindowMs) : null;
+      update = next ? { status: 'pending', next_attempt_at: next } : { status: 'failed', next_attempt_at: null };
     }
     this.o.metrics.webhookAttempt(result.ok ? 'delivered' : update.status === 'pending' ? 'retrying' : 'failed');
-    // A later attempt claimed after this one's lease ended owns the delivery now.
-    await db.webhookDeliveries.updateOne({ _id: delivery._id, status: 'pending', attempts: { $lte: claimed.n } }, { $set: update });
+    await finishAttempt(this.store, delivery._id, claimed, { status_code: result.statusCode, duration_ms: result.durationMs, error: result.error }, update);
   }
 }

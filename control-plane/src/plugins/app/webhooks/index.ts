@@ -5,7 +5,7 @@ import delivererPlugin from './deliverer.plugin.js';
 
 export type { Outbox, OutboxEventType } from './outbox.js';
 export type { WebhooksService } from './webhooks.service.js';
-export type { WebhookDeliverer, WebhookDelivererService, WebhookTransport } from './deliverer.service.js';
+export type { OutboxConsumer, WebhookDeliverer, WebhookDelivererService, WebhookTransport } from './deliverer.service.js';
 
 /**
  * The webhooks domain: the events outbox (`app.outbox`, outbox.ts), the account's webhooks and
