@@ -8,6 +8,8 @@ import { systemKeyOf } from '../../../lib/system-keys.js';
 import type { Vault } from '../../../lib/vault.js';
 import { ApiKeysService } from './api-keys.service.js';
 import { AuditService } from './audit.service.js';
+import { OutboxService } from '../webhooks/index.js';
+import { presentUser, registeredEvent } from './users.service.js';
 import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
 /** The first account: its owner's email and password, its plan and name. */
@@ -56,6 +58,8 @@ export async function bootstrapAccount(db: Models, vault: Vault, input: Bootstra
     const { key } = await apiKeys.issue({
       accountId: account._id, name: 'bootstrap', scopes: [...SCOPES], expiresAt: null, createdBy: { type: 'system', id: null },
     });
+    // Nothing can subscribe yet (a new account has no webhooks), but the event log is complete.
+    await new OutboxService({ db }).emit(account._id, 'user.registered', registeredEvent(presentUser(user.toObject())));
     return { account_id: String(account._id), user_id: String(user._id), api_key: key };
   } catch (err) {
     // No transactions (FerretDB): undo by hand so a failed bootstrap leaves no half account.
