@@ -24,6 +24,7 @@ import workflowsPlugin from './plugins/app/workflows/index.js';
 import schedulesPlugin from './plugins/app/schedules/index.js';
 import watchersPlugin from './plugins/app/watchers/index.js';
 import metricsPlugin from './plugins/app/metrics/index.js';
+import retentionPlugin from './plugins/app/retention/index.js';
 import metricsRoutes from './routes/metrics/index.js';
 import relayLinkRoutes from './routes/relays/index.js';
 import routes from './routes/index.js';
@@ -181,6 +182,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(workflowsPlugin);
   await app.register(schedulesPlugin);
   await app.register(watchersPlugin);
+  await app.register(retentionPlugin);
   await app.register(routes, { prefix: '/api/v1' });
   await app.register(openapiRoutes, { prefix: '/api/v1' });
   await app.register(metricsRoutes);

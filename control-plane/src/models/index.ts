@@ -31,6 +31,7 @@ import { watcherEventModel } from './watcher-event.model.js';
 import { workflowModel } from './workflow.model.js';
 import { workflowRunModel } from './workflow-run.model.js';
 import { workflowRunLockModel } from './workflow-run-lock.model.js';
+import { retentionSweepModel } from './retention-sweep.model.js';
 
 /** Every model, bound to one connection (one app instance, one database). */
 export function registerModels(conn: Connection) {
@@ -67,6 +68,7 @@ export function registerModels(conn: Connection) {
     workflows: workflowModel(conn),
     workflowRuns: workflowRunModel(conn),
     workflowRunLocks: workflowRunLockModel(conn),
+    retentionSweeps: retentionSweepModel(conn),
   };
 }
 
