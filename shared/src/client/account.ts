@@ -1,5 +1,5 @@
 import type { ActivityQuery, ActivitySummary, ActivitySummaryQuery, AuditEvent } from '../schemas/activity.js';
-import type { ApiKey, CreateApiKeyRequest, CreatedApiKey } from '../schemas/api-keys.js';
+import type { ApiKey, CreateApiKeyRequest, CreatedApiKey, ListApiKeysQuery } from '../schemas/api-keys.js';
 import type { LoginRequest, Session } from '../schemas/auth.js';
 import type { Deleted, PageQuery, Page } from '../schemas/common.js';
 import type {
@@ -21,8 +21,9 @@ export class AuthApi extends Resource {
 
 /** `/api-keys` (Team plan): the full key is shown once, by `create`. */
 export class ApiKeysApi extends Resource {
-  list(query?: PageQuery, s?: CallSettings): Promise<Page<ApiKey>> { return this.page('/api-keys', query, s); }
-  all(query?: PageQuery, s?: CallSettings): PageIterator<ApiKey> { return this.pager('/api-keys', query, s); }
+  /** `service_principal`: only the keys issued for that registered principal. */
+  list(query?: ListApiKeysQuery, s?: CallSettings): Promise<Page<ApiKey>> { return this.page('/api-keys', query, s); }
+  all(query?: ListApiKeysQuery, s?: CallSettings): PageIterator<ApiKey> { return this.pager('/api-keys', query, s); }
   /** `data.key` is the only copy of the key; `warning` says so. */
   create(body: CreateApiKeyRequest, s?: CallSettings): Promise<Warned<CreatedApiKey>> {
     return this.warned('POST', '/api-keys', { ...s, json: body });

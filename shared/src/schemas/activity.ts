@@ -1,7 +1,8 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Id, PageQuery, StringEnum, Timestamp } from './common.js';
 
-export const ACTOR_TYPES = ['api_key', 'user', 'agent', 'share_link', 'system'] as const;
+/** `service_principal`: an API key issued for a registered service principal acts as it (`id` = its client_id). */
+export const ACTOR_TYPES = ['api_key', 'user', 'agent', 'share_link', 'system', 'service_principal'] as const;
 
 export const Actor = Type.Object({
   type: StringEnum(ACTOR_TYPES),

@@ -65,16 +65,24 @@ const accountSettings: FastifyPluginAsync = async (fastify) => {
     return { data: presentPrincipals(await app.settings.get<ServicePrincipal[]>(accountOf(request), 'service-principals')) };
   });
 
-  /** Replaces the whole list: names and client ids are unique within it. */
+  /**
+   * Replaces the whole list: names and client ids are unique within it. The API keys issued for a
+   * principal left out are revoked.
+   */
   app.put('/settings/service-principals', { schema: { body: UpdateServicePrincipalsRequest }, config: consoleOnly }, async (request) => {
     const user = consoleUserOf(request);
     await app.settings.requireAccountAdmin(user, request, 'service-principals');
     const list = request.body.service_principals.map((p) => ({ name: p.name.trim(), client_id: p.client_id }));
     rejectDuplicates(list, 'name');
     rejectDuplicates(list, 'client_id');
-    const stored = await app.settings.put(request, { accountId: user.accountId, userId: null }, 'service-principals', list, {
+    const owner = { accountId: user.accountId, userId: null };
+    const before = (await app.settings.get<ServicePrincipal[]>(owner, 'service-principals'))?.value ?? [];
+    const stored = await app.settings.put(request, owner, 'service-principals', list, {
       count: list.length, client_ids: list.map((p) => p.client_id),
     });
+    // A principal no longer registered loses its keys at once (each revocation audited).
+    const kept = new Set(list.map((p) => p.client_id));
+    await app.apiKeys.revokeForPrincipals(request, user.accountId, before.map((p) => p.client_id).filter((id) => !kept.has(id)));
     return { data: presentPrincipals(stored) };
   });
 

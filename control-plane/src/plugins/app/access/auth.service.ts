@@ -49,6 +49,7 @@ interface KeyFields {
   expires_at: Date | null;
   revoked_at: Date | null;
   last_used_at: Date | null;
+  service_principal?: string | null;
 }
 
 /** What authentication needs: keys and users to read, and the session token verifier. */
@@ -116,7 +117,7 @@ export class AuthService {
     // query's casting and captured stack cost more than the read's own work in the process.
     const key = await this.db.apiKeys.collection.findOne<KeyFields>(
       { key_hash: keyHash },
-      { projection: { account_id: 1, scopes: 1, expires_at: 1, revoked_at: 1, last_used_at: 1 } },
+      { projection: { account_id: 1, scopes: 1, expires_at: 1, revoked_at: 1, last_used_at: 1, service_principal: 1 } },
     );
     const denied = (reason: string): AuthResult => ({
       denied: { actor: { type: 'api_key', id: key ? String(key._id) : null }, accountId: key ? String(key.account_id) : null, reason },
@@ -140,7 +141,8 @@ export class AuthService {
         accountId: String(key.account_id),
         plan,
         scopes: new Set(key.scopes as Scope[]),
-        actor: { type: 'api_key', id: keyId },
+        // A key issued for a service principal acts as that principal in the audit trail.
+        actor: key.service_principal ? { type: 'service_principal', id: key.service_principal } : { type: 'api_key', id: keyId },
         keyId,
       },
     };
