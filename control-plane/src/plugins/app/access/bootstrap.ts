@@ -8,8 +8,6 @@ import { systemKeyOf } from '../../../lib/system-keys.js';
 import type { Vault } from '../../../lib/vault.js';
 import { ApiKeysService } from './api-keys.service.js';
 import { AuditService } from './audit.service.js';
-import { OutboxService } from '../webhooks/index.js';
-import { presentUser, registeredEvent } from './users.service.js';
 import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
 /** The first account: its owner's email and password, its plan and name. */
@@ -30,7 +28,8 @@ export interface BootstrapResult {
 /**
  * Creates an account, its owner and an API key holding every scope: the operator's way in
  * before any console exists. The key is the account's root credential on every plan; creating
- * further keys through the API needs the Team plan.
+ * further keys through the API needs the Team plan. Its owner emits no `user.registered`: a new
+ * account has no webhook that could receive it.
  */
 export async function bootstrapAccount(db: Models, vault: Vault, input: BootstrapInput): Promise<BootstrapResult> {
   const email = input.email.trim().toLowerCase();
@@ -58,8 +57,6 @@ export async function bootstrapAccount(db: Models, vault: Vault, input: Bootstra
     const { key } = await apiKeys.issue({
       accountId: account._id, name: 'bootstrap', scopes: [...SCOPES], expiresAt: null, createdBy: { type: 'system', id: null },
     });
-    // Nothing can subscribe yet (a new account has no webhooks), but the event log is complete.
-    await new OutboxService({ db }).emit(account._id, 'user.registered', registeredEvent(presentUser(user.toObject())));
     return { account_id: String(account._id), user_id: String(user._id), api_key: key };
   } catch (err) {
     // No transactions (FerretDB): undo by hand so a failed bootstrap leaves no half account.

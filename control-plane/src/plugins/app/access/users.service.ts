@@ -34,7 +34,7 @@ export function presentUser(doc: UserDoc & { _id: Types.ObjectId }): User {
 }
 
 /** The data of a `user.registered` event: the new user as the API shows it. */
-export function registeredEvent(user: User): Record<string, unknown> {
+function registeredEvent(user: User): Record<string, unknown> {
   return { id: user.id, email: user.email, name: user.name, role: user.role };
 }
 
