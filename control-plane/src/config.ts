@@ -56,6 +56,8 @@ export interface Config {
   agentRequestTimeoutMs: number;
   /** Where uploaded files are kept (docs/configuration.md "Files"). */
   fileStore: FileStoreConfig;
+  /** What the retention sweeper deletes, and when. */
+  retention: RetentionConfig;
   /** Largest upload accepted; larger answers 413 and nothing is kept. */
   uploadMaxBytes: number;
   /** Malware scanner every upload passes before it is stored. */
@@ -124,6 +126,21 @@ export type ScannerConfig =
     }
   /** No scanning at all: development only, logged as unsafe at every start. */
   | { kind: 'none' };
+
+/** The retention sweeper (plugins/app/retention/, docs/operations.md "Retention"). */
+export interface RetentionConfig {
+  /** How often a sweep runs (one instance per interval does it). */
+  sweepIntervalMs: number;
+  /** Audit records are kept at least this long whatever an account sets (`XFER_AUDIT_RETENTION_MIN_DAYS`). */
+  auditMinDays: number;
+  /** Delivered outbox events are deleted after this many days. */
+  outboxDays: number;
+  /** Finished webhook deliveries (and their attempts) are deleted after this many days. */
+  deliveryDays: number;
+  /** Records handled per batch; a sweep does at most `maxBatches` of each kind. */
+  batchSize: number;
+  maxBatches: number;
+}
 
 export interface WebhookConfig {
   /** Per-attempt timeout of a delivery (connect + answer). */
@@ -392,6 +409,14 @@ export function parseConfig(env: Env): Config {
     dispatchPollMs: int(env, 'XFER_DISPATCH_POLL_MS', 500, 10, 10_000),
     agentRequestTimeoutMs: int(env, 'XFER_AGENT_REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
     fileStore: parseFileStore(env, dataDir),
+    retention: {
+      sweepIntervalMs: duration(env, 'XFER_RETENTION_SWEEP_INTERVAL', 3600_000, 1000, 24 * 3600_000),
+      auditMinDays: int(env, 'XFER_AUDIT_RETENTION_MIN_DAYS', 365, 30, 3650),
+      outboxDays: int(env, 'XFER_OUTBOX_RETENTION_DAYS', 7, 1, 3650),
+      deliveryDays: int(env, 'XFER_DELIVERY_RETENTION_DAYS', 30, 1, 3650),
+      batchSize: int(env, 'XFER_RETENTION_BATCH', 500, 1, 10_000),
+      maxBatches: int(env, 'XFER_RETENTION_MAX_BATCHES', 20, 1, 10_000),
+    },
     uploadMaxBytes: int(env, 'XFER_UPLOAD_MAX_BYTES', 10 * GIB, 1, Number.MAX_SAFE_INTEGER),
     scanner: parseScanner(env),
     shareRateLimitPerMinute: int(env, 'XFER_SHARE_RATE_LIMIT_PER_MINUTE', 120, 1, 1_000_000),

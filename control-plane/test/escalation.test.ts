@@ -212,6 +212,16 @@ const DOORS: Record<string, Door> = {
   'DELETE /api/v1/settings/sessions': { mintsNothing: 'ends the caller\'s own sessions' },
   'PUT /api/v1/settings/avatar': { mintsNothing: 'an image of the caller\'s own' },
   'PUT /api/v1/settings/retention': { mintsNothing: 'retention periods; owner/admin only' },
+  'PUT /api/v1/settings/plan': {
+    // A plan unlocks features (API keys, webhooks), so only an owner's session moves it.
+    probe: async () => {
+      expectError(await call('PUT', '/settings/plan', owner.apiKey, { plan: 'enterprise' }), 403, Messages.consoleOnly);
+      for (const role of ['admin', 'member', 'viewer'] as const) {
+        const user = await userOf(role);
+        expectError(await call('PUT', '/settings/plan', user.session, { plan: 'enterprise' }), 403, `Only an owner can change the plan; your role is ${role}`);
+      }
+    },
+  },
   'POST /api/v1/connections': { mintsNothing: 'stores credentials for another system, sealed and write-only; none for this API' },
   'PUT /api/v1/connections/:id': { mintsNothing: 'as POST /connections' },
   'DELETE /api/v1/connections/:id': { mintsNothing: 'removes' },

@@ -56,6 +56,9 @@ test('authenticated reads write nothing; last_used_at is sampled (once per minut
   const keyId = (await a.db.apiKeys.findOne({ account_id: owner.accountId }).sort({ _id: -1 }).lean())!._id;
   expect((await get(b, key)).statusCode).toBe(200);
   const firstUse = await eventually(async () => (await a.db.apiKeys.findById(keyId).lean())!.last_used_at, 'last_used_at set');
+  // The webhook deliverer marks the events of the tests above (user.login, user.registered) done
+  // on its own timer: let it finish, so that any write seen comes from a request.
+  await eventually(async () => (await a.db.outboxEvents.countDocuments({ status: 'pending' })) === 0, 'outbox fanned out');
 
   const writes: string[] = [];
   const WRITE = /^(insert|update|delete|replace|bulkWrite|findOneAndUpdate|findOneAndDelete|findOneAndReplace|create)/;

@@ -33,7 +33,7 @@ describe('console only', () => {
   test('every /settings route refuses an API key, even one holding every scope, with 403', async () => {
     const routes = app.apiRoutes.filter((r) => r.url.startsWith('/api/v1/settings/'));
     const paths = new Set(routes.map((r) => r.url.replace('/api/v1/settings/', '')));
-    expect([...paths].sort()).toEqual(['avatar', 'login-events', 'mfa', 'mfa/verify', 'retention', 'service-principals', 'sessions', 'test-status']);
+    expect([...paths].sort()).toEqual(['avatar', 'login-events', 'mfa', 'mfa/verify', 'plan', 'retention', 'service-principals', 'sessions', 'test-status']);
     for (const route of routes) {
       expect(route.access.consoleOnly).toBe(true);
       const body = route.method === 'PUT' || route.method === 'POST' ? { payload: {} } : {};

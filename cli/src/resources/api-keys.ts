@@ -8,4 +8,5 @@ export const apiKeyColumns: Column<ApiKey>[] = [
   { header: 'scopes', get: (k) => k.scopes.join(',') },
   { header: 'expires_at', get: (k) => k.expires_at },
   { header: 'last_used_at', get: (k) => k.last_used_at },
+  { header: 'service_principal', get: (k) => k.service_principal },
 ];

@@ -155,16 +155,83 @@ export interface ChainReport {
   chain: string;
   records: number;
   head: { seq: number; hash: string } | null;
+  /** Where the walk started when older records were expired (`audit.expire`): the last expired record. */
+  expired_through: { seq: number; hash: string } | null;
   broken: ChainBreak | null;
 }
 
-/** Walks one chain in order and stops at the first record that breaks it. */
+/**
+ * The action of the record the retention sweeper appends before it deletes a chain's oldest
+ * records (plugins/app/retention/): `details.through_seq` and `details.through_hash` name the last
+ * record deleted, the checkpoint a verification starts from. It is in the chain itself, hashed
+ * like every record, so a forged or edited checkpoint breaks the chain as any record would.
+ */
+export const EXPIRE_ACTION = 'audit.expire';
+
+/** The checkpoint of a chain: its `audit.expire` record reaching furthest, or null when nothing was expired. */
+export async function expiredThrough(collection: Collection, chain: string): Promise<{ seq: number; hash: string } | null> {
+  // Two sweepers side by side may each have expired a prefix: the longest one is gone.
+  const doc = await collection.find({ chain, action: EXPIRE_ACTION, outcome: 'success' }, { projection: { details: 1 } })
+    .sort({ 'details.through_seq': -1 }).limit(1).next();
+  const details = doc?.details as { through_seq?: unknown; through_hash?: unknown } | undefined;
+  if (!details || typeof details.through_seq !== 'number' || typeof details.through_hash !== 'string') return null;
+  return { seq: details.through_seq, hash: details.through_hash };
+}
+
+/** The oldest records of a chain that may be expired. */
+export interface ExpirablePrefix {
+  /** The last record of the prefix. */
+  through: { seq: number; hash: string; timestamp: Date };
+  first_seq: number;
+  count: number;
+}
+
+/**
+ * The longest run of a chain's oldest records (at most `limit`) whose timestamps are all before
+ * `before`, never its head, or null when there is none
+ * or it holds only earlier `audit.expire` records (expiring those alone would only write another).
+ */
+export async function expirablePrefix(collection: Collection, chain: string, before: Date, limit: number): Promise<ExpirablePrefix | null> {
+  const after = await expiredThrough(collection, chain);
+  const docs = await collection.find({ chain, ...(after ? { seq: { $gt: after.seq } } : {}) }, { projection: { seq: 1, hash: 1, timestamp: 1, action: 1 } })
+    .sort({ seq: 1 }).limit(limit + 1).toArray();
+  const prefix = [];
+  for (const doc of docs.slice(0, limit)) {
+    if (!(doc.timestamp instanceof Date) || doc.timestamp >= before) break;
+    prefix.push(doc);
+  }
+  // Never the head: a writer that loses its number reads the head from the records
+  // (`readHead`), which must never find an empty chain and start again at 1.
+  if (prefix.length === docs.length) prefix.pop();
+  if (prefix.length === 0 || prefix.every((d) => d.action === EXPIRE_ACTION)) return null;
+  const last = prefix[prefix.length - 1]!;
+  return { through: { seq: last.seq as number, hash: last.hash as string, timestamp: last.timestamp as Date }, first_seq: prefix[0]!.seq as number, count: prefix.length };
+}
+
+/**
+ * Deletes a chain's records up to number `seq`: only the retention sweeper does, after appending
+ * the `audit.expire` record naming `seq` (the model's hooks refuse deletes through mongoose).
+ */
+export async function deleteThrough(collection: Collection, chain: string, seq: number): Promise<number> {
+  const { deletedCount } = await collection.deleteMany({ chain, seq: { $lte: seq } });
+  return deletedCount;
+}
+
+/**
+ * Walks one chain in order and stops at the first record that breaks it. When older records were
+ * expired (`expiredThrough`), the walk starts after the checkpoint, from its number and hash;
+ * records at or before it that are still there (a sweep interrupted between its checkpoint and
+ * its delete) are outside the walk.
+ */
 export async function verifyChain(collection: Collection, key: Buffer, chain: string): Promise<ChainReport> {
-  let expected = 1;
-  let prev = GENESIS_HASH;
+  const checkpoint = await expiredThrough(collection, chain);
+  let expected = (checkpoint?.seq ?? 0) + 1;
+  let prev = checkpoint?.hash ?? GENESIS_HASH;
   let records = 0;
-  const cursor = collection.find({ chain }).sort({ seq: 1 });
-  const report = (broken: ChainBreak | null): ChainReport => ({ chain, records, head: records > 0 ? { seq: expected - 1, hash: prev } : null, broken });
+  const cursor = collection.find({ chain, ...(checkpoint ? { seq: { $gt: checkpoint.seq } } : {}) }).sort({ seq: 1 });
+  const report = (broken: ChainBreak | null): ChainReport => ({
+    chain, records, head: records > 0 ? { seq: expected - 1, hash: prev } : null, expired_through: checkpoint, broken,
+  });
   try {
     for await (const doc of cursor) {
       const id = String(doc._id);

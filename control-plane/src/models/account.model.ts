@@ -7,6 +7,8 @@ const schema = new Schema(
     name: { type: String, required: true },
     plan: { type: String, enum: PLANS, required: true },
     created_at: { type: Date, required: true, default: () => new Date() },
+    /** When an owner last changed `plan` (PUT /settings/plan); null: as bootstrapped. */
+    plan_updated_at: { type: Date, default: null },
   },
   { collection: 'accounts', autoIndex: false, versionKey: false },
 );

@@ -12,12 +12,16 @@ const schema = new Schema(
     expires_at: { type: Date, default: null },
     last_used_at: { type: Date, default: null },
     revoked_at: { type: Date, default: null },
+    /** Client id of the registered service principal the key acts as (`/settings/service-principals`); null: none. */
+    service_principal: { type: String, default: null },
     created_at: { type: Date, required: true, default: () => new Date() },
   },
   { collection: 'api_keys', autoIndex: false, versionKey: false },
 );
 schema.index({ key_hash: 1 }, { unique: true });
 schema.index({ account_id: 1, _id: -1 });
+// A principal's keys: listed, and revoked when it is removed.
+schema.index({ account_id: 1, service_principal: 1, _id: -1 });
 
 export type ApiKeyDoc = InferSchemaType<typeof schema>;
 export const apiKeyModel = (conn: Connection) => conn.model('ApiKey', schema);

@@ -25,6 +25,8 @@ const schema = new Schema(
 );
 // Claims a record's place in its chain: two writers cannot both take one number.
 schema.index({ chain: 1, seq: 1 }, { unique: true });
+// A chain's checkpoints (`audit.expire` records, lib/audit-chain.ts `expiredThrough`).
+schema.index({ chain: 1, action: 1 });
 schema.index({ account_id: 1, _id: -1 });
 schema.index({ account_id: 1, action: 1, _id: -1 });
 schema.index({ account_id: 1, 'actor.id': 1, _id: -1 });

@@ -26,6 +26,11 @@ const schema = new Schema(
     created_at: { type: Date, required: true, default: () => new Date() },
     deleted_at: { type: Date, default: null },
     deleted_by: { type: actorSchema, default: null },
+    /**
+     * When the retention sweeper removed the content of a deleted file from the store (its
+     * `deleted_files_days` after `deleted_at`): the record stays, for the audit trail that names it.
+     */
+    purged_at: { type: Date, default: null },
   },
   { collection: 'files', autoIndex: false, versionKey: false, minimize: false },
 );
@@ -34,6 +39,8 @@ schema.index({ account_id: 1, deleted_at: 1, path: 1, _id: -1 });
 schema.index({ account_id: 1, deleted_at: 1, _id: -1 });
 schema.index({ account_id: 1, deleted_at: 1, mime_type: 1, _id: -1 });
 schema.index({ account_id: 1, deleted_at: 1, size: 1 });
+// The retention sweeper's: an account's deleted files still in the store, oldest deletion first.
+schema.index({ account_id: 1, purged_at: 1, deleted_at: 1 });
 
 export type FileDoc = InferSchemaType<typeof schema>;
 export const fileModel = (conn: Connection) => conn.model('File', schema);

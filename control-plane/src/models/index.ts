@@ -37,6 +37,7 @@ import { dataRoomMemberModel } from './data-room-member.model.js';
 import { notificationSettingsModel } from './notification-settings.model.js';
 import { notificationAttemptModel, notificationDeliveryModel } from './notification-delivery.model.js';
 import { notificationDigestItemModel } from './notification-digest-item.model.js';
+import { retentionSweepModel } from './retention-sweep.model.js';
 
 /** Every model, bound to one connection (one app instance, one database). */
 export function registerModels(conn: Connection) {
@@ -80,6 +81,7 @@ export function registerModels(conn: Connection) {
     notificationDeliveries: notificationDeliveryModel(conn),
     notificationAttempts: notificationAttemptModel(conn),
     notificationDigestItems: notificationDigestItemModel(conn),
+    retentionSweeps: retentionSweepModel(conn),
   };
 }
 

@@ -29,6 +29,8 @@ const deliverySchema = new Schema(
 );
 deliverySchema.index({ event_id: 1, webhook_id: 1 }, { unique: true });
 deliverySchema.index({ status: 1, next_attempt_at: 1 });
+// The retention sweeper's: finished deliveries, oldest first.
+deliverySchema.index({ status: 1, _id: 1 });
 deliverySchema.index({ account_id: 1, webhook_id: 1, _id: -1 });
 deliverySchema.index({ account_id: 1, webhook_id: 1, status: 1, _id: -1 });
 

@@ -1,15 +1,15 @@
-import type { ActivityQuery, AuditEvent } from '../schemas/activity.js';
-import type { ApiKey, CreateApiKeyRequest, CreatedApiKey } from '../schemas/api-keys.js';
+import type { ActivityQuery, ActivitySummary, ActivitySummaryQuery, AuditEvent } from '../schemas/activity.js';
+import type { ApiKey, CreateApiKeyRequest, CreatedApiKey, ListApiKeysQuery } from '../schemas/api-keys.js';
 import type { LoginRequest, Session } from '../schemas/auth.js';
 import type { Deleted, PageQuery, Page } from '../schemas/common.js';
 import type {
-  AvatarSetting, MfaEnrolment, MfaSetting, RetentionSetting, ServicePrincipalsSetting, SessionsRevoked, SessionsSetting,
+  AvatarSetting, MfaEnrolment, MfaSetting, PlanSetting, RetentionSetting, UpdatePlanRequest, ServicePrincipalsSetting, SessionsRevoked, SessionsSetting,
   TestStatus, UpdateAvatarRequest, UpdateMfaRequest, UpdateRetentionRequest, UpdateServicePrincipalsRequest, VerifyMfaRequest,
 } from '../schemas/settings.js';
 import type { CreateUserRequest, UpdateUserRequest, User } from '../schemas/users.js';
 import type { PageIterator } from './paging.js';
 import { Resource, seg, type ListQuery, type Warned } from './resource.js';
-import type { CallSettings } from './transport.js';
+import type { CallSettings, QueryValue } from './transport.js';
 
 /** `POST /auth/login`: a session token (JWT) for email and password. */
 export class AuthApi extends Resource {
@@ -21,8 +21,9 @@ export class AuthApi extends Resource {
 
 /** `/api-keys` (Team plan): the full key is shown once, by `create`. */
 export class ApiKeysApi extends Resource {
-  list(query?: PageQuery, s?: CallSettings): Promise<Page<ApiKey>> { return this.page('/api-keys', query, s); }
-  all(query?: PageQuery, s?: CallSettings): PageIterator<ApiKey> { return this.pager('/api-keys', query, s); }
+  /** `service_principal`: only the keys issued for that registered principal. */
+  list(query?: ListApiKeysQuery, s?: CallSettings): Promise<Page<ApiKey>> { return this.page('/api-keys', query, s); }
+  all(query?: ListApiKeysQuery, s?: CallSettings): PageIterator<ApiKey> { return this.pager('/api-keys', query, s); }
   /** `data.key` is the only copy of the key; `warning` says so. */
   create(body: CreateApiKeyRequest, s?: CallSettings): Promise<Warned<CreatedApiKey>> {
     return this.warned('POST', '/api-keys', { ...s, json: body });
@@ -71,10 +72,19 @@ export class SettingsApi extends Resource {
     return this.data('PUT', '/settings/service-principals', { ...s, json: body });
   }
   testStatus(s?: CallSettings): Promise<TestStatus> { return this.data('GET', '/settings/test-status', s); }
+  getPlan(s?: CallSettings): Promise<PlanSetting> { return this.data('GET', '/settings/plan', s); }
+  /** An owner's session only; in force from the next request. */
+  updatePlan(body: UpdatePlanRequest, s?: CallSettings): Promise<PlanSetting> {
+    return this.data('PUT', '/settings/plan', { ...s, json: body });
+  }
 }
 
 /** `GET /activity`: the audit trail of the caller's account, newest first. */
 export class ActivityApi extends Resource {
   list(query?: ListQuery<ActivityQuery>, s?: CallSettings): Promise<Page<AuditEvent>> { return this.page('/activity', query, s); }
   all(query?: ListQuery<ActivityQuery>, s?: CallSettings): PageIterator<AuditEvent> { return this.pager('/activity', query, s); }
+  /** `GET /activity/summary`: the dashboard counters over `[from, to)` (default: the last 24 hours). */
+  summary(query?: ActivitySummaryQuery, s?: CallSettings): Promise<ActivitySummary> {
+    return this.data('GET', '/activity/summary', { ...s, query: { ...query } as Record<string, QueryValue> });
+  }
 }

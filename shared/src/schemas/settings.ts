@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { Id, Name, Timestamp } from './common.js';
+import { Id, Name, StringEnum, Timestamp } from './common.js';
+import { PLANS } from '../scopes.js';
 import { OtpCode } from './auth.js';
 
 /**
@@ -124,3 +125,15 @@ export const TestStatus = Type.Object({
   checked_at: Timestamp,
 });
 export type TestStatus = Static<typeof TestStatus>;
+
+/** GET /settings/plan (account): its plan, and when it last changed (null: as bootstrapped). */
+export const PlanSetting = Type.Object({ plan: StringEnum(PLANS), updated_at: UpdatedAt });
+export type PlanSetting = Static<typeof PlanSetting>;
+
+/**
+ * PUT /settings/plan (an owner's session): the account's new plan, in force from the next request
+ * (docs/api.md "Console-only settings"). Going to `free` is refused while the account has API keys
+ * (besides the bootstrap key) or webhooks, which need the Team plan.
+ */
+export const UpdatePlanRequest = Type.Object({ plan: StringEnum(PLANS) }, { additionalProperties: false });
+export type UpdatePlanRequest = Static<typeof UpdatePlanRequest>;

@@ -9,6 +9,7 @@ export default class Create extends BaseCommand<typeof Create> {
   static override examples = [
     '<%= config.bin %> api-keys create --name ci --scope transfers:read --scope transfers:write --expires-in-days 90',
     '<%= config.bin %> api-keys create --name ci --scope connections:read --json | jq -r .key',
+    '<%= config.bin %> api-keys create --name deploy --scope transfers:write --service-principal ci-client-id',
   ];
   static override flags = {
     name: Flags.string({ description: 'Name of the key', required: true }),
@@ -18,6 +19,9 @@ export default class Create extends BaseCommand<typeof Create> {
       description: 'Exact expiry (ISO 8601); a key that itself expires must give one no later than its own',
       exclusive: ['expires-in-days'],
     }),
+    'service-principal': Flags.string({
+      description: 'Issue the key for this registered service principal (its client id: xfer settings service-principals show); the key acts as it in the audit trail and is revoked when the principal is removed',
+    }),
   };
 
   async run(): Promise<CreatedApiKey> {
@@ -26,6 +30,7 @@ export default class Create extends BaseCommand<typeof Create> {
       name: f.name, scopes: f.scope,
       ...(f['expires-in-days'] !== undefined && { expires_in_days: f['expires-in-days'] }),
       ...(f['expires-at'] !== undefined && { expires_at: f['expires-at'] }),
+      ...(f['service-principal'] !== undefined && { service_principal: f['service-principal'] }),
     });
     this.print(record(key));
     if (warning) this.note(warning);

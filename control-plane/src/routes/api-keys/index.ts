@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { ApiKey, CreateApiKeyRequest, CreatedApiKey, Deleted, Envelope, IdParams, Messages, Page, PageQuery } from '@xfer/shared';
+import { ApiKey, CreateApiKeyRequest, CreatedApiKey, Deleted, Envelope, IdParams, ListApiKeysQuery, Messages, Page } from '@xfer/shared';
 import { principalOf } from '../../plugins/app/access/index.js';
 
 /** API keys (api.md "API keys"; decisions.md "API keys"). Team plan or higher. */
@@ -9,7 +9,7 @@ const apiKeys: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
 
   app.get('/api-keys', {
-    schema: { querystring: PageQuery, response: { 200: Page(ApiKey) } },
+    schema: { querystring: ListApiKeysQuery, response: { 200: Page(ApiKey) } },
     config: { access: { scope: 'api-keys:read', teamPlan: true } },
   }, async (request) => app.apiKeys.list(principalOf(request).accountId, request.query));
 

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
-  RETENTION_LIMITS, UpdateRetentionRequest, UpdateServicePrincipalsRequest,
+  RETENTION_LIMITS, UpdatePlanRequest, UpdateRetentionRequest, UpdateServicePrincipalsRequest, type PlanSetting,
   type RetentionSetting, type ServicePrincipal, type ServicePrincipalsSetting, type TestStatus,
 } from '@xfer/shared';
 import { BadRequestError } from '../../errors.js';
@@ -33,7 +33,7 @@ function rejectDuplicates(list: ServicePrincipal[], field: keyof ServicePrincipa
   }
 }
 
-/** Settings of the whole account: retention, service principals, test status. Every role reads them. */
+/** Settings of the whole account: retention, plan, service principals, test status. Every role reads them. */
 const accountSettings: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const accountOf = (request: FastifyRequest) => ({ accountId: consoleUserOf(request).accountId, userId: null });
@@ -46,6 +46,11 @@ const accountSettings: FastifyPluginAsync = async (fastify) => {
   app.put('/settings/retention', { schema: { body: UpdateRetentionRequest }, config: consoleOnly }, async (request) => {
     const user = consoleUserOf(request);
     await app.settings.requireAccountAdmin(user, request, 'retention');
+    const { auditMinDays } = app.config.retention;
+    if (request.body.audit_days !== undefined && request.body.audit_days < auditMinDays) {
+      // The operator's floor (docs/operations.md "Retention"): the sweeper would keep the records that long anyway.
+      throw new BadRequestError(`body.audit_days must be at least ${auditMinDays} (this installation's minimum audit retention)`);
+    }
     const owner = { accountId: user.accountId, userId: null };
     const current = presentRetention(await app.settings.get<Retention>(owner, 'retention'));
     const value: Retention = {
@@ -60,17 +65,36 @@ const accountSettings: FastifyPluginAsync = async (fastify) => {
     return { data: presentPrincipals(await app.settings.get<ServicePrincipal[]>(accountOf(request), 'service-principals')) };
   });
 
-  /** Replaces the whole list: names and client ids are unique within it. */
+  /**
+   * Replaces the whole list: names and client ids are unique within it. The API keys issued for a
+   * principal left out are revoked.
+   */
   app.put('/settings/service-principals', { schema: { body: UpdateServicePrincipalsRequest }, config: consoleOnly }, async (request) => {
     const user = consoleUserOf(request);
     await app.settings.requireAccountAdmin(user, request, 'service-principals');
     const list = request.body.service_principals.map((p) => ({ name: p.name.trim(), client_id: p.client_id }));
     rejectDuplicates(list, 'name');
     rejectDuplicates(list, 'client_id');
-    const stored = await app.settings.put(request, { accountId: user.accountId, userId: null }, 'service-principals', list, {
+    const owner = { accountId: user.accountId, userId: null };
+    const before = (await app.settings.get<ServicePrincipal[]>(owner, 'service-principals'))?.value ?? [];
+    const stored = await app.settings.put(request, owner, 'service-principals', list, {
       count: list.length, client_ids: list.map((p) => p.client_id),
     });
+    // A principal no longer registered loses its keys at once (each revocation audited).
+    const kept = new Set(list.map((p) => p.client_id));
+    await app.apiKeys.revokeForPrincipals(request, user.accountId, before.map((p) => p.client_id).filter((id) => !kept.has(id)));
     return { data: presentPrincipals(stored) };
+  });
+
+  const presentPlan = (p: { plan: PlanSetting['plan']; updated_at: Date | null }): PlanSetting => ({ plan: p.plan, updated_at: isoOrNull(p.updated_at) });
+
+  app.get('/settings/plan', { config: consoleOnly }, async (request) => {
+    return { data: presentPlan(await app.settings.plan(consoleUserOf(request).accountId)) };
+  });
+
+  /** An owner changes the plan; the Team rules apply from the next request (settings.service.ts `changePlan`). */
+  app.put('/settings/plan', { schema: { body: UpdatePlanRequest }, config: consoleOnly }, async (request) => {
+    return { data: presentPlan(await app.settings.changePlan(consoleUserOf(request), request, request.body.plan)) };
   });
 
   /** Whether this control plane reaches its database, and how fast. 200 either way: it is a report. */

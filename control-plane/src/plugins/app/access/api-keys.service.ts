@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Types } from 'mongoose';
-import { isScope, Messages, type ApiKey, type Actor, type CreateApiKeyRequest, type PageQuery, type Scope } from '@xfer/shared';
+import { isScope, Messages, type ApiKey, type Actor, type CreateApiKeyRequest, type ListApiKeysQuery, type Scope, type ServicePrincipal } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import type { ApiKeyDoc } from '../../../models/api-key.model.js';
 import { sha256Hex } from '../../../lib/crypto.js';
@@ -17,6 +17,8 @@ export interface IssueApiKey {
   scopes: Scope[];
   expiresAt: Date | null;
   createdBy: Actor;
+  /** Client id of the registered service principal the key acts as. */
+  servicePrincipal?: string | null;
 }
 
 
@@ -58,6 +60,7 @@ export function presentApiKey(doc: ApiKeyDoc & { _id: Types.ObjectId }): ApiKey 
     expires_at: doc.expires_at ? doc.expires_at.toISOString() : null,
     last_used_at: doc.last_used_at ? doc.last_used_at.toISOString() : null,
     revoked_at: doc.revoked_at ? doc.revoked_at.toISOString() : null,
+    service_principal: doc.service_principal ?? null,
   };
 }
 
@@ -71,9 +74,38 @@ export class ApiKeysService {
     this.audit = opts.audit;
   }
 
-  /** The account's keys that are not revoked, one page. */
-  list(accountId: string, query: PageQuery) {
-    return paginate(this.db.apiKeys, { account_id: accountId, revoked_at: null }, query, presentApiKey);
+  /** The account's keys that are not revoked (only one service principal's with `service_principal`), one page. */
+  list(accountId: string, query: ListApiKeysQuery) {
+    const { service_principal: principal, ...page } = query;
+    const filter = { account_id: accountId, revoked_at: null, ...(principal !== undefined ? { service_principal: principal } : {}) };
+    return paginate(this.db.apiKeys, filter, page, presentApiKey);
+  }
+
+  /** Whether `clientId` is a registered service principal of the account (`/settings/service-principals`). */
+  private async isRegisteredPrincipal(accountId: string, clientId: string): Promise<boolean> {
+    const doc = await this.db.settings.findOne({ account_id: accountId, user_id: null, name: 'service-principals' }, { value: 1 }).lean();
+    return ((doc?.value ?? []) as ServicePrincipal[]).some((p) => p.client_id === clientId);
+  }
+
+  /**
+   * Revokes every key issued for the service principals `clientIds` (they were removed from the
+   * account's registrations), each revocation audited write-ahead; returns how many.
+   */
+  async revokeForPrincipals(by: AuditBy, accountId: string, clientIds: string[]): Promise<number> {
+    if (clientIds.length === 0) return 0;
+    const keys = await this.db.apiKeys.find(
+      { account_id: accountId, service_principal: { $in: clientIds }, revoked_at: null }, { name: 1, key_prefix: 1, service_principal: 1 },
+    ).lean();
+    for (const key of keys) {
+      await this.audit.change(by, async (announce) => {
+        await announce({
+          action: 'api_key.revoke', outcome: 'success', resource: { type: 'api_key', id: String(key._id) },
+          details: { name: key.name, key_prefix: key.key_prefix, service_principal: key.service_principal, reason: 'service principal removed' },
+        });
+        await this.db.apiKeys.updateOne({ _id: key._id, account_id: accountId, revoked_at: null }, { $set: { revoked_at: new Date() } });
+      });
+    }
+    return keys.length;
   }
 
   /**
@@ -99,6 +131,10 @@ export class ApiKeysService {
       });
       throw new ForbiddenError(Messages.scopeEscalation);
     }
+    const principalId = input.service_principal;
+    if (principalId !== undefined && !(await this.isRegisteredPrincipal(principal.accountId, principalId))) {
+      throw new BadRequestError(`body.service_principal is not a registered service principal: ${principalId}`);
+    }
     const expiresAt = requestedExpiry(input, Date.now());
     try {
       requireExpiryWithin(await callerExpiresAt(this.db, principal), expiresAt, 'key');
@@ -110,8 +146,11 @@ export class ApiKeysService {
       throw err;
     }
     return this.audit.change(by, (announce) => this.issue({
-      accountId: principal.accountId, name: name.trim(), scopes: scopes as Scope[], expiresAt, createdBy: principal.actor,
-    }, (id, details) => announce({ action: 'api_key.create', outcome: 'success', resource: { type: 'api_key', id }, details })));
+      accountId: principal.accountId, name: name.trim(), scopes: scopes as Scope[], expiresAt, createdBy: principal.actor, servicePrincipal: principalId ?? null,
+    }, (id, details) => announce({
+      action: 'api_key.create', outcome: 'success', resource: { type: 'api_key', id },
+      details: { ...details, ...(principalId !== undefined ? { service_principal: principalId } : {}) },
+    })));
   }
 
   /**
@@ -135,6 +174,7 @@ export class ApiKeysService {
       scopes: input.scopes,
       created_by: input.createdBy,
       expires_at: input.expiresAt,
+      service_principal: input.servicePrincipal ?? null,
     });
     return { record: presentApiKey(doc.toObject()), key };
   }

@@ -1,4 +1,4 @@
-import type { Types } from 'mongoose';
+import { Types } from 'mongoose';
 import type { FastifyBaseLogger } from 'fastify';
 import { scopesForRole, type Actor, type Plan, type Role, type Scope } from '@xfer/shared';
 import { sha256Hex } from '../../../lib/crypto.js';
@@ -49,6 +49,7 @@ interface KeyFields {
   expires_at: Date | null;
   revoked_at: Date | null;
   last_used_at: Date | null;
+  service_principal?: string | null;
 }
 
 /** What authentication needs: keys and users to read, and the session token verifier. */
@@ -61,13 +62,6 @@ export interface AuthServiceOptions {
 
 const MAX_TOKEN_LENGTH = 4096;
 const LAST_USED_GRANULARITY_MS = 60_000;
-/**
- * How long an account's plan is reused without reading it again. Nothing in the API changes a
- * plan or deletes an account (only `xfer-server bootstrap` writes accounts), so this bounds how
- * long a plan changed by hand in the database takes to apply (docs/security.md "Authentication").
- * Keys, users, roles and revocations are never cached.
- */
-const ACCOUNT_CACHE_MS = 60_000;
 /**
  * How long a refused key (unknown, revoked, expired) is refused again without a read. All three
  * are final: keys are 256 random bits made by the server, so a hash unknown now only becomes
@@ -83,7 +77,6 @@ export class AuthService {
   private readonly db: Models;
   private readonly verifySession: AuthServiceOptions['verifySession'];
   private readonly log: FastifyBaseLogger;
-  private readonly plans = new Map<string, { plan: Plan; until: number }>();
   /** When this instance last updated a key's last_used_at: requests racing past a stale value send one update, not one each. */
   private readonly touched = new Map<string, number>();
   /** Hashes of keys refused for a final reason, with the denial to repeat: a client retrying a dead key costs no read. */
@@ -105,15 +98,14 @@ export class AuthService {
     return token.startsWith('svc_') ? this.apiKeyPrincipal(token) : this.sessionPrincipal(token);
   }
 
-  /** The account's plan (null: the account is gone), read at most once per ACCOUNT_CACHE_MS. */
-  private async accountPlan(accountId: string, now: number): Promise<Plan | null> {
-    const cached = this.plans.get(accountId);
-    if (cached && cached.until > now) return cached.plan;
-    const account = await this.db.accounts.findById(accountId, { plan: 1 }).lean();
-    if (!account) return null;
-    if (this.plans.size >= MAX_CACHED) this.plans.clear();
-    this.plans.set(accountId, { plan: account.plan as Plan, until: now + ACCOUNT_CACHE_MS });
-    return account.plan as Plan;
+  /**
+   * The account's plan (null: the account is gone), read on every request, like keys, users and
+   * revocations: an owner's plan change (PUT /settings/plan) applies from the next request on every
+   * instance. A read by `_id`, the one read FerretDB serves from an index.
+   */
+  private async accountPlan(accountId: string): Promise<Plan | null> {
+    const account = await this.db.accounts.collection.findOne<{ plan: Plan }>({ _id: new Types.ObjectId(accountId) }, { projection: { plan: 1 } });
+    return account ? account.plan : null;
   }
 
   private async apiKeyPrincipal(token: string): Promise<AuthResult> {
@@ -125,7 +117,7 @@ export class AuthService {
     // query's casting and captured stack cost more than the read's own work in the process.
     const key = await this.db.apiKeys.collection.findOne<KeyFields>(
       { key_hash: keyHash },
-      { projection: { account_id: 1, scopes: 1, expires_at: 1, revoked_at: 1, last_used_at: 1 } },
+      { projection: { account_id: 1, scopes: 1, expires_at: 1, revoked_at: 1, last_used_at: 1, service_principal: 1 } },
     );
     const denied = (reason: string): AuthResult => ({
       denied: { actor: { type: 'api_key', id: key ? String(key._id) : null }, accountId: key ? String(key.account_id) : null, reason },
@@ -139,7 +131,7 @@ export class AuthService {
     if (!key) return final('unknown key');
     if (key.revoked_at) return final('revoked key');
     if (key.expires_at && key.expires_at <= now) return final('expired key');
-    const plan = await this.accountPlan(String(key.account_id), now.getTime());
+    const plan = await this.accountPlan(String(key.account_id));
     if (!plan) return denied('account gone');
     const keyId = String(key._id);
     this.touch(key, now);
@@ -149,7 +141,8 @@ export class AuthService {
         accountId: String(key.account_id),
         plan,
         scopes: new Set(key.scopes as Scope[]),
-        actor: { type: 'api_key', id: keyId },
+        // A key issued for a service principal acts as that principal in the audit trail.
+        actor: key.service_principal ? { type: 'service_principal', id: key.service_principal } : { type: 'api_key', id: keyId },
         keyId,
       },
     };
@@ -180,7 +173,7 @@ export class AuthService {
     const denied = (reason: string): AuthResult => ({ denied: { actor: { type: 'user', id: String(claims.sub) }, accountId: user ? String(user.account_id) : null, reason } });
     if (!user || String(user.account_id) !== claims.acc) return denied('user gone');
     if (typeof claims.iat_ms !== 'number' || claims.iat_ms < user.sessions_valid_after.getTime()) return denied('session revoked');
-    const plan = await this.accountPlan(String(user.account_id), Date.now());
+    const plan = await this.accountPlan(String(user.account_id));
     if (!plan) return denied('account gone');
     const role = user.role as Role;
     return {

@@ -28,7 +28,8 @@ export interface BootstrapResult {
 /**
  * Creates an account, its owner and an API key holding every scope: the operator's way in
  * before any console exists. The key is the account's root credential on every plan; creating
- * further keys through the API needs the Team plan.
+ * further keys through the API needs the Team plan. Its owner emits no `user.registered`: a new
+ * account has no webhook that could receive it.
  */
 export async function bootstrapAccount(db: Models, vault: Vault, input: BootstrapInput): Promise<BootstrapResult> {
   const email = input.email.trim().toLowerCase();

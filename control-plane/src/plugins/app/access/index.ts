@@ -8,6 +8,7 @@ import { SettingsService } from './settings.service.js';
 import { MfaService } from './mfa.service.js';
 import { LoginLockoutService } from './login-lockout.service.js';
 import { LoginService } from './login.service.js';
+import { OutboxService } from '../webhooks/index.js';
 
 /**
  * The access domain: who is calling (auth), how often (rate limits), what they may grant (grant
@@ -50,12 +51,15 @@ export default fp(
     await app.register(authPlugin);
     const { audit } = app;
     const mfa = new MfaService({ db, vault, audit });
+    // The outbox is stateless over the database: the same one the webhooks domain decorates
+    // later (`app.outbox`), built here because access is registered first.
+    const outbox = new OutboxService({ db });
     app.decorate('apiKeys', new ApiKeysService({ db, audit }));
-    app.decorate('users', new UsersService({ db, audit }));
+    app.decorate('users', new UsersService({ db, audit, outbox }));
     app.decorate('settings', new SettingsService({ db, audit }));
     app.decorate('mfa', mfa);
     app.decorate('login', new LoginService({
-      db, audit, mfa,
+      db, audit, mfa, outbox,
       lockout: new LoginLockoutService({ db, config: config.loginLockout }),
       signSession: (claims) => app.jwt.sign(claims),
       sessionTtlSeconds: config.sessionTtlSeconds,

@@ -2,6 +2,7 @@ import { LoginMessages, Messages, type LoginRequest, type Session } from '@xfer/
 import { UnauthorizedError } from '../../../errors.js';
 import { verifyPassword } from '../../../lib/crypto.js';
 import type { Models } from '../../../models/index.js';
+import type { Outbox } from '../webhooks/index.js';
 import type { AuditService } from './audit.service.js';
 import type { SessionClaims } from './auth.service.js';
 import { lockedError, LoginLockoutService, type Lock } from './login-lockout.service.js';
@@ -11,6 +12,8 @@ import { MfaService } from './mfa.service.js';
 export interface LoginServiceOptions {
   db: Models;
   audit: AuditService;
+  /** Where `user.login` is emitted. */
+  outbox: Outbox;
   lockout: LoginLockoutService;
   mfa: MfaService;
   /** Signs a session token (the app's JWT key; docs/security.md "Key rotation"). */
@@ -22,11 +25,12 @@ export interface LoginServiceOptions {
  * Console sign-in: email + password (+ `otp` once the user has MFA on) → a session token. Every
  * outcome writes an `auth.login` record; failures name the reason, never the password, code or
  * secret. Repeated failures lock the email and the client address for a growing time
- * (login-lockout.service.ts).
+ * (login-lockout.service.ts). A successful sign-in emits `user.login` (docs/api.md "Events outbox").
  */
 export class LoginService {
   private readonly db: Models;
   private readonly audit: AuditService;
+  private readonly outbox: Outbox;
   private readonly lockout: LoginLockoutService;
   private readonly mfa: MfaService;
   private readonly signSession: LoginServiceOptions['signSession'];
@@ -35,6 +39,7 @@ export class LoginService {
   constructor(opts: LoginServiceOptions) {
     this.db = opts.db;
     this.audit = opts.audit;
+    this.outbox = opts.outbox;
     this.lockout = opts.lockout;
     this.mfa = opts.mfa;
     this.signSession = opts.signSession;
@@ -104,6 +109,7 @@ export class LoginService {
       outcome: 'success',
       ...(usesMfa ? { details: { mfa: true } } : {}),
     });
+    await this.outbox.emit(user.account_id, 'user.login', { id: String(user._id), email: user.email, ip, mfa: usesMfa });
     const expiresAt = new Date(now.getTime() + this.sessionTtlSeconds * 1000);
     return { token, expires_at: expiresAt.toISOString() };
   }

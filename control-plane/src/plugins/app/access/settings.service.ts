@@ -1,5 +1,7 @@
+import { Types } from 'mongoose';
+import { planHasTeamFeatures, type Plan } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
-import { ForbiddenError, NotFoundError } from '../../../errors.js';
+import { ConflictError, ForbiddenError, NotFoundError } from '../../../errors.js';
 import type { AuditBy, AuditService, RequestAuditEntry } from './audit.service.js';
 import type { ConsoleUser } from './auth.service.js';
 import { isDuplicateKey } from '../../../lib/duplicate-key.js';
@@ -63,6 +65,53 @@ export class SettingsService {
       action: 'setting.update', outcome: 'denied', resource: { type: 'setting', id: setting }, details: { reason: `role ${user.role}` },
     });
     throw new ForbiddenError(`Your role (${user.role}) cannot change account settings; an owner or admin can`);
+  }
+
+  /** The account's plan, and when an owner last changed it (null: as bootstrapped). */
+  async plan(accountId: string): Promise<{ plan: Plan; updated_at: Date | null }> {
+    const account = await this.db.accounts.findById(accountId, { plan: 1, plan_updated_at: 1 }).lean();
+    if (!account) throw new NotFoundError('Account not found');
+    return { plan: account.plan as Plan, updated_at: account.plan_updated_at ?? null };
+  }
+
+  /**
+   * Changes the account's plan: an owner's session only (a refusal is audited before its 403).
+   * Authentication reads the plan on every request, so the Team rules apply from the next one.
+   * Going below Team is refused (409) while the account holds what needs Team: API keys besides
+   * the bootstrap key (created by `system`), and webhooks. Recorded write-ahead as `setting.update`.
+   */
+  async changePlan(user: ConsoleUser, by: AuditBy, plan: Plan): Promise<{ plan: Plan; updated_at: Date | null }> {
+    if (user.role !== 'owner') {
+      await this.audit.recordRequest(by, {
+        action: 'setting.update', outcome: 'denied', resource: { type: 'setting', id: 'plan' }, details: { reason: `role ${user.role}` },
+      });
+      throw new ForbiddenError(`Only an owner can change the plan; your role is ${user.role}`);
+    }
+    const current = await this.plan(user.accountId);
+    if (current.plan === plan) return current;
+    if (!planHasTeamFeatures(plan)) {
+      const account = new Types.ObjectId(user.accountId);
+      const now = new Date();
+      const [keys, webhooks] = await Promise.all([
+        this.db.apiKeys.countDocuments({
+          account_id: account, revoked_at: null, 'created_by.type': { $ne: 'system' }, $or: [{ expires_at: null }, { expires_at: { $gt: now } }],
+        }),
+        this.db.webhooks.countDocuments({ account_id: account }),
+      ]);
+      if (keys > 0 || webhooks > 0) {
+        throw new ConflictError(
+          `Cannot change the plan to ${plan}: the account has ${keys} API key(s) and ${webhooks} webhook(s), which need the Team plan; revoke and delete them first`,
+        );
+      }
+    }
+    return this.change(by, 'plan', 'account', { plan_from: current.plan, plan_to: plan }, async () => {
+      const updated = await this.db.accounts.findOneAndUpdate(
+        // No projection: FerretDB 1.24's findAndModify does not implement `fields`.
+        { _id: user.accountId }, { $set: { plan, plan_updated_at: new Date() } }, { new: true },
+      ).lean();
+      if (!updated) throw new NotFoundError('Account not found');
+      return { plan: updated.plan as Plan, updated_at: updated.plan_updated_at ?? null };
+    });
   }
 
   /** When the user's sessions issued before it stopped working (the epoch: never signed out). */

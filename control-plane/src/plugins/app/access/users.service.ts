@@ -5,6 +5,7 @@ import type { UserDoc } from '../../../models/user.model.js';
 import { hashPassword } from '../../../lib/crypto.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
 import { ConflictError, ForbiddenError, NotFoundError } from '../../../errors.js';
+import type { Outbox } from '../webhooks/index.js';
 import type { AuditBy, AuditService } from './audit.service.js';
 import type { Principal } from './auth.service.js';
 import { requireRoleWithin, requireUserWithin } from './grant-rules.js';
@@ -16,6 +17,8 @@ const LAST_OWNER = 'An account must keep at least one owner';
 export interface UsersServiceOptions {
   db: Models;
   audit: AuditService;
+  /** Where `user.registered` is emitted. */
+  outbox: Outbox;
 }
 
 /** A user as the API shows it: never the password hash or session cut-off. */
@@ -28,6 +31,11 @@ export function presentUser(doc: UserDoc & { _id: Types.ObjectId }): User {
     created_at: doc.created_at.toISOString(),
     last_login_at: doc.last_login_at ? doc.last_login_at.toISOString() : null,
   };
+}
+
+/** The data of a `user.registered` event: the new user as the API shows it. */
+function registeredEvent(user: User): Record<string, unknown> {
+  return { id: user.id, email: user.email, name: user.name, role: user.role };
 }
 
 /**
@@ -60,10 +68,12 @@ function requireOwnerFor(principal: Principal, what: string): void {
 export class UsersService {
   private readonly db: Models;
   private readonly audit: AuditService;
+  private readonly outbox: Outbox;
 
   constructor(opts: UsersServiceOptions) {
     this.db = opts.db;
     this.audit = opts.audit;
+    this.outbox = opts.outbox;
   }
 
   /** The account's users, newest first, one page. */
@@ -76,7 +86,7 @@ export class UsersService {
     return presentUser(await this.find(accountId, rawId));
   }
 
-  /** Creates a user in the caller's account (409 for an email already used in any account). */
+  /** Creates a user in the caller's account (409 for an email already used in any account); emits `user.registered`. */
   async create(principal: Principal, by: AuditBy, input: CreateUserRequest): Promise<User> {
     const { accountId } = principal;
     const { role, password } = input;
@@ -103,7 +113,9 @@ export class UsersService {
         throw err;
       }
     });
-    return presentUser(doc.toObject());
+    const user = presentUser(doc.toObject());
+    await this.outbox.emit(accountId, 'user.registered', registeredEvent(user));
+    return user;
   }
 
   /** Renames a user, changes its role or password (which ends its sessions). */

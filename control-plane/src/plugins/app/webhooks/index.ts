@@ -3,7 +3,7 @@ import outboxPlugin from './outbox.js';
 import webhooksPlugin from './webhooks.plugin.js';
 import delivererPlugin from './deliverer.plugin.js';
 
-export type { Outbox, OutboxEventType } from './outbox.js';
+export { OUTBOX_EVENT_TYPES, OutboxService, type Outbox, type OutboxEventType } from './outbox.js';
 export type { WebhooksService } from './webhooks.service.js';
 export type { OutboxConsumer, WebhookDeliverer, WebhookDelivererService, WebhookTransport } from './deliverer.service.js';
 

@@ -3,12 +3,19 @@ import { Types } from 'mongoose';
 import type { Models } from '../../../models/index.js';
 import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
-/** Event types of api.md "Events" written so far. */
-export type OutboxEventType =
-  | 'transfer.started' | 'transfer.completed' | 'transfer.failed'
-  | 'file.uploaded' | 'file.downloaded' | 'file.deleted' | 'file.shared' | 'file.scan_blocked'
-  | 'workflow.notify' | 'workflow.completed' | 'workflow.failed'
-  | 'data_room.created' | 'data_room.file_added' | 'data_room.member_added';
+/**
+ * Event types this server emits: api.md "Events" and this service's own `workflow.*` (every one
+ * a webhook may subscribe to, shared `WEBHOOK_EVENT_TYPES`; control-plane/test/outbox-events.test.ts
+ * keeps the two lists equal).
+ */
+export const OUTBOX_EVENT_TYPES = [
+  'transfer.started', 'transfer.completed', 'transfer.failed',
+  'file.uploaded', 'file.downloaded', 'file.deleted', 'file.shared', 'file.scan_blocked',
+  'workflow.notify', 'workflow.completed', 'workflow.failed',
+  'user.login', 'user.registered',
+  'data_room.created', 'data_room.file_added', 'data_room.member_added',
+] as const;
+export type OutboxEventType = (typeof OUTBOX_EVENT_TYPES)[number];
 
 /** What other domains depend on: the one call that records an event. */
 export interface Outbox {
