@@ -186,11 +186,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(transfersPlugin);
   await app.register(agentsPlugin);
   await app.register(relayPlugin);
+  await app.register(notificationsPlugin);
   await app.register(workflowsPlugin);
   await app.register(schedulesPlugin);
   await app.register(watchersPlugin);
   await app.register(dataRoomsPlugin);
-  await app.register(notificationsPlugin);
   await app.register(retentionPlugin);
   await app.register(routes, { prefix: '/api/v1' });
   await app.register(openapiRoutes, { prefix: '/api/v1' });

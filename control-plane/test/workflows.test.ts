@@ -95,7 +95,7 @@ describe('the API', () => {
       [{ name: 'x', steps: [s.transfer(), { type: 'move_source', to: '/d' }, { type: 'delete_source' }] }, /^steps\[2\]: the source files of steps\[0\] were already moved by steps\[1\]$/],
       [{ name: 'x', steps: [s.transfer(), { type: 'move_source', to: ['a@b.c'] }] }, /^steps\[1\]\.to must be a folder path/],
       [{ name: 'x', steps: [{ type: 'notify' }] }, /^steps\[0\]\.channel is required for a notify step$/],
-      [{ name: 'x', steps: [{ type: 'notify', channel: 'email', to: ['ops@example.com'] }] }, /^steps\[0\]\.channel: email notifications are not available yet/],
+      [{ name: 'x', steps: [{ type: 'notify', channel: 'email', to: ['ops@example.com'] }] }, /^steps\[0\]\.to: a notify step goes to the account's notification recipients/],
       [{ name: 'x', steps: [{ type: 'notify', channel: 'pager' }] }, /steps\.0\.channel/],
       [{ name: 'x', steps: [s.transfer()], on_failure: 'retry' }, /on_failure/],
     ];
@@ -262,6 +262,23 @@ describe('runs', () => {
     expect((await s.getRun(started.id)).status).toBe('running');
     await app.workflowRuns.sweep();
     expect(await s.getRun(started.id)).toMatchObject({ status: 'completed', steps: [{ status: 'completed' }] });
+  });
+
+  test("notify by email queues one email for the account's recipients; with email off the step fails saying so", async () => {
+    const s = await setup();
+    const w = await s.create([{ type: 'notify', channel: 'email', subject: 'nightly done' }]);
+    const off = await s.run(w.id);
+    expect(off).toMatchObject({ status: 'failed', steps: [{ status: 'failed', error: expect.stringMatching(/^email notifications are off for this account/) }] });
+    await app.db.notificationSettings.collection.insertOne({
+      account_id: new Types.ObjectId(s.account.accountId), enabled: true, recipients: ['ops@example.test'], from: 'xfer@example.test', events: [], digest: 'none',
+      smtp_host: 'smtp.example.test', smtp_port: 587, smtp_secure: false, smtp_username: null, smtp_password: null, created_at: new Date(), updated_at: new Date(),
+    });
+    const on = await s.run(w.id);
+    expect(on).toMatchObject({ status: 'completed', steps: [{ status: 'completed' }] });
+    const queued = await app.db.notificationDeliveries.find({ account_id: s.account.accountId, event: 'workflow.notify' }).lean();
+    expect(queued).toHaveLength(1);
+    expect(queued[0]).toMatchObject({ subject: '[xfer] nightly done', recipients: ['ops@example.test'] });
+    expect(queued[0]!.text).toContain(on.id);
   });
 
   test('a workflow named by a run under way cannot be deleted; a run without a file fails a {{file.*}} step saying so', async () => {

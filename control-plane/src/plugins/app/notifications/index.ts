@@ -6,6 +6,7 @@ import { NotificationDelivererService, type NotificationDeliverer } from './deli
 export type { NotificationsService } from './notifications.service.js';
 export type { NotificationDeliverer, QueuedEmail } from './deliverer.service.js';
 export type { MailTransport } from './mailer.js';
+export { renderEmail } from './message.js';
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -28,7 +28,7 @@ export default fp(
   async (app) => {
     const settler = new SourceSettler({ db: app.db, agents: app.agents, requests: app.agentRequests });
     const runs = new WorkflowRuns({
-      db: app.db, transfers: app.transfers, parameters: app.parameters, settler, outbox: app.outbox,
+      db: app.db, transfers: app.transfers, parameters: app.parameters, settler, outbox: app.outbox, email: app.notificationDeliverer,
       wakeDispatcher: () => app.dispatcher.wake(), log: app.log,
     });
     app.transfers.onEnded((job) => runs.transferEnded(job));
@@ -41,5 +41,5 @@ export default fp(
       await Promise.all([runs.close(), sweep.stop()]);
     });
   },
-  { name: 'workflows', dependencies: ['mongoose', 'outbox', 'transfers', 'agents', 'parameters'] },
+  { name: 'workflows', dependencies: ['mongoose', 'outbox', 'transfers', 'agents', 'parameters', 'notifications'] },
 );

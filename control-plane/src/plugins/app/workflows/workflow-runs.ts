@@ -11,10 +11,12 @@ import type { WorkflowDoc } from '../../../models/workflow.model.js';
 import type { ParametersService } from '../parameters/index.js';
 import type { StoredTransfer, TransferOutcome, TransfersService } from '../transfers/index.js';
 import type { Outbox } from '../webhooks/outbox.js';
+import type { NotificationDeliverer } from '../notifications/index.js';
 import { AppError, BadRequestError } from '../../../errors.js';
 import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 import { parseTemplate, templateUses } from '../../../lib/templates.js';
 import type { SourceSettler } from './settle-step.js';
+import { renderEmail } from '../notifications/index.js';
 
 export type StoredWorkflowRun = WorkflowRunDoc & { _id: Types.ObjectId };
 type RunStep = StoredWorkflowRun['steps'][number];
@@ -46,6 +48,8 @@ export interface WorkflowRunsOptions {
   parameters: Pick<ParametersService, 'renderNow'>;
   settler: Pick<SourceSettler, 'settle'>;
   outbox: Outbox;
+  /** Queues a notify step's email for the account's notification recipients (plugins/app/notifications/). */
+  email: Pick<NotificationDeliverer, 'queueEmail'>;
   /** Tells this instance's dispatcher that a transfer waits (the others find it on their own). */
   wakeDispatcher: () => void;
   log: FastifyBaseLogger;
@@ -393,12 +397,23 @@ export class WorkflowRuns {
     return { status: settled.error ? 'failed' : 'completed', error: settled.error, files: settled.files };
   }
 
-  /** notify by webhook event: a `workflow.notify` event, recorded once (its id stored first). */
+  /**
+   * notify: a `workflow.notify` event for the account's webhooks, or an email to the account's
+   * notification recipients; either recorded once (its id stored first, a repeat queues nothing).
+   */
   private async notifyStep(run: StoredWorkflowRun, i: number): Promise<StepOutcome> {
     const s = run.steps[i]!;
     const eventId = s.event_id ?? new Types.ObjectId();
     await this.begin(run, i, { event_id: eventId }, { waiting_for: null });
-    await this.o.outbox.emit(run.account_id, 'workflow.notify', { ...this.summary(run), subject: s.step.subject ?? `Workflow ${run.workflow_name}` }, eventId);
+    const subject = s.step.subject ?? `Workflow ${run.workflow_name}`;
+    const data = { ...this.summary(run), subject };
+    if (s.step.channel !== 'email') {
+      await this.o.outbox.emit(run.account_id, 'workflow.notify', data, eventId);
+      return { status: 'completed' };
+    }
+    const { text } = renderEmail('workflow.notify', new Date(), data);
+    const queued = await this.o.email.queueEmail(run.account_id, { eventId, event: 'workflow.notify', subject: `[xfer] ${subject}`, text });
+    if (!queued) return { status: 'failed', error: 'email notifications are off for this account (or have no sender or recipients): set them with PUT /notifications/settings' };
     return { status: 'completed' };
   }
 

@@ -197,7 +197,7 @@ export class WorkflowsService {
    * and no others, connections of the account, paths that are valid templates of existing,
    * non-secret parameters (`{{file.*}}` allowed: a watcher's run has a file; another run fails
    * the step saying so), move_source and delete_source after a transfer step whose files no
-   * earlier step moved or deleted, notify by webhook event (email comes with notification settings).
+   * earlier step moved or deleted, notify by email (the account's notification recipients) or webhook event.
    */
   private async checkedSteps(accountId: AccountId, steps: WorkflowStepInput[]): Promise<WorkflowStepDoc[]> {
     const out: WorkflowStepDoc[] = [];
@@ -240,10 +240,9 @@ export class WorkflowsService {
           break;
         }
         case 'notify': {
-          if (step.channel === 'email') {
-            throw new BadRequestError(`${at}.channel: email notifications are not available yet (they come with the notification settings); use webhook_event`);
+          if (step.to !== undefined) {
+            throw new BadRequestError(`${at}.to: a notify step goes to the account's notification recipients (email: GET /notifications/settings; webhook_event: the webhooks subscribed to workflow.notify); per-step recipients are not supported`);
           }
-          if (step.to !== undefined) throw new BadRequestError(`${at}.to is for email notifications; a webhook_event goes to the account's webhooks subscribed to workflow.notify`);
           out.push({ type: 'notify', channel: step.channel!, ...(step.subject ? { subject: step.subject } : {}) });
           break;
         }
