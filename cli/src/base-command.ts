@@ -24,6 +24,26 @@ const RETRIES = 4;
 
 const isHttpUrl = (url: string) => URL.canParse(url) && /^https?:$/.test(new URL(url).protocol);
 
+/** The API's path on a server (docs/api.md): every endpoint lives under it. */
+const API_PATH = '/api/v1';
+
+/**
+ * The API base URL for a server URL given with or without `/api/v1`: `npm start` and
+ * `xfer-server start` print the server's address, people paste it, and "No route for GET
+ * /connections" helped nobody. A URL already ending in /api/v1 is kept (a proxy may mount the API
+ * under a prefix: https://corp.example.com/xfer/api/v1); anything else gets /api/v1 appended, the
+ * query and fragment dropped (a base URL has none).
+ */
+export function apiBaseUrl(url: string): { url: string; added: boolean } {
+  const u = new URL(url);
+  const path = u.pathname.replace(/\/+$/, '');
+  const added = !path.endsWith(API_PATH);
+  u.pathname = added ? `${path}${API_PATH}` : path;
+  u.search = '';
+  u.hash = '';
+  return { url: u.toString(), added };
+}
+
 /** A usage error: exit code 2, like oclif's own flag and argument errors. */
 export function usageError(message: string): Errors.CLIError {
   return new Errors.CLIError(message, { exit: ExitCode.usage });
@@ -40,7 +60,7 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
 
   static override baseFlags = {
     profile: Flags.string({ description: 'Profile: which stored server and secret to use', default: 'default', env: 'XFER_PROFILE', helpGroup: 'GLOBAL' }),
-    url: Flags.string({ description: 'API base URL, e.g. https://xfer.example.com/api/v1 (XFER_URL overrides it)', helpGroup: 'GLOBAL' }),
+    url: Flags.string({ description: 'Server URL, e.g. https://xfer.example.com (/api/v1 is added when left out; XFER_URL overrides it)', helpGroup: 'GLOBAL' }),
   };
 
   protected flags!: BaseFlags<T>;
@@ -69,13 +89,22 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
     return store;
   }
 
-  /** The server URL: XFER_URL, else --url, else the profile's; a usage error when it is not an http(s) URL. */
+  /**
+   * The API base URL: XFER_URL, else --url, else the profile's, with /api/v1 added when it was
+   * left out (apiBaseUrl); a usage error when it is not an http(s) URL.
+   */
   protected resolveUrl(): string | undefined {
+    return this.resolveUrlFrom()?.url;
+  }
+
+  /** resolveUrl, and where the URL came from and whether /api/v1 was added (for auth status). */
+  protected resolveUrlFrom(): { url: string; source: string; added: boolean } | undefined {
     const [url, source] = process.env.XFER_URL ? [process.env.XFER_URL, 'XFER_URL']
       : this.flags.url ? [this.flags.url, '--url']
       : [this.settings.get(this.flags.profile)?.url, `profile "${this.flags.profile}"`];
-    if (url !== undefined && !isHttpUrl(url)) throw usageError(Messages.badUrl(url, source));
-    return url;
+    if (url === undefined) return undefined;
+    if (!isHttpUrl(url)) throw usageError(Messages.badUrl(url, source));
+    return { ...apiBaseUrl(url), source };
   }
 
   /** The credentials to call the API with; a usage error when there are none. */

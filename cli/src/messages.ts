@@ -5,7 +5,8 @@ export const Messages = {
   keychainLocked: (profile: string, reason: string) =>
     `The OS keychain holding the secret of profile "${profile}" is locked: unlock it and run the command again (${reason})`,
   notLoggedIn: (profile: string) => `Not logged in (profile "${profile}"): run xfer auth login, or set XFER_API_KEY and XFER_URL`,
-  badUrl: (url: string, source: string) => `The server URL from ${source} is not an http(s) URL: ${url} (expected e.g. https://xfer.example.com/api/v1)`,
+  badUrl: (url: string, source: string) => `The server URL from ${source} is not an http(s) URL: ${url} (expected e.g. https://xfer.example.com, with or without /api/v1)`,
+  apiPathAdded: (url: string, source: string) => `${url} (/api/v1 added to the URL from ${source})`,
   retrying: (reason: string, delayMs: number, attempt: number, attempts: number) =>
     `Warning: ${reason} (retrying in ${Math.ceil(delayMs / 1000)} s, attempt ${attempt + 1} of ${attempts})`,
   noUrl: (profile: string) => `No server URL for profile "${profile}": pass --url or set XFER_URL`,

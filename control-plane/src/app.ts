@@ -135,6 +135,17 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   // JSON only (multipart is added by the file routes): anything else is 415, not a string body.
   app.removeContentTypeParser('text/plain');
+  // An empty body is no body, whatever its Content-Type: `curl -X POST -H 'content-type:
+  // application/json' …/execute` (or a client library that always sets the header) must reach
+  // the route, which then answers as for a request without a body. The default parser (prototype
+  // poisoning refused) reads every non-empty body.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    // parseAs 'string': the body is a string.
+    if (body === '') done(null, undefined);
+    else parseJson(request, body as string, done);
+  });
   const ajv = validators();
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? ajv.body : ajv.other).compile(schema));
 
@@ -151,6 +162,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     const { raw } = request;
     const length = raw.headers['content-length'];
     const hasBody = (length !== undefined && length !== '0') || raw.headers['transfer-encoding'] !== undefined;
+    // Announced empty: no body to parse, so no Content-Type to refuse (415) either (see the JSON
+    // parser above). Multipart routes keep theirs and say what an upload needs.
+    if (!hasBody && raw.headers['content-type'] !== undefined && !request.routeOptions.schema?.consumes) delete raw.headers['content-type'];
     if (hasBody && typeof raw.socket?.setTimeout === 'function') {
       raw.socket.setTimeout(config.bodyIdleTimeoutMs);
       raw.once('end', () => raw.socket?.setTimeout(0));

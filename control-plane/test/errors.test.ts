@@ -1,4 +1,6 @@
+import { Readable } from 'node:stream';
 import type { App } from '../src/app.js';
+import { makeConnection, makeTransfer } from './fixtures.js';
 import { auth, buildTestApp, createAccount, expectError, type TestAccount } from './helper.js';
 
 let app: App;
@@ -19,9 +21,48 @@ describe('bad input answers 4xx {error}, never 500', () => {
     expectError(res, 400, 'Request body is not valid JSON');
   });
 
-  test('empty JSON body is 400', async () => {
-    const res = await app.inject({ method: 'POST', url: '/api/v1/api-keys', payload: '', headers: { ...auth(owner.apiKey), 'content-type': 'application/json' } });
-    expectError(res, 400);
+  test('an empty body where one is required is 400 naming the body, whatever its Content-Type', async () => {
+    for (const type of ['application/json', 'text/plain', 'application/x-www-form-urlencoded', undefined]) {
+      const res = await app.inject({ method: 'POST', url: '/api/v1/api-keys', payload: '', headers: { ...auth(owner.apiKey), ...(type ? { 'content-type': type } : {}) } });
+      expectError(res, 400, 'body must be object');
+    }
+  });
+
+  test('a route without a body accepts an empty body whatever its Content-Type (curl -X POST -H content-type:…)', async () => {
+    const source = await makeConnection(app, owner.apiKey, 'sftp');
+    const dest = await makeConnection(app, owner.apiKey, 's3');
+    const job = await makeTransfer(app, owner.apiKey, source.id, dest.id);
+    const noAgent = /^No online agent can serve connections/;
+    for (const type of ['application/json', 'application/json; charset=utf-8', 'text/plain', 'application/x-www-form-urlencoded', 'application/octet-stream', undefined]) {
+      const res = await app.inject({
+        method: 'POST', url: `/api/v1/transfers/${job.id}/execute`, payload: '', headers: { ...auth(owner.apiKey), ...(type ? { 'content-type': type } : {}) },
+      });
+      // The route ran: it answers that no agent can run the job, not that the body is bad.
+      expect({ type, status: res.statusCode }).toEqual({ type, status: 503 });
+      expect(res.json<{ error: string }>().error).toMatch(noAgent);
+    }
+    // A chunked empty JSON body (no Content-Length) is read by the JSON parser: still no body.
+    const chunked = await app.inject({
+      method: 'POST', url: `/api/v1/transfers/${job.id}/execute`, payload: Readable.from([]),
+      headers: { ...auth(owner.apiKey), 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+    });
+    expect(chunked.statusCode).toBe(503);
+    // A body that is there is still read and checked.
+    const bad = await app.inject({
+      method: 'POST', url: `/api/v1/transfers/${job.id}/execute`, payload: '{"x": ', headers: { ...auth(owner.apiKey), 'content-type': 'application/json' },
+    });
+    expectError(bad, 400, 'Request body is not valid JSON');
+    const text = await app.inject({
+      method: 'POST', url: `/api/v1/transfers/${job.id}/execute`, payload: 'hello', headers: { ...auth(owner.apiKey), 'content-type': 'text/plain' },
+    });
+    expectError(text, 415);
+  });
+
+  test('an empty multipart upload is still refused as not being an upload', async () => {
+    const res = await app.inject({ method: 'POST', url: '/api/v1/files/upload', payload: '', headers: { ...auth(owner.apiKey), 'content-type': 'multipart/form-data; boundary=x' } });
+    expect(res.statusCode).toBeGreaterThanOrEqual(400);
+    expect(res.statusCode).toBeLessThan(500);
+    expect(res.json<{ error: string }>().error).toBeTruthy();
   });
 
   test('wrong type names the field', async () => {

@@ -47,8 +47,32 @@ test('login with an API key from stdin stores it in a 0600 file with a one-line 
 
   const status = xfer(['auth', 'status', '--json']);
   expect(status.status).toBe(0);
-  expect(JSON.parse(status.stdout)).toEqual({ profile: 'default', url: stack.url, source: 'file', auth: 'api-key', expires_at: null });
-  expect(xfer(['auth', 'status']).stdout).toContain(stack.url);
+  expect(JSON.parse(status.stdout)).toEqual({
+    profile: 'default', url: stack.url, url_source: 'profile "default"', api_path_added: false, source: 'file', auth: 'api-key', expires_at: null,
+  });
+  expect(xfer(['auth', 'status']).stdout).toContain(`${stack.url} (from profile "default")`);
+});
+
+test('the server URL works with or without /api/v1 (as npm start prints it), and auth status says which API URL it used', () => {
+  expect(stack.url).toMatch(/\/api\/v1$/);
+  const server = stack.url.replace(/\/api\/v1$/, '');
+  for (const given of [server, `${server}/`, `${stack.url}/`]) {
+    rmSync(home, { recursive: true, force: true });
+    const login = xfer(['auth', 'login', '--url', given], { input: stack.api.token });
+    expect({ given, status: login.status, stderr: login.stderr }).toMatchObject({ status: 0 });
+    expect(JSON.parse(readFileSync(join(home, '.config', 'xfer', 'config.json'), 'utf8')).profiles.default.url).toBe(stack.url);
+    expect(xfer(['connections', 'list', '--json']).status).toBe(0);
+  }
+  const env = { XFER_API_KEY: stack.api.token, XFER_URL: server };
+  const list = xfer(['connections', 'list', '--json'], { env });
+  expect(list.status).toBe(0);
+  expect(Array.isArray(JSON.parse(list.stdout))).toBe(true);
+  const status = xfer(['auth', 'status', '--json'], { env });
+  expect(status.status).toBe(0);
+  expect(JSON.parse(status.stdout)).toMatchObject({ url: stack.url, url_source: 'XFER_URL', api_path_added: true, source: 'env' });
+  expect(xfer(['auth', 'status'], { env }).stdout).toContain(`${stack.url} (/api/v1 added to the URL from XFER_URL)`);
+  const health = xfer(['health', '--json', '--url', server]);
+  expect(health.status).toBe(0);
 });
 
 test('login with a wrong key exits 3 with the server error as one stderr line, and stores nothing', () => {
@@ -130,7 +154,7 @@ test('usage errors exit 2 with one stderr line', () => {
   expect(JSON.parse(xfer(['frobnicate', '--json']).stderr)).toEqual({ error: 'command frobnicate not found' });
   const badUrl = xfer(['connections', 'list'], { env: { XFER_URL: 'xfer.example.com', XFER_API_KEY: stack.api.token } });
   expect(badUrl.status).toBe(2);
-  expect(badUrl.stderr).toBe('Error: The server URL from XFER_URL is not an http(s) URL: xfer.example.com (expected e.g. https://xfer.example.com/api/v1)\n');
+  expect(badUrl.stderr).toBe('Error: The server URL from XFER_URL is not an http(s) URL: xfer.example.com (expected e.g. https://xfer.example.com, with or without /api/v1)\n');
   expect(xfer(['auth', 'login', '--url', 'ftp://host/api/v1'], { input: stack.api.token }).status).toBe(2);
   expect(existsSync(credentialsFile())).toBe(false);
 });

@@ -65,8 +65,6 @@ export default fp(
       switch (err.code) {
         case 'FST_ERR_CTP_INVALID_JSON_BODY':
           return reply.code(400).send({ error: 'Request body is not valid JSON' });
-        case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-          return reply.code(400).send({ error: 'Request body is empty but Content-Type is application/json' });
         case 'FST_ERR_CTP_BODY_TOO_LARGE':
           return reply.code(413).send({ error: `Request body is larger than ${app.initialConfig.bodyLimit} bytes` });
         case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
