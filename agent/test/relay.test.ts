@@ -244,11 +244,15 @@ describe('relay sftp → s3 between two agents', () => {
       const before = process.memoryUsage();
       let peakRss = before.rss;
       let peakBuffers = before.arrayBuffers;
+      // What stays live, not what the collector has yet to return: freed frames linger for as long
+      // as the runtime's heuristics like (Node 24 let them reach +149 MiB of array buffers where
+      // Node 20 stopped near +100), which says nothing about the relay holding the file.
       const sample = setInterval(() => {
+        gc();
         const now = process.memoryUsage();
         peakRss = Math.max(peakRss, now.rss);
         peakBuffers = Math.max(peakBuffers, now.arrayBuffers);
-      }, 100);
+      }, 500);
       const started = Date.now();
       start(pair, id);
       const end = await jobEnd(pair.forwarder.destination, id);
@@ -275,10 +279,9 @@ describe('relay sftp → s3 between two agents', () => {
         `peak RSS +${(rssGrowth / MiB).toFixed(1)} MiB, peak array buffers +${(buffersGrowth / MiB).toFixed(1)} MiB\n`,
       );
       // Both agents, the forwarder and the s3 multipart upload (4 parts of 8 MiB) together: far below
-      // the 200 MiB file. What varies is the garbage of freed frames the collector has not returned
-      // yet (array buffers peaked at 98 MiB once under CI load).
+      // the 200 MiB file.
       expect(rssGrowth).toBeLessThan(128 * MiB);
-      expect(buffersGrowth).toBeLessThan(128 * MiB);
+      expect(buffersGrowth).toBeLessThan(96 * MiB);
     } finally {
       await pair.stop();
     }
