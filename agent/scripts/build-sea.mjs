@@ -10,10 +10,10 @@
  * SEA on Node 22/24 runs; the Node binary running this script writes the preparation blob
  * (`--experimental-sea-config`); a copy of that same binary, stripped of its symbol table and
  * debug sections when `strip` is on the PATH (the dynamic symbols native addons link against
- * stay), gets the blob injected with postject. The blob and the binary must
- * come from the same Node release, so the agent binary is built from `process.execPath`, which
- * must be Node ≥ 22 and carry the SEA fuse (the official nodejs.org builds do). The binary is for
- * the platform and architecture this runs on.
+ * stay), gets the blob injected with postject. The blob and the binary must come from the same
+ * Node release, so the agent binary is built from `process.execPath`, which must be Node ≥ 22 and
+ * carry the SEA fuse (the official nodejs.org builds do). The binary is for the architecture this
+ * runs on, Linux only (macOS and Windows binaries need signing steps this does not do).
  *
  * Options: --out DIR (default agent/dist-sea).
  */
@@ -60,6 +60,7 @@ function fail(message) {
 const { values: opts } = parseArgs({ options: { out: { type: 'string', default: join(AGENT, 'dist-sea') } } });
 const outDir = resolve(opts.out);
 const major = Number(process.versions.node.split('.')[0]);
+if (process.platform !== 'linux') fail(`only Linux binaries are built here, not ${process.platform} (docs/agent.md, "Single-file binary")`);
 if (major < 22) {
   fail(`a single executable needs Node.js >= 22 to build and run it, and this is ${process.version} (${process.execPath}).\n`
     + `Run the build with a newer node first on the PATH, e.g. PATH="$(scripts/node-runtime.sh 24):$PATH" npm run build:sea -w agent`);
@@ -72,11 +73,12 @@ const entry = join(AGENT, 'dist/bin/xfer-agent.js');
 if (!statSync(entry, { throwIfNoEntry: false })) fail(`${entry} is missing: run \`npx tsc -b\` first (the npm script build:sea does)`);
 
 const started = Date.now();
-rmSync(outDir, { recursive: true, force: true });
 mkdirSync(outDir, { recursive: true });
 const bundle = join(outDir, 'xfer-agent.cjs');
 const blob = join(outDir, 'xfer-agent.blob');
 const binary = join(outDir, 'xfer-agent');
+// A binary left from an earlier build: copyFileSync would write through a running one.
+rmSync(binary, { force: true });
 const { version } = JSON.parse(readFileSync(join(AGENT, 'package.json'), 'utf8'));
 
 /**
@@ -140,6 +142,10 @@ writeFileSync(join(outDir, 'sea-config.json'), JSON.stringify({
   main: bundle,
   output: blob,
   disableExperimentalSEAWarning: true,
+  // V8's compiled code of the bundle, made by the same node: `--version` starts in about 0.3 s
+  // instead of 0.5–0.6 s. (Its caveat, no `import()`, spares built-in modules: the bundle has
+  // two, in AWS SDK paths for EC2 and Lambda.) A startup snapshot would need the agent written
+  // for `v8.startupSnapshot`; not used.
   useSnapshot: false,
   useCodeCache: true,
 }, null, 2));
