@@ -156,6 +156,7 @@ describe('xfer-agent install-service', () => {
       [['--url', 'ftp://xfer.example.com', ...dirs()], { XFER_AGENT_TOKEN: TOKEN }, 'the control plane URL must be http(s):// or ws(s)://, not ftp://'],
       [['--url', 'https://user:pw@xfer.example.com', ...dirs()], { XFER_AGENT_TOKEN: TOKEN }, 'the control plane URL must not carry credentials'],
       [['--url', 'not a url', ...dirs()], { XFER_AGENT_TOKEN: TOKEN }, 'the control plane URL is not a URL'],
+      [['--url', 'https://xfer.example.com/a$b', ...dirs()], { XFER_AGENT_TOKEN: TOKEN }, '--url must not hold spaces, quotes'],
       [['--url', URL_, '--name', '../evil', ...dirs()], { XFER_AGENT_TOKEN: TOKEN }, '--name must be a unit name'],
       [['--url', URL_, '--name', 'agent@1', ...dirs()], { XFER_AGENT_TOKEN: TOKEN }, '--name must be a unit name'],
       [['--url', URL_, '--user', 'root;rm', ...dirs()], { XFER_AGENT_TOKEN: TOKEN }, '--user must be a user name'],

@@ -115,13 +115,13 @@ export async function installService(io: InstallServiceIO): Promise<number> {
   if (urls.length === 0) throw new UsageError('--url is required: the control plane\'s base URL, e.g. https://xfer.example.com/api/v1');
   const token = values['token-stdin'] ? (await io.readStdinLine()).trim() : (io.env.XFER_AGENT_TOKEN ?? '').trim();
   if (!token) throw new UsageError(values['token-stdin'] ? 'no token on stdin' : 'no token: pipe it with --token-stdin, or set XFER_AGENT_TOKEN');
-  const settings: Record<string, string> = { XFER_AGENT_URL: urls.join(','), XFER_AGENT_TOKEN: token };
-  if (roots.length > 0) settings.XFER_AGENT_ALLOW_ROOTS = roots.join(',');
   // The agent's own checks (URL scheme, no credentials in it, …), with the agent's messages.
-  const parsed = parseAgentConfig({ args: [], env: settings, readFile: () => { throw new Error('no config file'); } });
-  // An environment file line is unquoted: only what POST /agents issues goes in.
+  const parsed = parseAgentConfig({ args: [], env: { XFER_AGENT_URL: urls.join(','), XFER_AGENT_TOKEN: token }, readFile: () => { throw new Error('no config file'); } });
+  // An environment file line is unquoted: only what POST /agents issues goes in, and plain URLs.
   if (!AGENT_TOKEN.test(token)) throw new UsageError('the token must be agt_ followed by letters, digits, "-" and "_", as POST /agents shows it');
   if (parsed.urls.some((u) => /[\s"'\\$`]/.test(u))) throw new UsageError('--url must not hold spaces, quotes, "\\", "$" or "`"');
+  const settings: Record<string, string> = { XFER_AGENT_URL: parsed.urls.join(','), XFER_AGENT_TOKEN: token };
+  if (roots.length > 0) settings.XFER_AGENT_ALLOW_ROOTS = roots.join(',');
 
   for (const part of command) {
     try {
@@ -136,16 +136,32 @@ export async function installService(io: InstallServiceIO): Promise<number> {
     const existing = [unitFile, envFile].find((f) => existsSync(f));
     if (existing) throw new UsageError(`${existing} exists: pass --force to replace it`);
   }
-  mkdirSync(envDir, { recursive: true, mode: 0o700 });
+  try {
+    mkdirSync(envDir, { recursive: true, mode: 0o700 });
+  } catch (err) {
+    throw writeError(err, envDir);
+  }
   const envText = `# ${name}: written by xfer-agent install-service; read by systemd (root) only. Other settings:\n# docs/agent.md "Running it" (XFER_AGENT_MAX_JOBS, XFER_AGENT_LABELS, XFER_LOG_LEVEL, …).\n`
     + Object.entries(settings).map(([k, v]) => `${k}=${v}\n`).join('');
-  writeAtomically(envFile, envText, 0o600, values.force ?? false);
-  writeAtomically(unitFile, unit, 0o644, values.force ?? false);
+  for (const [file, text, mode] of [[envFile, envText, 0o600], [unitFile, unit, 0o644]] as const) {
+    try {
+      writeAtomically(file, text, mode, values.force ?? false);
+    } catch (err) {
+      throw writeError(err, dirname(file));
+    }
+  }
 
   io.out(`Wrote ${unitFile}\nWrote ${envFile} (mode 0600: the URL and the token)\n\n`
     + (user ? `The user ${user} must exist (e.g. useradd --system --no-create-home --shell /usr/sbin/nologin ${user})${roots.length > 0 ? ` and may read and write ${roots.join(', ')}` : ''}.\n\n` : '')
     + `Next:\n  systemctl daemon-reload\n  systemctl enable --now ${name}\n  journalctl -u ${name} -f\n`);
   return 0;
+}
+
+/** A permission problem said plainly (the usual cause: not run as root); anything else as it is. */
+function writeError(err: unknown, dir: string): Error {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') return new Error(`cannot write in ${dir} (${code}): run it as root (sudo), or choose --unit-dir and --env-dir`);
+  return err as Error;
 }
 
 function checkPlainPath(path: string, what: string): void {
