@@ -87,9 +87,11 @@ describe('xfer-agent install-service', () => {
 
   test('the token may come from XFER_AGENT_TOKEN; several URLs, a name, a user and allowed roots', () => {
     const data = join(dir, 'data');
+    const data2 = join(dir, 'data2');
     mkdirSync(data);
+    mkdirSync(data2);
     const run = install(
-      ['--url', URL_, '--url', 'https://cp-2.example.com/api/v1', '--name', 'xfer-agent-nfs.service', '--user', 'xferagent', '--allow-roots', `${data}/,${data}`, ...dirs()],
+      ['--url', URL_, '--url', 'https://cp-2.example.com/api/v1', '--name', 'xfer-agent-nfs.service', '--user', 'xferagent', '--allow-roots', `${data}/,${data},${data2}`, ...dirs()],
       { env: { XFER_AGENT_TOKEN: TOKEN } },
     );
     expect(run.stderr).toBe('');
@@ -98,14 +100,14 @@ describe('xfer-agent install-service', () => {
     const unit = readFileSync(join(unitDir, 'xfer-agent-nfs.service'), 'utf8');
     expect(unit).toContain('\nUser=xferagent\n');
     expect(unit).not.toContain('DynamicUser');
-    expect(unit).toContain(`\nReadWritePaths=${data} ${data}\n`);
-    expect(unit).toContain(`\nRequiresMountsFor=${data} ${data}\n`);
+    expect(unit).toContain(`\nReadWritePaths=${data} ${data2}\n`); // the same root written twice: once
+    expect(unit).toContain(`\nRequiresMountsFor=${data} ${data2}\n`);
     expect(unit).toContain('\nStateDirectory=xfer-agent-nfs\n');
     expect(unit).toContain('\nProtectHome=yes\n');
     const env = readFileSync(join(envDir, 'xfer-agent-nfs.env'), 'utf8');
     expect(env).toContain(`\nXFER_AGENT_URL=${URL_},https://cp-2.example.com/api/v1\n`);
     expect(env).toContain(`\nXFER_AGENT_TOKEN=${TOKEN}\n`);
-    expect(env).toContain(`\nXFER_AGENT_ALLOW_ROOTS=${data},${data}\n`);
+    expect(env).toContain(`\nXFER_AGENT_ALLOW_ROOTS=${data},${data2}\n`);
   });
 
   test('the files keep their modes whatever the umask', () => {

@@ -85,7 +85,7 @@ export async function installService(io: InstallServiceIO): Promise<number> {
   for (const root of allowRoots) {
     if (!isAbsolute(root)) throw new UsageError(`--allow-roots: "${root}" is not an absolute path`);
   }
-  const roots = allowRoots.map((r) => resolve(r));
+  const roots = [...new Set(allowRoots.map((r) => resolve(r)))];
   if (roots.length > 0 && user === null) {
     throw new UsageError('--allow-roots needs --user: files a dynamic user leaves outside its own directories belong to a UID systemd may give another service later');
   }
