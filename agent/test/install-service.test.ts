@@ -3,6 +3,7 @@ import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, 
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runningCommand } from '../src/service/install-service.js';
+import { renderAgentUnit } from '../src/service/unit.js';
 import { rmTemp, tempDir } from './helpers/tree.js';
 
 /** The built binary (`npm test` builds first). */
@@ -211,6 +212,16 @@ describe('systemd-analyze verify', () => {
     expect(install(['--url', URL_, ...dirs()], { env: { XFER_AGENT_TOKEN: TOKEN } }).code).toBe(0);
     expect(install(['--url', URL_, '--name', 'xfer-agent-nfs', '--user', 'xferagent', '--allow-roots', data, ...dirs()], { env: { XFER_AGENT_TOKEN: TOKEN } }).code).toBe(0);
     expect(verify(join(unitDir, 'xfer-agent.service'), join(unitDir, 'xfer-agent-nfs.service'))).toEqual({ code: 0, stdout: '', stderr: '' });
+  });
+
+  test('an allowed root under /home makes ProtectHome read-only (a hidden /home would drop ReadWritePaths under it)', () => {
+    const file = join(dir, 'xfer-agent-home.service');
+    const unit = renderAgentUnit({ name: 'xfer-agent-home', command: [exe], envFile: '/etc/xfer/xfer-agent-home.env', user: 'ops', allowRoots: ['/home/ops/exchange'] });
+    expect(unit).toContain('\nProtectHome=read-only\n');
+    expect(unit).toContain('\nReadWritePaths=/home/ops/exchange\n');
+    expect(unit).toContain('\nConfigurationDirectory=xfer\n');
+    writeFileSync(file, unit);
+    expect(verify(file)).toEqual({ code: 0, stdout: '', stderr: '' });
   });
 
   test('reports a broken unit (the check can fail)', () => {
