@@ -13,6 +13,7 @@ import { isPlaintextRemote, parseAgentConfig, UsageError } from '../config.js';
 import { AgentMetrics } from '../metrics/agent-metrics.js';
 import { listenMetrics } from '@xfer/shared/metrics-listener';
 import { createLogger } from '../logger.js';
+import { INSTALL_SERVICE_HELP, installService, readStdinLine, runningCommand } from '../service/install-service.js';
 import { AGENT_VERSION } from '../version.js';
 
 const HELP = `xfer-agent — runs transfer jobs near the data; dials out to the control plane, never listens
@@ -20,6 +21,8 @@ const HELP = `xfer-agent — runs transfer jobs near the data; dials out to the 
 Usage:
   xfer-agent start --url URL --token agt_… [--config FILE] [--max-jobs N] [--log-level L] [--drain-timeout-ms MS]
                    [--allow-roots DIRS] [--allow-hosts HOSTS] [--deny-hosts HOSTS] [--metrics-port N]
+  xfer-agent install-service --url URL [--token-stdin] [--name N] [--user U] [--allow-roots DIRS] [--force] [--print]
+                   write a systemd unit and its environment file (token at mode 0600); see install-service --help
   xfer-agent --help | --version
 
 Run "xfer-agent start --help" for the settings.`;
@@ -60,6 +63,10 @@ async function main(argv: string[]): Promise<number> {
   if (command === '--version' || command === '-v') {
     process.stdout.write(AGENT_VERSION + '\n');
     return 0;
+  }
+  if (command === 'install-service') {
+    if (rest.includes('--help') || rest.includes('-h')) return (process.stdout.write(INSTALL_SERVICE_HELP + '\n'), 0);
+    return installService({ args: rest, env: process.env, readStdinLine, command: runningCommand(), out: (t) => process.stdout.write(t) });
   }
   if (command !== 'start') throw new UsageError(`unknown command "${command}" (try --help)`);
   if (rest.includes('--help') || rest.includes('-h')) {
