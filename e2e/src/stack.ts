@@ -29,7 +29,12 @@ export interface Proc {
 }
 
 export function spawnNode(script: string, args: string[], env: Env): Proc {
-  const child = spawn(process.execPath, [script, ...args], { env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  return spawnProc(process.execPath, [script, ...args], env);
+}
+
+/** A spawned executable (say, the single-file agent) with its output kept, as `spawnNode`. */
+export function spawnProc(command: string, args: string[], env: Env): Proc {
+  const child = spawn(command, args, { env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   const keep = (d: Buffer) => {
     out += d.toString();
