@@ -22,7 +22,7 @@ export async function waitFor<T>(what: string, get: () => Promise<T>, ok: (value
  * versitygw (bucket `bucket`, which must exist), made through the stack's API; `extra` is added
  * to both (say, `agent_pool`).
  */
-export async function sftpAndS3(stack: Stack, name: string, sftpRoot: string, bucket: string, extra: Record<string, unknown> = {}): Promise<{ sftp: string; s3: string }> {
+export async function sftpAndS3(stack: Pick<Stack, 'api'>, name: string, sftpRoot: string, bucket: string, extra: Record<string, unknown> = {}): Promise<{ sftp: string; s3: string }> {
   const env = process.env;
   const sftp = (await stack.api.data('POST', '/connections', {
     name: `${name} sftp`, type: 'sftp', host: env.XFER_TEST_SFTP_HOST, port: Number(env.XFER_TEST_SFTP_PORT), path: sftpRoot,
