@@ -123,7 +123,12 @@ function unusable(addon) {
   try {
     process.dlopen(loaded, addon.file);
   } catch (err) {
-    return `Node ${process.version} (modules ${process.versions.modules}) cannot load it: ${String(err.message).split('\n')[0]}`;
+    // node-gyp's config beside build/Release names the ABI it compiled for: the usual cause.
+    const built = optionalFile(() => /"node_module_version": (\d+)/.exec(readFileSync(join(dirname(addon.file), '../config.gypi'), 'utf8'))?.[1]);
+    if (built && built !== process.versions.modules) {
+      return `built for NODE_MODULE_VERSION ${built} (npm ci ran on another Node major), and ${process.version} has ${process.versions.modules}`;
+    }
+    return `${process.version} cannot load it: ${String(err.message).replace(/\s+/g, ' ')}`;
   }
   return addon.works(loaded.exports) ? null : 'it loads but lacks the exports the library uses';
 }
