@@ -13,7 +13,8 @@
  * stay), gets the blob injected with postject. The blob and the binary must come from the same
  * Node release, so the agent binary is built from `process.execPath`, which must be Node ≥ 22 and
  * carry the SEA fuse (the official nodejs.org builds do). The binary is for the architecture this
- * runs on, Linux only (macOS and Windows binaries need signing steps this does not do).
+ * runs on, Linux only (macOS and Windows binaries need signing steps this does not do). ssh2's
+ * native addons go into the blob as assets when that node loads them (EMBEDDED, below).
  *
  * Options: --out DIR (default agent/dist-sea).
  */
