@@ -13,7 +13,8 @@
  * stay), gets the blob injected with postject. The blob and the binary must come from the same
  * Node release, so the agent binary is built from `process.execPath`, which must be Node ≥ 22 and
  * carry the SEA fuse (the official nodejs.org builds do). The binary is for the architecture this
- * runs on, Linux only (macOS and Windows binaries need signing steps this does not do).
+ * runs on, Linux only (macOS and Windows binaries need signing steps this does not do). ssh2's
+ * native addons go into the blob as assets when that node loads them (EMBEDDED, below).
  *
  * Options: --out DIR (default agent/dist-sea).
  */
@@ -33,11 +34,51 @@ const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 /**
  * Optional native modules the connectors' libraries try to load inside try/catch, each with a
  * JavaScript fallback. A SEA's `require` loads only Node's built-in modules, so left out of the
- * bundle they fail to load and the fallback runs: `bufferutil` (ws: frame masking),
- * `utf-8-validate` (ws, unused on Node ≥ 18.14: `buffer.isUtf8`), `cpu-features` (ssh2: cipher
- * order) and ssh2's own `sshcrypto.node` (ssh2: the same ciphers from node:crypto).
+ * bundle they fail to load and the fallback runs: `bufferutil` (ws: frame masking) and
+ * `utf-8-validate` (ws, unused on Node >= 18.14: `buffer.isUtf8`). ssh2's two (EMBEDDED, below)
+ * are left out the same way when they cannot be embedded.
  */
-const LEFT_OUT = ['bufferutil', 'utf-8-validate', 'cpu-features', '*.node'];
+const LEFT_OUT = ['bufferutil', 'utf-8-validate', '*.node'];
+
+/**
+ * Native addons embedded in the binary as SEA assets: ssh2's `sshcrypto.node` (its ciphers and
+ * MACs; without it SFTP runs 3–5× slower on per-packet node:crypto calls) and `cpu-features`
+ * (ssh2 orders chacha20-poly1305 by the CPU's AES support). Both are built by `npm ci` for the
+ * Node that ran it; each is embedded only when the node building the binary (the one it copies)
+ * loads it, else left out as above and the summary line says why. In the bundle, the `require`
+ * of each (`module` → `request`, rewritten exactly or the build fails) becomes the run-time
+ * loader of scripts/sea-native.cjs, which writes it to a private file and `process.dlopen`s it.
+ */
+const ssh2Dir = dirname(require.resolve('ssh2/package.json'));
+const EMBEDDED = [
+  {
+    asset: 'sshcrypto.node',
+    file: join(ssh2Dir, 'lib/protocol/crypto/build/Release/sshcrypto.node'),
+    module: /[\\/]ssh2[\\/]lib[\\/]protocol[\\/]crypto\.js$/,
+    request: "require('./crypto/build/Release/sshcrypto.node')",
+    works: (exports) => typeof exports.AESGCMCipher === 'function' && typeof exports.ChaChaPolyCipher === 'function',
+  },
+  {
+    asset: 'cpufeatures.node',
+    file: optionalFile(() => join(dirname(createRequire(join(ssh2Dir, 'package.json')).resolve('cpu-features/package.json')), 'build/Release/cpufeatures.node')),
+    module: /[\\/]cpu-features[\\/]lib[\\/]index\.js$/,
+    request: "require('../build/Release/cpufeatures.node')",
+    works: (exports) => typeof exports.getCPUInfo === 'function',
+    // ssh2 requires the package itself: bundled only when its addon is embedded.
+    package: 'cpu-features',
+  },
+];
+/** The run-time loader the rewritten requires call. */
+const ADDON_LOADER = join(dirname(fileURLToPath(import.meta.url)), 'sea-native.cjs');
+
+/** `find()`'s path, or null when it throws (an optional dependency not installed). */
+function optionalFile(find) {
+  try {
+    return find();
+  } catch {
+    return null;
+  }
+}
 
 /**
  * postject, quiet about the note sections of Node's ELF binary: its ELF library prints "Can't find
@@ -71,6 +112,34 @@ if (!readFileSync(base).includes(`${SEA_FUSE}:0`)) {
 }
 const entry = join(AGENT, 'dist/bin/xfer-agent.js');
 if (!statSync(entry, { throwIfNoEntry: false })) fail(`${entry} is missing: run \`npx tsc -b\` first (the npm script build:sea does)`);
+
+/**
+ * Whether this node loads `addon`'s file, the test of embedding it: the binary is a copy of this
+ * node, and an addon built for another Node (another NODE_MODULE_VERSION) fails the same way here.
+ * Returns null when it loads, else why not.
+ */
+function unusable(addon) {
+  if (!addon.file || !statSync(addon.file, { throwIfNoEntry: false })) return 'not built (npm ci skipped its install script?)';
+  const loaded = { exports: {} };
+  try {
+    process.dlopen(loaded, addon.file);
+  } catch (err) {
+    // node-gyp's config beside build/Release names the ABI it compiled for: the usual cause.
+    const built = optionalFile(() => /"node_module_version": (\d+)/.exec(readFileSync(join(dirname(addon.file), '../config.gypi'), 'utf8'))?.[1]);
+    if (built && built !== process.versions.modules) {
+      return `built for NODE_MODULE_VERSION ${built} (npm ci ran on another Node major), and ${process.version} has ${process.versions.modules}`;
+    }
+    return `${process.version} cannot load it: ${String(err.message).replace(/\s+/g, ' ')}`;
+  }
+  return addon.works(loaded.exports) ? null : 'it loads but lacks the exports the library uses';
+}
+const embedded = [];
+const leftOut = [];
+for (const addon of EMBEDDED) {
+  const why = unusable(addon);
+  if (why) leftOut.push(`${addon.asset} left out: ${why}`);
+  else embedded.push(addon);
+}
 
 const started = Date.now();
 mkdirSync(outDir, { recursive: true });
@@ -116,6 +185,21 @@ const importMetaUses = {
   },
 };
 
+const nativeAddons = {
+  name: 'xfer-agent-native-addons',
+  setup(b) {
+    for (const addon of embedded) {
+      b.onLoad({ filter: addon.module }, (args) => {
+        const source = readFileSync(args.path, 'utf8');
+        if (!source.includes(addon.request)) fail(`${args.path} no longer has \`${addon.request}\`: update EMBEDDED in ${fileURLToPath(import.meta.url)}`);
+        rewritten.add(addon.asset);
+        const load = `require(${JSON.stringify(ADDON_LOADER)}).loadEmbeddedAddon(${JSON.stringify(addon.asset)})`;
+        return { contents: source.replace(addon.request, load), loader: 'js' };
+      });
+    }
+  },
+};
+
 const result = await build({
   entryPoints: [entry],
   outfile: bundle,
@@ -123,16 +207,16 @@ const result = await build({
   platform: 'node',
   format: 'cjs',
   target: `node${major}`,
-  external: LEFT_OUT,
-  plugins: [importMetaUses],
+  external: [...LEFT_OUT, ...EMBEDDED.filter((a) => a.package && !embedded.includes(a)).map((a) => a.package)],
+  plugins: [importMetaUses, nativeAddons],
   logOverride: { 'empty-import-meta': 'error' },
   // Licence comments of the bundled packages stay in the bundle (and so in the binary).
   legalComments: 'eof',
   metafile: true,
   logLevel: 'warning',
 });
-for (const name of ['version', 'crc64']) {
-  if (!rewritten.has(name)) fail(`the bundle never loaded the ${name} module the build rewrites: update importMetaUses in ${fileURLToPath(import.meta.url)}`);
+for (const name of ['version', 'crc64', ...embedded.map((a) => a.asset)]) {
+  if (!rewritten.has(name)) fail(`the bundle never loaded the ${name} module the build rewrites: update importMetaUses or EMBEDDED in ${fileURLToPath(import.meta.url)}`);
 }
 const packages = new Set(Object.keys(result.metafile.inputs)
   .map((p) => /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(p)?.[1])
@@ -148,6 +232,7 @@ writeFileSync(join(outDir, 'sea-config.json'), JSON.stringify({
   // for `v8.startupSnapshot`; not used.
   useSnapshot: false,
   useCodeCache: true,
+  assets: Object.fromEntries(embedded.map((a) => [a.asset, a.file])),
 }, null, 2));
 const prep = spawnSync(base, ['--experimental-sea-config', join(outDir, 'sea-config.json')], { encoding: 'utf8' });
 if (prep.status !== 0) fail(`writing the SEA blob failed (${prep.status}): ${prep.stderr}`);
@@ -165,5 +250,10 @@ await loadPostject().inject(binary, 'NODE_SEA_BLOB', readFileSync(blob), { senti
 rmSync(blob);
 
 const mb = (path) => (statSync(path).size / 1e6).toFixed(1);
+const native = [
+  embedded.length ? `${embedded.map((a) => a.asset).join(', ')} embedded` : '',
+  ...leftOut,
+  embedded.some((a) => a.asset === 'sshcrypto.node') ? '' : 'SFTP uses the slower JavaScript crypto',
+].filter(Boolean).join('; ');
 process.stdout.write(`build-sea: ${binary} (${mb(binary)} MB${stripped ? ', symbols stripped' : ''}; Node ${process.version} ${process.platform}-${process.arch};`
-  + ` bundle ${mb(bundle)} MB of ${packages.size} packages) in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+  + ` bundle ${mb(bundle)} MB of ${packages.size} packages; ${native}) in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);

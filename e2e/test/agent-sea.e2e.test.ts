@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -18,6 +18,12 @@ import { digestBucket, s3Client, treeDiff, writeTree, type Digests } from './sup
  * it moves a tree sftp → s3 byte-identical, and tests a connection of every type with a test
  * server (each connector's code loads and works in the bundle). The build needs Node >= 22: under
  * an older node the test builds with the Node 24 of scripts/node-runtime.sh.
+ *
+ * ssh2's native crypto: the binary embeds `sshcrypto.node` when the node building it has the
+ * NODE_MODULE_VERSION `npm ci` built the addon for (its build/config.gypi says which), and then
+ * its start line must say `ssh_crypto: "native"` (the sftp transfer runs on it), with no addon
+ * file left in its temporary directory; built by another Node (the smoke run on Node 22 after
+ * `npm ci` on 24), the build says it left the addon out and the binary runs on ssh2's JavaScript.
  */
 const env = process.env;
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -33,6 +39,8 @@ let s3: S3Client;
 let agent: Proc;
 let ids: { sftp: string; s3: string };
 let expected: Digests;
+/** What the binary's start line must say: `native` when the building node can use the addon npm ci built. */
+let sshCrypto: 'native' | 'javascript';
 
 /** A node that can build a single executable: this one when it is >= 22, else the cached Node 24. */
 function buildNode(): string {
@@ -42,9 +50,19 @@ function buildNode(): string {
   return join(res.stdout.trim(), 'node');
 }
 
-/** The agent's environment: nothing of the test's but what the test servers need. */
+/** The agent's environment: nothing of the test's but what the test servers need, and a temporary directory of its own. */
 function agentEnv(extra: Record<string, string> = {}): Record<string, string> {
-  return { PATH: bin, HOME: join(work, 'home'), ...AGENT_ENV, ...extra };
+  return { PATH: bin, HOME: join(work, 'home'), TMPDIR: join(work, 'tmp'), ...AGENT_ENV, ...extra };
+}
+
+/** The NODE_MODULE_VERSION ssh2's addon was compiled for (node-gyp's config), or null when it was not built. */
+function addonModuleVersion(): string | null {
+  const config = join(ROOT, 'node_modules/ssh2/lib/protocol/crypto/build/config.gypi');
+  try {
+    return /"node_module_version": (\d+)/.exec(readFileSync(config, 'utf8'))?.[1] ?? null;
+  } catch {
+    return null;
+  }
 }
 
 beforeAll(async () => {
@@ -52,9 +70,15 @@ beforeAll(async () => {
   bin = join(work, 'bin');
   mkdirSync(bin);
   mkdirSync(join(work, 'home'));
-  const build = spawnSync(buildNode(), [join(ROOT, 'agent/scripts/build-sea.mjs'), '--out', join(work, 'build')], { encoding: 'utf8', timeout: 240_000 });
+  mkdirSync(join(work, 'tmp'));
+  const node = buildNode();
+  const modules = spawnSync(node, ['-p', 'process.versions.modules'], { encoding: 'utf8' }).stdout.trim();
+  sshCrypto = addonModuleVersion() === modules ? 'native' : 'javascript';
+  const build = spawnSync(node, [join(ROOT, 'agent/scripts/build-sea.mjs'), '--out', join(work, 'build')], { encoding: 'utf8', timeout: 240_000 });
   if (build.status !== 0) throw new Error(`build-sea failed (${build.status}):\n${build.stdout}\n${build.stderr}`);
   process.stdout.write(build.stdout);
+  // The summary line says what it did with the addons, and it must be what the binary does.
+  expect(build.stdout).toContain(sshCrypto === 'native' ? 'sshcrypto.node, cpufeatures.node embedded' : 'sshcrypto.node left out');
   binary = join(bin, 'xfer-agent');
   copyFileSync(join(work, 'build', 'xfer-agent'), binary);
   rmSync(join(work, 'build'), { recursive: true, force: true });
@@ -97,6 +121,8 @@ test('the binary comes online as the agent of a real control plane', async () =>
   stack.agents.push(agent);
   await stack.waitForAgent(created.id, 'online');
   await waitForOutput(agent, (out) => out.includes('"msg":"connected to the control plane"'), 30_000);
+  const starting = agent.output().split('\n').find((line) => line.includes('"msg":"xfer-agent starting"'));
+  expect(JSON.parse(starting ?? '{}')).toMatchObject({ ssh_crypto: sshCrypto });
   const listed = await stack.api.data<{ version: string | null }>('GET', `/agents/${created.id}`);
   expect(listed.version).toBe(JSON.parse(readFileSync(join(ROOT, 'agent/package.json'), 'utf8')).version);
 }, 60_000);
@@ -112,6 +138,10 @@ test('it moves a tree sftp → s3 byte-identical', async () => {
   const copied = await digestBucket(s3, bucket, 'copy');
   expect(treeDiff(expected, copied.files)).toEqual([]);
   expect(copied.markers).toContain('empty-dir');
+  // The sftp connection loaded cpu-features too; a failed load would say "did not load" on stderr.
+  expect(agent.output()).not.toContain('did not load');
+  // Each addon's file was removed as soon as it was loaded.
+  expect(readdirSync(join(work, 'tmp'))).toEqual([]);
 }, 300_000);
 
 describe.each(Object.keys(FIXTURES) as ConnectionType[])('a %s connection', (type) => {

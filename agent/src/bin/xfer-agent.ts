@@ -9,6 +9,7 @@ import { hostname } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
 import { Agent } from '../agent.js';
 import { AgentAccess } from '../connectors/access.js';
+import { SSH_CRYPTO } from '../connectors/sftp/sftp.crypto.js';
 import { isPlaintextRemote, parseAgentConfig, UsageError } from '../config.js';
 import { AgentMetrics } from '../metrics/agent-metrics.js';
 import { listenMetrics } from '@xfer/shared/metrics-listener';
@@ -106,7 +107,7 @@ async function main(argv: string[]): Promise<number> {
   process.on('SIGINT', onSignal);
   log.info({
     version: AGENT_VERSION, urls: config.connectUrls, max_jobs: config.maxJobs, labels: config.labels,
-    allow_roots: config.allowRoots, allow_hosts: config.allowHosts, deny_hosts: config.denyHosts,
+    allow_roots: config.allowRoots, allow_hosts: config.allowHosts, deny_hosts: config.denyHosts, ssh_crypto: SSH_CRYPTO,
   }, 'xfer-agent starting');
 
   const exit = await agent.run();
