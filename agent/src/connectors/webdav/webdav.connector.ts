@@ -104,6 +104,11 @@ export class WebdavConnector implements Connector {
         throw err;
       }
     }
+    // An abort must reach the source too: the request's pipeline destroys the generator above,
+    // and on Node 24 that waits for the generator's pending read of `body`, which a stalled
+    // source never answers (the conformance test's abort hung there for good).
+    const onAbort = () => body.destroy(options.signal!.reason as Error);
+    options.signal?.addEventListener('abort', onAbort, { once: true });
     let sent = false;
     try {
       await this.mkdirs(parentOf(rel), options.signal);
@@ -123,6 +128,8 @@ export class WebdavConnector implements Connector {
       // be the reason we are here). A refused PUT created nothing.
       if (sent && mapped.code !== 'AUTH' && mapped.code !== 'PERMISSION') await this.removeCutUpload(rel);
       throw mapped;
+    } finally {
+      options.signal?.removeEventListener('abort', onAbort);
     }
   }
 
