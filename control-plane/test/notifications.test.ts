@@ -111,13 +111,26 @@ describe('settings', () => {
     expectError(await put(owner, { ...settingsFor(implicit), digest: 'weekly' }), 400, /^body\.digest /);
   });
 
-  test('a stored password is never sent to another server: a new host or username needs it again', async () => {
+  test('a stored password is never sent to another server: a new host, port, TLS mode or username needs it again', async () => {
     const account = await createAccount(app, 'free');
     expect((await put(account, settingsFor(starttls))).statusCode).toBe(200);
-    const moved = settingsFor(starttls, { password: undefined, host: '127.0.0.1', port: implicit.port });
-    expect((await put(account, moved)).statusCode).toBe(200); // same host, other port: kept
-    expectError(await put(account, settingsFor(starttls, { password: undefined, username: 'someone-else' })), 400,
-      'email.smtp.password must be given again when email.smtp.host or email.smtp.username changes');
+    const sealedBefore = (await app.db.notificationSettings.findOne({ account_id: account.accountId }).lean())!.smtp_password;
+    // Restating the same server keeps the stored password.
+    expect((await put(account, settingsFor(starttls, { password: undefined }))).statusCode).toBe(200);
+    for (const [change, fields] of [
+      [{ port: implicit.port }, 'email.smtp.port'],
+      [{ secure: true }, 'email.smtp.secure'],
+      [{ username: 'someone-else' }, 'email.smtp.username'],
+      [{ port: implicit.port, secure: true }, 'email.smtp.port, email.smtp.secure'],
+    ] as const) {
+      expectError(await put(account, settingsFor(starttls, { password: undefined, ...change })), 400, `email.smtp.password must be given again when ${fields} changes`);
+    }
+    // Refused changes wrote nothing: the server and the sealed password are those of the first PUT.
+    const after = (await app.db.notificationSettings.findOne({ account_id: account.accountId }).lean())!;
+    expect([after.smtp_port, after.smtp_secure, after.smtp_username]).toEqual([starttls.port, false, 'xfer']);
+    expect(after.smtp_password).toEqual(sealedBefore);
+    // Given again, the move is taken.
+    expect((await put(account, settingsFor(starttls, { port: implicit.port, password: 'new-secret' }))).statusCode).toBe(200);
   });
 
   test('scopes: notifications:read reads, notifications:write is needed to change or test', async () => {

@@ -88,8 +88,9 @@ export class NotificationsService {
   /**
    * Replaces the settings (docs/api.md "Notifications"): 400 naming the field for an unknown event,
    * an enabled email without server, sender or recipient,
-   * a refused SMTP host, a password without a username, or a new host or username with a stored
-   * password but no password given (a stored password is never sent to a server it was not given for).
+   * a refused SMTP host, a password without a username, or a new host, port, TLS mode or username
+   * with a stored password but no password given (a stored password is never sent to a server it was
+   * not given for).
    */
   async put(accountId: AccountId, input: UpdateNotificationSettingsRequest, beforeWrite: BeforeWrite): Promise<NotificationSettings> {
     const unknown = input.events.filter((e) => !isWebhookEventType(e));
@@ -115,8 +116,14 @@ export class NotificationsService {
         password = this.o.vault.seal(smtp.password, boundTo('notification.smtp_password', { _id, account_id: accountId }));
         passwordChange = 'set';
       } else if (smtp.password === undefined && current?.smtp_password && username) {
-        if (current.smtp_host !== host || current.smtp_username !== username) {
-          throw new BadRequestError('email.smtp.password must be given again when email.smtp.host or email.smtp.username changes');
+        // Bound like a connection's credentials (docs/security.md "Credential binding"): another
+        // port on the same host can be another listener, and `secure: false` sends the AUTH
+        // exchange after STARTTLS where `true` sent it inside implicit TLS; either is a new server.
+        const moved = (['host', 'port', 'secure', 'username'] as const).filter((field) => ({
+          host: current.smtp_host !== host, port: current.smtp_port !== smtp.port, secure: (current.smtp_secure ?? false) !== smtp.secure, username: current.smtp_username !== username,
+        })[field]);
+        if (moved.length > 0) {
+          throw new BadRequestError(`email.smtp.password must be given again when ${moved.map((f) => `email.smtp.${f}`).join(', ')} changes`);
         }
         password = current.smtp_password as Sealed;
         passwordChange = 'kept';
