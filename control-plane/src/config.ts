@@ -60,6 +60,8 @@ export interface Config {
   retention: RetentionConfig;
   /** Largest upload accepted; larger answers 413 and nothing is kept. */
   uploadMaxBytes: number;
+  /** A data room's upload quota unless the room sets its own (docs/api.md "Data rooms"). */
+  dataRoomQuotaBytes: number;
   /** Malware scanner every upload passes before it is stored. */
   scanner: ScannerConfig;
   /** Requests per minute per client address on the unauthenticated share-link download. */
@@ -418,6 +420,7 @@ export function parseConfig(env: Env): Config {
       maxBatches: int(env, 'XFER_RETENTION_MAX_BATCHES', 20, 1, 10_000),
     },
     uploadMaxBytes: int(env, 'XFER_UPLOAD_MAX_BYTES', 10 * GIB, 1, Number.MAX_SAFE_INTEGER),
+    dataRoomQuotaBytes: int(env, 'XFER_DATA_ROOM_QUOTA_BYTES', 10 * GIB, 1, Number.MAX_SAFE_INTEGER),
     scanner: parseScanner(env),
     shareRateLimitPerMinute: int(env, 'XFER_SHARE_RATE_LIMIT_PER_MINUTE', 120, 1, 1_000_000),
     webhooks: parseWebhooks(env),

@@ -81,11 +81,15 @@ describe('rooms: create, read, change, delete', () => {
       [{ name: 'x', expires_at: new Date(Date.now() - 1000).toISOString() }, /expires_at must be in the future/],
       [{ name: 'x', description: 'd'.repeat(2001) }, /description/],
       [{ name: 'x', owner: 'me' }, /owner/],
+      [{ name: 'x', quota_bytes: 0 }, /quota_bytes/],
+      [{ name: 'x', quota_bytes: 1.5 }, /quota_bytes/],
+      [{ name: 'x', quota_bytes: '100' }, /quota_bytes/],
     ];
     for (const [payload, message] of bad) expectError(await call('POST', '/data-rooms', owner.apiKey, payload), 400, message);
     expect(await app.db.dataRooms.countDocuments()).toBe(before);
     const room = await createRoom();
-    expectError(await call('PUT', `/data-rooms/${room.id}`, owner.apiKey, {}), 400, /at least one of name, description, expires_at/);
+    expectError(await call('PUT', `/data-rooms/${room.id}`, owner.apiKey, {}), 400, /at least one of name, description, expires_at, quota_bytes/);
+    expectError(await call('PUT', `/data-rooms/${room.id}`, owner.apiKey, { quota_bytes: -1 }), 400, /quota_bytes/);
     expectError(await call('PUT', `/data-rooms/${room.id}`, owner.apiKey, { expires_at: '2001-01-01T00:00:00Z' }), 400, /expires_at must be in the future/);
     expectError(await call('GET', '/data-rooms?limit=0', owner.apiKey), 400, /limit/);
   });
@@ -273,6 +277,36 @@ describe('the invite token routes (no account)', () => {
     const audits = await app.db.auditEvents.find({ 'actor.type': 'room_member', 'actor.id': contributor.id, action: 'file.upload' }).lean();
     expect(audits.map((a) => a.outcome)).toEqual(expect.arrayContaining(['success', 'denied']));
     expect(audits.find((a) => a.outcome === 'denied')?.details).toMatchObject({ signature: EICAR_SIGNATURE });
+  });
+
+  test("a contributor's uploads stop at the room's quota: 413 naming it, nothing kept; a raised quota lets them in again", async () => {
+    const fresh = await createRoom();
+    expect(fresh).toMatchObject({ quota_bytes: app.config.dataRoomQuotaBytes });
+    const room = await createRoom(owner.apiKey, { name: 'Small room', quota_bytes: 100_000 });
+    expect(room).toMatchObject({ quota_bytes: 100_000 });
+    const contributor = await invite(room.id, 'contributor');
+    const url = `${contributor.invite_url}/upload`;
+    expect((await uploadTo(url, 'a.bin', randomBytes(60_000))).statusCode).toBe(201);
+
+    const before = storedFiles(app);
+    const files = await app.db.files.countDocuments();
+    // Over what is left: the stream stops at the byte past it, nothing is kept.
+    expectError(await uploadTo(url, 'b.bin', randomBytes(50_000)), 413, "File exceeds what is left of the data room's quota: 40000 of 100000 bytes (quota_bytes)");
+    expect(storedFiles(app)).toEqual(before);
+    expect(await app.db.files.countDocuments()).toBe(files);
+    // The same through the account's own upload route into the room.
+    expectError(await uploadTo(`/api/v1/data-rooms/${room.id}/upload`, 'b.bin', randomBytes(50_000), { key: owner.apiKey }), 413, /what is left of the data room's quota: 40000 of 100000/);
+    // Exactly what is left fits; then the room is full and reads no more.
+    expect((await uploadTo(url, 'c.bin', randomBytes(40_000))).statusCode).toBe(201);
+    expectError(await uploadTo(url, 'd.bin', 'x'), 413, "The data room's quota is used up: 100000 of 100000 bytes (quota_bytes); nothing was kept");
+    const audits = await app.db.auditEvents.find({ 'actor.type': 'room_member', 'actor.id': contributor.id, action: 'file.upload', outcome: 'failure' }).lean();
+    expect(audits.map((a) => a.details?.reason)).toEqual(expect.arrayContaining([expect.stringMatching(/quota is used up/), expect.stringMatching(/what is left/)]));
+
+    // A raised quota lets the next upload in.
+    const put = await call('PUT', `/data-rooms/${room.id}`, owner.apiKey, { quota_bytes: 100_001 });
+    expect(put.json().data).toMatchObject({ quota_bytes: 100_001 });
+    expect((await uploadTo(url, 'e.bin', 'y')).statusCode).toBe(201);
+    expect((await call('GET', `/data-rooms/${room.id}/files`, owner.apiKey)).json().data.map((f: { name: string }) => f.name).sort()).toEqual(['a.bin', 'c.bin', 'e.bin']);
   });
 
   test('revoked at once (410), an expired member or room 410, a deleted room 410; unknown and malformed tokens 404', async () => {

@@ -58,6 +58,10 @@ test('the account side: rooms, files and members, each with --json; bad input ex
   const eicarFile = join(work, 'eicar.com');
   writeFileSync(eicarFile, eicar());
   expect((await fails(['data-rooms', 'files', 'upload', room.id, eicarFile])).status).toBe(2);
+  // The room's quota: terms.txt (21 bytes) is in it; a quota of 30 leaves 9 bytes.
+  expect(await json(['data-rooms', 'update', room.id, '--quota-bytes', '30'])).toMatchObject({ quota_bytes: 30 });
+  expect(await fails(['data-rooms', 'files', 'upload', room.id, local])).toEqual({ status: 2, error: "File exceeds what is left of the data room's quota: 9 of 30 bytes (quota_bytes)" });
+  expect((await fails(['data-rooms', 'create', '--name', 'x', '--quota-bytes', '0'])).status).toBe(2);
 
   const member = await json(['data-rooms', 'members', 'add', room.id, '--email', 'partner@example.test', '--role', 'viewer']);
   expect(member).toMatchObject({ email: 'partner@example.test', role: 'viewer', status: 'active', invite_url: `/api/v1/rooms/${member.token}` });

@@ -8,6 +8,7 @@ export const roomColumns: Column<DataRoom>[] = [
   { header: 'name', get: (r) => r.name },
   { header: 'status', get: (r) => r.status },
   { header: 'expires_at', get: (r) => r.expires_at },
+  { header: 'quota', get: (r) => formatBytes(r.quota_bytes) },
   { header: 'created_at', get: (r) => r.created_at },
 ];
 
@@ -48,6 +49,7 @@ export const roomFlags = {
   name: Flags.string(nameFlag),
   description: Flags.string({ description: 'What the room is for (shown to the invited parties)' }),
   'expires-at': expiresAt,
+  'quota-bytes': Flags.integer({ description: 'Bytes the files uploaded into the room may hold together (default: the service\'s, 10 GiB unless configured)', min: 1 }),
 };
 export const roomCreateFlags = { ...roomFlags, name: Flags.string({ ...nameFlag, required: true }) };
 

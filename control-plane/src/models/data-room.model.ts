@@ -14,6 +14,8 @@ const schema = new Schema(
     description: { type: String, default: null },
     /** null: the room does not expire. */
     expires_at: { type: Date, default: null },
+    /** Bytes the uploads into the room may hold together; absent (rooms made before quotas): the service's default. */
+    quota_bytes: { type: Number },
     created_by: { type: actorSchema, required: true },
     created_at: { type: Date, required: true, default: () => new Date() },
     updated_at: { type: Date, required: true, default: () => new Date() },

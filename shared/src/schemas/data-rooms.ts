@@ -21,6 +21,12 @@ export type DataRoomMemberStatus = (typeof DATA_ROOM_MEMBER_STATUSES)[number];
 
 const Description = Type.Union([Type.String({ maxLength: 2000 }), Type.Null()]);
 const ExpiresAt = Type.Union([Type.String({ format: 'date-time' }), Type.Null()]);
+/**
+ * How many bytes the files uploaded into the room may hold together (docs/api.md "Data rooms"):
+ * an upload that would go past it answers 413 and keeps nothing. Files put in from the store do
+ * not count: they take no new space.
+ */
+const QuotaBytes = Type.Integer({ minimum: 1, maximum: Number.MAX_SAFE_INTEGER });
 
 export const DataRoom = Type.Object({
   id: Id,
@@ -29,6 +35,8 @@ export const DataRoom = Type.Object({
   /** null: the room does not expire. */
   expires_at: Type.Union([Timestamp, Type.Null()]),
   status: StringEnum(DATA_ROOM_STATUSES),
+  /** The room's upload quota (the service's `XFER_DATA_ROOM_QUOTA_BYTES` unless set). */
+  quota_bytes: Type.Integer(),
   created_at: Timestamp,
   updated_at: Timestamp,
   created_by: Actor,
@@ -36,14 +44,14 @@ export const DataRoom = Type.Object({
 export type DataRoom = Static<typeof DataRoom>;
 
 export const CreateDataRoomRequest = Type.Object(
-  { name: Name, description: Type.Optional(Description), expires_at: Type.Optional(ExpiresAt) },
+  { name: Name, description: Type.Optional(Description), expires_at: Type.Optional(ExpiresAt), quota_bytes: Type.Optional(QuotaBytes) },
   { additionalProperties: false },
 );
 export type CreateDataRoomRequest = Static<typeof CreateDataRoomRequest>;
 
 /** Any of the fields; `null` clears the description or the expiry. */
 export const UpdateDataRoomRequest = Type.Object(
-  { name: Type.Optional(Name), description: Type.Optional(Description), expires_at: Type.Optional(ExpiresAt) },
+  { name: Type.Optional(Name), description: Type.Optional(Description), expires_at: Type.Optional(ExpiresAt), quota_bytes: Type.Optional(QuotaBytes) },
   { additionalProperties: false },
 );
 export type UpdateDataRoomRequest = Static<typeof UpdateDataRoomRequest>;

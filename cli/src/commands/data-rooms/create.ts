@@ -17,6 +17,7 @@ After --expires-at every invite answers 410 until the room is given a later end.
     const f = this.flags;
     const room = await this.client().dataRooms.create({
       name: f.name, ...(f.description !== undefined && { description: f.description }), ...(f['expires-at'] !== undefined && { expires_at: f['expires-at'] }),
+      ...(f['quota-bytes'] !== undefined && { quota_bytes: f['quota-bytes'] }),
     });
     this.print(record(room));
     return room;

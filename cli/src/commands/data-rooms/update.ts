@@ -26,6 +26,7 @@ Exit code 4 when the room is unknown or deleted, 2 for a bad field.`;
       ...(f.description !== undefined && { description: f.description }),
       ...(f['expires-at'] !== undefined && { expires_at: f['expires-at'] }),
       ...(f['clear-expiry'] && { expires_at: null }),
+      ...(f['quota-bytes'] !== undefined && { quota_bytes: f['quota-bytes'] }),
     };
     if (Object.keys(body).length === 0) throw usageError(Messages.nothingToUpdate);
     const room = await this.client().dataRooms.update(this.args.id, body);

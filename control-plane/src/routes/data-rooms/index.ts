@@ -9,7 +9,7 @@ import { ForbiddenError } from '../../errors.js';
 import { principalOf, requireExpiryWithin, type Principal } from '../../plugins/app/access/index.js';
 import { requireMultipart } from '../../plugins/external/multipart.js';
 import {
-  futureDate, inviteUrl, presentRoom, type MemberSubject, type RoomFileSubject, type RoomSubject, type StoredRoom,
+  futureDate, inviteUrl, type MemberSubject, type RoomFileSubject, type RoomSubject, type StoredRoom,
 } from '../../plugins/app/data-rooms/index.js';
 import { closeIfUnread, uploadIntoRoom } from './room-upload.js';
 
@@ -74,7 +74,7 @@ const dataRooms: FastifyPluginAsync = async (fastify) => {
     schema: { params: IdParams, response: { 200: Envelope(DataRoom) } },
     config: read,
     onRequest: loadRoom,
-  }, async (request) => ({ data: presentRoom(roomOf(request)) }));
+  }, async (request) => ({ data: app.dataRooms.present(roomOf(request)) }));
 
   app.put('/data-rooms/:id', {
     schema: { params: IdParams, body: UpdateDataRoomRequest, response: { 200: Envelope(DataRoom) } },

@@ -18,7 +18,10 @@ export interface RoomUploader {
  * through the file store's own intake (routes/files/upload.ts: streamed to the scanner and the
  * store at once, never buffered). It lands in the account's store under the room's folder and
  * is put in the room; `file.uploaded` and `data_room.file_added` are emitted. Blocked by the
- * scan → 422 with `file.scan_blocked`, a `denied` audit record and nothing kept.
+ * scan → 422 with `file.scan_blocked`, a `denied` audit record and nothing kept. The room's quota
+ * bounds it (413, nothing kept): a full room reads no body, the stream stops at the byte past what
+ * is left, and the total is checked again before the file is kept, so uploads racing each other
+ * overshoot it by at most what the others committed between that check and their own commit.
  */
 export async function uploadIntoRoom(
   app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, room: StoredRoom, by: RoomUploader,
@@ -30,7 +33,10 @@ export async function uploadIntoRoom(
   reply.raw.once('close', onClose);
   let received: Awaited<ReturnType<typeof receiveUpload>>;
   try {
-    received = await receiveUpload(app, request, gone.signal, { folder: roomFolder(room._id) });
+    const { quota, used, remaining } = await app.dataRooms.uploadAllowance(room);
+    if (remaining === 0) throw roomFull(quota, used);
+    const limit = { maxBytes: remaining, message: `File exceeds what is left of the data room's quota: ${remaining} of ${quota} bytes (quota_bytes)` };
+    received = await receiveUpload(app, request, gone.signal, { folder: roomFolder(room._id), limit });
   } catch (err) {
     if (err instanceof AppError && (err.statusCode >= 500 || err instanceof PayloadTooLargeError || err instanceof ClientGoneError)) {
       await app.audit.recordRequest(by.audit, { action: 'file.upload', outcome: 'failure', details: { reason: err.message, data_room_id: roomId } });
@@ -49,6 +55,14 @@ export async function uploadIntoRoom(
     throw new UnprocessableEntityError(`File rejected: malware detected (${signature})`);
   }
 
+  // Uploads that ran beside this one may have filled the room meanwhile.
+  const now = await app.dataRooms.uploadAllowance(room);
+  if (received.size > now.remaining) {
+    await app.files.discard({ pending: received.pending });
+    const err = roomFull(now.quota, now.used);
+    await app.audit.recordRequest(by.audit, { action: 'file.upload', outcome: 'failure', details: { reason: err.message, data_room_id: roomId } });
+    throw err;
+  }
   const record = await app.files.commit({ accountId, actor: by.actor }, received, request.log);
   const { name, folder, size, sha256, mimeType } = received;
   await app.audit.recordRequest(by.audit, {
@@ -58,6 +72,11 @@ export async function uploadIntoRoom(
   const entry = await app.dataRooms.link(room, record, by.actor);
   await app.outbox.emit(accountId, 'data_room.file_added', { room_id: roomId, file_id: record.id, name, size, sha256, added_by: by.actor });
   return entry;
+}
+
+/** 413 for an upload into a room whose quota is spent. */
+function roomFull(quota: number, used: number): PayloadTooLargeError {
+  return new PayloadTooLargeError(`The data room's quota is used up: ${used} of ${quota} bytes (quota_bytes); nothing was kept`);
 }
 
 /** Headers of an upload route: an answer given before the whole body arrived closes the connection (as POST /files/upload). */

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { BadRequestError } from '../../errors.js';
 import { MULTIPART_FIELD_MAX_BYTES, multipartProblem } from '../../plugins/external/multipart.js';
 import {
-  fileNameProblem, normalizeFolder, type BlockedUpload, type ReceivedUpload, type ScannedContent,
+  fileNameProblem, normalizeFolder, type BlockedUpload, type ReceivedUpload, type ScannedContent, type UploadLimit,
 } from '../../plugins/app/files/files.service.js';
 
 /** The client went away before the body was complete. */
@@ -15,10 +15,11 @@ export class ClientGoneError extends BadRequestError {
  * after the whole body has been read, so a `path` after the file still decides the record). The
  * file part streams to the scanner and the store through `app.files.receive`. Every failure
  * discards what was stored; the client going away (`signal`) too. With `options.folder` the
- * upload goes there and a `path` part is refused.
+ * upload goes there and a `path` part is refused; with `options.limit` the file may be at most that
+ * large (a data room's remaining quota).
  */
 export async function receiveUpload(
-  app: FastifyInstance, request: FastifyRequest, signal: AbortSignal, options: { folder?: string } = {},
+  app: FastifyInstance, request: FastifyRequest, signal: AbortSignal, options: { folder?: string; limit?: UploadLimit } = {},
 ): Promise<ReceivedUpload | BlockedUpload> {
   // A fixed folder (a data room's) takes no `path` part.
   const allowed = options.folder === undefined ? 'file, path' : 'file';
@@ -46,7 +47,7 @@ export async function receiveUpload(
         throw new BadRequestError(`Upload file name ${problem}`);
       }
       fileName = part.filename;
-      file = await app.files.receive(part.file, part.filename, signal);
+      file = await app.files.receive(part.file, part.filename, signal, options.limit);
     }
   } catch (err) {
     if (file && !file.verdict.clean) return app.files.blocked(file, fileName!, folder);

@@ -14,14 +14,15 @@ export type StoredRoom = DataRoomDoc & { _id: Types.ObjectId };
 type StoredRoomFile = DataRoomFileDoc & { _id: Types.ObjectId };
 type AccountId = string | Types.ObjectId;
 
-/** The one read shape of a room: no account. */
-export function presentRoom(doc: StoredRoom, now = new Date()): DataRoom {
+/** The one read shape of a room: no account. `defaultQuota` is config.dataRoomQuotaBytes. */
+export function presentRoom(doc: StoredRoom, defaultQuota: number, now = new Date()): DataRoom {
   return {
     id: String(doc._id),
     name: doc.name,
     description: doc.description ?? null,
     expires_at: doc.expires_at ? doc.expires_at.toISOString() : null,
     status: roomExpired(doc, now) ? 'expired' : 'active',
+    quota_bytes: doc.quota_bytes ?? defaultQuota,
     created_at: doc.created_at.toISOString(),
     updated_at: doc.updated_at.toISOString(),
     created_by: { type: doc.created_by.type as Actor['type'], id: doc.created_by.id ?? null },
@@ -63,12 +64,32 @@ const roomFileNotFound = (id: string) => new NotFoundError(`File ${id} is not in
  * are the same 404. A room's files are the store's own (`app.files`): only live files show.
  */
 export class DataRoomsService {
-  constructor(private readonly o: { db: Models; files: FilesService }) {}
+  constructor(private readonly o: { db: Models; files: FilesService; defaultQuotaBytes: number }) {}
+
+  /** The room's read shape. */
+  present(doc: StoredRoom, now = new Date()): DataRoom {
+    return presentRoom(doc, this.o.defaultQuotaBytes, now);
+  }
 
   list(accountId: AccountId, query: ListDataRoomsQuery): Promise<Page<DataRoom>> {
     const now = new Date();
     return paginate(this.o.db.dataRooms, { account_id: new Types.ObjectId(String(accountId)), deleted_at: null }, query,
-      (doc) => presentRoom(doc as StoredRoom, now));
+      (doc) => this.present(doc as StoredRoom, now));
+  }
+
+  /**
+   * What an upload into the room may still add: its quota less the live files uploaded into it
+   * (the store's files in the room's folder; files put in from elsewhere take no new space). One
+   * aggregate over the room's folder.
+   */
+  async uploadAllowance(room: StoredRoom): Promise<{ quota: number; used: number; remaining: number }> {
+    const [sum] = await this.o.db.files.aggregate<{ used: number }>([
+      { $match: { ...liveFiles(room.account_id), path: roomFolder(room._id) } },
+      { $group: { _id: null, used: { $sum: '$size' } } },
+    ]);
+    const quota = room.quota_bytes ?? this.o.defaultQuotaBytes;
+    const used = sum?.used ?? 0;
+    return { quota, used, remaining: Math.max(0, quota - used) };
   }
 
   /** The caller's room (expired or not), or 404. */
@@ -84,24 +105,27 @@ export class DataRoomsService {
     const _id = new Types.ObjectId();
     await beforeWrite({ id: String(_id), name: input.name });
     const doc = await this.o.db.dataRooms.create({
-      _id, account_id: accountId, name: input.name, description: input.description ?? null, expires_at: expiresAt, created_by: by,
+      _id, account_id: accountId, name: input.name, description: input.description ?? null, expires_at: expiresAt,
+      quota_bytes: input.quota_bytes ?? this.o.defaultQuotaBytes, created_by: by,
     });
-    return presentRoom(doc.toObject() as StoredRoom);
+    return this.present(doc.toObject() as StoredRoom);
   }
 
   /** Changes the given fields; `expires_at: null` makes the room last, a new date reopens an expired one. */
   async update(accountId: AccountId, id: string, input: UpdateDataRoomRequest, beforeWrite: BeforeRoomWrite = nothing): Promise<DataRoom> {
     const changed = Object.keys(input).sort();
-    if (changed.length === 0) throw new BadRequestError('body must contain at least one of name, description, expires_at');
+    if (changed.length === 0) throw new BadRequestError('body must contain at least one of name, description, expires_at, quota_bytes');
     const doc = await this.get(accountId, id);
     const set: Record<string, unknown> = { updated_at: new Date() };
     if (input.name !== undefined) set.name = input.name;
     if (input.description !== undefined) set.description = input.description;
     if (input.expires_at !== undefined) set.expires_at = futureDate('expires_at', input.expires_at);
+    // A lower quota than what the room holds is allowed: it stops further uploads, removes nothing.
+    if (input.quota_bytes !== undefined) set.quota_bytes = input.quota_bytes;
     await beforeWrite({ id: String(doc._id), name: input.name ?? doc.name, changed });
     const updated = await this.o.db.dataRooms.findOneAndUpdate({ _id: doc._id, account_id: doc.account_id, deleted_at: null }, { $set: set }, { new: true }).lean();
     if (!updated) throw roomNotFound(id);
-    return presentRoom(updated as StoredRoom);
+    return this.present(updated as StoredRoom);
   }
 
   /** Marks the room deleted: its members' invites answer 410 from now on. The files stay in the store. */

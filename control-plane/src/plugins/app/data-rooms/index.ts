@@ -23,7 +23,7 @@ declare module 'fastify' {
  */
 export default fp(
   async (app) => {
-    app.decorate('dataRooms', new DataRoomsService({ db: app.db, files: app.files }));
+    app.decorate('dataRooms', new DataRoomsService({ db: app.db, files: app.files, defaultQuotaBytes: app.config.dataRoomQuotaBytes }));
     app.decorate('dataRoomMembers', new DataRoomMembersService({ db: app.db }));
   },
   { name: 'data-rooms', dependencies: ['mongoose', 'files'] },

@@ -11,9 +11,9 @@ import { BadRequestError, NotFoundError, ServiceUnavailableError } from '../../.
 import type { Outbox } from '../webhooks/index.js';
 import { StoredObjectMissingError, type FileStore } from './store/index.js';
 import type { Scanner } from './scanner.js';
-import { scanAndStore, type BlockedUpload, type IntakeOptions, type ReceivedUpload, type ScannedContent } from './upload-intake.js';
+import { scanAndStore, type BlockedUpload, type IntakeOptions, type ReceivedUpload, type ScannedContent, type UploadLimit } from './upload-intake.js';
 
-export type { BlockedUpload, ReceivedUpload, ScannedContent } from './upload-intake.js';
+export type { BlockedUpload, ReceivedUpload, ScannedContent, UploadLimit } from './upload-intake.js';
 
 type AccountId = string | Types.ObjectId;
 export type StoredFile = FileDoc & { _id: Types.ObjectId };
@@ -199,12 +199,12 @@ export class FilesService {
    * Streams one uploaded file's content to the malware scanner and into the store at once
    * (upload-intake.ts `scanAndStore`): nothing of it is committed yet.
    */
-  receive(source: Readable & { truncated?: boolean }, name: string, signal: AbortSignal): Promise<ScannedContent> {
-    return scanAndStore(this.intake, source, name, signal);
+  receive(source: Readable & { truncated?: boolean }, name: string, signal: AbortSignal, limit?: UploadLimit): Promise<ScannedContent> {
+    return scanAndStore(this.intake, source, name, signal, limit);
   }
 
   /** Removes what `content` stored (best effort: a failure is logged, the sweep removes it later). */
-  async discard(content: ScannedContent | undefined, what = 'an upload'): Promise<void> {
+  async discard(content: Pick<ScannedContent, 'pending'> | undefined, what = 'an upload'): Promise<void> {
     await content?.pending?.discard().catch((err: unknown) => this.log.warn({ err }, `could not discard ${what}`));
   }
 

@@ -53,12 +53,21 @@ export interface IntakeOptions {
   log: FastifyBaseLogger;
 }
 
+/**
+ * A limit tighter than `uploadMaxBytes` for one upload (a data room's remaining quota), and the
+ * 413 message that names it.
+ */
+export interface UploadLimit {
+  maxBytes: number;
+  message: string;
+}
+
 /** Counts bytes and fails the stream with 413 the moment there is one too many. */
-function sizeLimiter(maxBytes: number): Transform & { bytes: number } {
+function sizeLimiter(limit: UploadLimit): Transform & { bytes: number } {
   const limiter = new Transform({
     transform(chunk: Buffer, _encoding, callback) {
       limiter.bytes += chunk.length;
-      if (limiter.bytes > maxBytes) return callback(new PayloadTooLargeError(`File exceeds the upload limit of ${maxBytes} bytes`));
+      if (limiter.bytes > limit.maxBytes) return callback(new PayloadTooLargeError(limit.message));
       callback(null, chunk);
     },
   }) as Transform & { bytes: number };
@@ -124,9 +133,11 @@ async function detectMimeType(head: Buffer, name: string): Promise<string> {
  * to discard.
  */
 export async function scanAndStore(
-  options: IntakeOptions, source: Readable & { truncated?: boolean }, name: string, outer: AbortSignal,
+  options: IntakeOptions, source: Readable & { truncated?: boolean }, name: string, outer: AbortSignal, tighter?: UploadLimit,
 ): Promise<ScannedContent> {
   const { scanner, store, uploadMaxBytes, log } = options;
+  const serviceLimit = { maxBytes: uploadMaxBytes, message: `File exceeds the upload limit of ${uploadMaxBytes} bytes` };
+  const limit = tighter && tighter.maxBytes < uploadMaxBytes ? tighter : serviceLimit;
   const controller = new AbortController();
   const { signal } = controller;
   const stop = (reason: unknown) => { if (!signal.aborted) controller.abort(reason); };
@@ -134,7 +145,7 @@ export async function scanAndStore(
   if (outer.aborted) onOuterAbort();
   else outer.addEventListener('abort', onOuterAbort, { once: true });
 
-  const limiter = sizeLimiter(uploadMaxBytes);
+  const limiter = sizeLimiter(limit);
   const inspect = inspector();
   const toScanner = new PassThrough();
   const toStore = new PassThrough();
@@ -164,7 +175,7 @@ export async function scanAndStore(
   if (verdict && !verdict.clean) return result(pending);
   const failure = signal.aborted ? signal.reason : [piped, scanned, stored].find((r) => r.status === 'rejected')?.reason;
   const short = source.truncated
-    ? new PayloadTooLargeError(`File exceeds the upload limit of ${uploadMaxBytes} bytes`)
+    ? new PayloadTooLargeError(serviceLimit.message)
     : pending && pending.size !== limiter.bytes ? new ServiceUnavailableError(`File store kept ${pending.size} of ${limiter.bytes} bytes`) : null;
   if (failure || short || !verdict || !pending) {
     await pending?.discard().catch((err: unknown) => log.warn({ err }, 'could not discard an upload'));
