@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { App } from '../src/app.js';
 import { Messages, SCOPES } from '@xfer/shared';
 import { auth, buildTestApp, createAccount, createKey, expectError, login, type TestAccount } from './helper.js';
+import { eventually } from './protocol-client.js';
 
 let app: App;
 let owner: TestAccount;
@@ -84,15 +85,33 @@ describe('GET /api-keys', () => {
     expect(res.json().data).toHaveLength(1); // its own bootstrap key
   });
 
-  test('last_used_at is recorded', async () => {
+  test('last_used_at is recorded apart from the key, and shown in the list', async () => {
     const key = await createKey(app, owner.apiKey, ['api-keys:read']);
-    await app.inject({ method: 'GET', url: '/api/v1/api-keys', headers: auth(key) });
-    let stored = null;
-    for (let i = 0; i < 20 && !stored?.last_used_at; i++) {
-      await new Promise((r) => setTimeout(r, 50));
-      stored = await app.db.apiKeys.findOne({ key_prefix: `${key.slice(0, 12)}...` }).lean();
+    const prefix = `${key.slice(0, 12)}...`;
+    const listed = async () => ((await app.inject({ method: 'GET', url: '/api/v1/api-keys?limit=100', headers: auth(owner.apiKey) })).json().data as Array<{ key_prefix: string; last_used_at: string | null }>)
+      .find((k) => k.key_prefix === prefix);
+    expect((await listed())!.last_used_at).toBeNull();
+    const before = Date.now();
+    expect((await app.inject({ method: 'GET', url: '/api/v1/api-keys', headers: auth(key) })).statusCode).toBe(200);
+    const shown = await eventually(async () => (await listed())!.last_used_at, 'last_used_at shown');
+    expect(Date.parse(shown)).toBeGreaterThanOrEqual(before - 1000);
+    // The key's own document is never written by a use: only its creation and revocation write it.
+    expect((await app.db.apiKeys.findOne({ key_prefix: prefix }).lean())!.last_used_at).toBeNull();
+  });
+
+  test('a revocation racing the first uses of the key is never undone (FerretDB writes whole documents back)', async () => {
+    for (let i = 0; i < 15; i++) {
+      const { id, key } = (await create(owner.apiKey, { name: `raced-${i}`, scopes: ['api-keys:read'] })).json().data;
+      const [used, revoked] = await Promise.all([
+        app.inject({ method: 'GET', url: '/api/v1/api-keys', headers: auth(key) }),
+        app.inject({ method: 'DELETE', url: `/api/v1/api-keys/${id}`, headers: auth(owner.apiKey) }),
+      ]);
+      expect(revoked.statusCode).toBe(200);
+      // A use that got in records itself off the request: let that write land first.
+      if (used.statusCode === 200) await eventually(async () => app.db.apiKeyUses.exists({ _id: id }), 'use recorded');
+      expect((await app.db.apiKeys.findById(id).lean())!.revoked_at).toBeInstanceOf(Date);
+      expectError(await app.inject({ method: 'GET', url: '/api/v1/api-keys', headers: auth(key) }), 401, Messages.unauthenticated);
     }
-    expect(stored!.last_used_at).toBeInstanceOf(Date);
   });
 });
 

@@ -49,8 +49,9 @@ function newKey(): string {
   return `svc_${randomBytes(32).toString('base64url')}`;
 }
 
-/** A key as the API shows it: never its hash. */
-export function presentApiKey(doc: ApiKeyDoc & { _id: Types.ObjectId }): ApiKey {
+/** A key as the API shows it: never its hash. `lastUse`: its `api_key_uses` record. */
+export function presentApiKey(doc: ApiKeyDoc & { _id: Types.ObjectId }, lastUse: Date | null = null): ApiKey {
+  const lastUsed = [doc.last_used_at, lastUse].reduce<Date | null>((a, b) => (b && (!a || b > a) ? b : a), null);
   return {
     id: String(doc._id),
     name: doc.name,
@@ -58,7 +59,7 @@ export function presentApiKey(doc: ApiKeyDoc & { _id: Types.ObjectId }): ApiKey 
     scopes: [...doc.scopes],
     created_at: doc.created_at.toISOString(),
     expires_at: doc.expires_at ? doc.expires_at.toISOString() : null,
-    last_used_at: doc.last_used_at ? doc.last_used_at.toISOString() : null,
+    last_used_at: lastUsed ? lastUsed.toISOString() : null,
     revoked_at: doc.revoked_at ? doc.revoked_at.toISOString() : null,
     service_principal: doc.service_principal ?? null,
   };
@@ -75,10 +76,14 @@ export class ApiKeysService {
   }
 
   /** The account's keys that are not revoked (only one service principal's with `service_principal`), one page. */
-  list(accountId: string, query: ListApiKeysQuery) {
+  async list(accountId: string, query: ListApiKeysQuery) {
     const { service_principal: principal, ...page } = query;
     const filter = { account_id: accountId, revoked_at: null, ...(principal !== undefined ? { service_principal: principal } : {}) };
-    return paginate(this.db.apiKeys, filter, page, presentApiKey);
+    const keys = await paginate(this.db.apiKeys, filter, page, (doc) => doc as ApiKeyDoc & { _id: Types.ObjectId });
+    // One read of the page's last uses (api-key-use.model.ts: kept apart from the keys).
+    const uses = await this.db.apiKeyUses.find({ _id: { $in: keys.data.map((k) => k._id) }, account_id: accountId }).lean();
+    const lastUse = new Map(uses.map((u) => [String(u._id), u.last_used_at]));
+    return { data: keys.data.map((k) => presentApiKey(k, lastUse.get(String(k._id)) ?? null)), next_cursor: keys.next_cursor };
   }
 
   /** Whether `clientId` is a registered service principal of the account (`/settings/service-principals`). */

@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { scopesForRole, type Actor, type Plan, type Role, type Scope } from '@xfer/shared';
 import { sha256Hex } from '../../../lib/crypto.js';
 import { toObjectId } from '../../../lib/pagination.js';
+import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 import type { Models } from '../../../models/index.js';
 
 /** The authenticated caller of a request. */
@@ -48,7 +49,6 @@ interface KeyFields {
   scopes: string[];
   expires_at: Date | null;
   revoked_at: Date | null;
-  last_used_at: Date | null;
   service_principal?: string | null;
 }
 
@@ -117,7 +117,7 @@ export class AuthService {
     // query's casting and captured stack cost more than the read's own work in the process.
     const key = await this.db.apiKeys.collection.findOne<KeyFields>(
       { key_hash: keyHash },
-      { projection: { account_id: 1, scopes: 1, expires_at: 1, revoked_at: 1, last_used_at: 1, service_principal: 1 } },
+      { projection: { account_id: 1, scopes: 1, expires_at: 1, revoked_at: 1, service_principal: 1 } },
     );
     const denied = (reason: string): AuthResult => ({
       denied: { actor: { type: 'api_key', id: key ? String(key._id) : null }, accountId: key ? String(key.account_id) : null, reason },
@@ -148,17 +148,20 @@ export class AuthService {
     };
   }
 
-  /** Updates the key's last_used_at, at most once per LAST_USED_GRANULARITY_MS, off the request. */
+  /**
+   * Records the key's last use, at most once per LAST_USED_GRANULARITY_MS per instance, off the
+   * request, in `api_key_uses`: never in the key's own document, which a revocation writes
+   * (api-key-use.model.ts says why). Two instances' first uses may race to insert: the loser's
+   * duplicate key is that same use, already recorded.
+   */
   private touch(key: KeyFields, now: Date): void {
     const keyId = String(key._id);
-    const lastUsed = Math.max(key.last_used_at?.getTime() ?? 0, this.touched.get(keyId) ?? 0);
-    if (now.getTime() - lastUsed <= LAST_USED_GRANULARITY_MS) return;
+    if (now.getTime() - (this.touched.get(keyId) ?? 0) <= LAST_USED_GRANULARITY_MS) return;
     if (this.touched.size >= MAX_CACHED) this.touched.clear();
     this.touched.set(keyId, now.getTime());
-    const stale = new Date(now.getTime() - LAST_USED_GRANULARITY_MS);
-    this.db.apiKeys
-      .updateOne({ _id: key._id, $or: [{ last_used_at: null }, { last_used_at: { $lt: stale } }] }, { $set: { last_used_at: now } })
-      .catch((err: unknown) => this.log.warn({ err }, 'could not update last_used_at'));
+    this.db.apiKeyUses.collection
+      .updateOne({ _id: key._id }, { $set: { account_id: key.account_id, last_used_at: now } }, { upsert: true })
+      .catch((err: unknown) => { if (!isDuplicateKey(err)) this.log.warn({ err }, 'could not update last_used_at'); });
   }
 
   private async sessionPrincipal(token: string): Promise<AuthResult> {
