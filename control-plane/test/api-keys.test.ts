@@ -108,7 +108,7 @@ describe('GET /api-keys', () => {
       ]);
       expect(revoked.statusCode).toBe(200);
       // A use that got in records itself off the request: let that write land first.
-      if (used.statusCode === 200) await eventually(async () => app.db.apiKeyUses.exists({ _id: id }), 'use recorded');
+      if (used.statusCode === 200) await eventually(async () => app.db.lastUses.exists({ _id: id }), 'use recorded');
       expect((await app.db.apiKeys.findById(id).lean())!.revoked_at).toBeInstanceOf(Date);
       expectError(await app.inject({ method: 'GET', url: '/api/v1/api-keys', headers: auth(key) }), 401, Messages.unauthenticated);
     }

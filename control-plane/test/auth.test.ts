@@ -63,7 +63,7 @@ describe('authentication', () => {
   test('an expired key is 401', async () => {
     const key = await createKey(app, owner.apiKey, ['api-keys:read'], { expires_in_days: 1 });
     expect((await listKeys(key)).statusCode).toBe(200);
-    // The first use's sampled write goes to api_key_uses, never to the key's document, so the
+    // The first use's sampled write goes to last_uses, never to the key's document, so the
     // expiry set here cannot be written over by it (api-key-use.model.ts).
     await app.db.apiKeys.updateOne({ key_prefix: `${key.slice(0, 12)}...` }, { $set: { expires_at: new Date(Date.now() - 1000) } });
     expectError(await listKeys(key), 401, Messages.unauthenticated);

@@ -54,12 +54,12 @@ test('a session of a deleted user, or of a user whose role changed, is judged af
 test('authenticated reads write nothing; last_used_at is sampled (once per minute per key)', async () => {
   const key = await createKey(a, owner.apiKey, ['transfers:read', 'activity:read']);
   const keyId = (await a.db.apiKeys.findOne({ account_id: owner.accountId }).sort({ _id: -1 }).lean())!._id;
-  // The first use on each instance records it (api_key_uses, once per key and minute per instance).
+  // The first use on each instance records it (last_uses, once per key and minute per instance).
   expect((await get(b, key)).statusCode).toBe(200);
-  const firstUse = await eventually(async () => (await a.db.apiKeyUses.findById(keyId).lean())?.last_used_at, 'last_used_at set');
+  const firstUse = await eventually(async () => (await a.db.lastUses.findById(keyId).lean())?.at, 'last_used_at set');
   expect((await get(a, key)).statusCode).toBe(200);
-  await eventually(async () => ((await a.db.apiKeyUses.findById(keyId).lean())?.last_used_at ?? firstUse) > firstUse, 'second instance recorded its use');
-  const sampled = (await a.db.apiKeyUses.findById(keyId).lean())!.last_used_at;
+  await eventually(async () => ((await a.db.lastUses.findById(keyId).lean())?.at ?? firstUse) > firstUse, 'second instance recorded its use');
+  const sampled = (await a.db.lastUses.findById(keyId).lean())!.at;
   // The webhook deliverer marks the events of the tests above (user.login, user.registered) done
   // on its own timer: let it finish, so that any write seen comes from a request.
   await eventually(async () => (await a.db.outboxEvents.countDocuments({ status: 'pending' })) === 0, 'outbox fanned out');
@@ -83,7 +83,7 @@ test('authenticated reads write nothing; last_used_at is sampled (once per minut
     for (const app of [a, b]) app.dbConnection.set('debug', false);
   }
   expect(writes).toEqual([]);
-  expect((await a.db.apiKeyUses.findById(keyId).lean())!.last_used_at).toEqual(sampled);
+  expect((await a.db.lastUses.findById(keyId).lean())!.at).toEqual(sampled);
 });
 
 test('a refused key stays refused without a read; a good key next to it is read every time', async () => {

@@ -119,6 +119,25 @@ describe('GET /users', () => {
     expect(res.json().data).toMatchObject({ id: owner.userId, email: owner.email, role: 'owner' });
     expect(res.json().data.last_login_at).toEqual(expect.any(String));
   });
+
+  test("a sign-in writes nothing to the user's document (FerretDB writes whole documents back: it would undo a role change racing it)", async () => {
+    const member = await addUser('member');
+    const before = (await getUser(owner.apiKey, member.id)).json().data.last_login_at as string;
+    const writes: string[] = [];
+    app.dbConnection.set('debug', (collection: string, method: string) => {
+      if (collection === 'users' && /^(insert|update|replace|findOneAndUpdate|findOneAndReplace|bulkWrite)/.test(method)) writes.push(method);
+    });
+    try {
+      await login(app, member.email, member.password);
+    } finally {
+      app.dbConnection.set('debug', false);
+    }
+    expect(writes).toEqual([]);
+    const after = (await getUser(owner.apiKey, member.id)).json().data.last_login_at as string;
+    expect(Date.parse(after)).toBeGreaterThanOrEqual(Date.parse(before));
+    expect((await app.inject({ method: 'GET', url: '/api/v1/users?limit=100', headers: auth(owner.apiKey) })).json().data
+      .find((u: { id: string }) => u.id === member.id).last_login_at).toBe(after);
+  });
 });
 
 describe('roles', () => {

@@ -10,7 +10,7 @@ const schema = new Schema(
     scopes: { type: [String], required: true },
     created_by: { type: { type: String, required: true }, id: { type: String, default: null } },
     expires_at: { type: Date, default: null },
-    /** Keys used before `api_key_uses` existed; newer uses are there (api-key-use.model.ts). */
+    /** Uses before `last_uses` existed; later ones are there (last-use.model.ts). */
     last_used_at: { type: Date, default: null },
     revoked_at: { type: Date, default: null },
     /** Client id of the registered service principal the key acts as (`/settings/service-principals`); null: none. */

@@ -1,7 +1,7 @@
 import type { Connection } from 'mongoose';
 import { accountModel } from './account.model.js';
 import { apiKeyModel } from './api-key.model.js';
-import { apiKeyUseModel } from './api-key-use.model.js';
+import { lastUseModel } from './last-use.model.js';
 import { auditEventModel } from './audit-event.model.js';
 import { connectionModel } from './connection.model.js';
 import { rateLimitCountModel } from './rate-limit-count.model.js';
@@ -47,7 +47,7 @@ export function registerModels(conn: Connection) {
     users: userModel(conn),
     otpUses: otpUseModel(conn),
     apiKeys: apiKeyModel(conn),
-    apiKeyUses: apiKeyUseModel(conn),
+    lastUses: lastUseModel(conn),
     auditEvents: auditEventModel(conn),
     connections: connectionModel(conn),
     rateLimitCounts: rateLimitCountModel(conn),

@@ -10,6 +10,7 @@ const schema = new Schema(
     name: { type: String, required: true },
     role: { type: String, enum: ROLES, required: true },
     password_hash: { type: String, required: true },
+    /** Sign-ins before `last_uses` existed; later ones are there (last-use.model.ts). */
     last_login_at: { type: Date, default: null },
     /** Sessions issued before this instant are refused ("sign out everywhere", password change). */
     sessions_valid_after: { type: Date, required: true, default: () => new Date(0) },

@@ -3,6 +3,7 @@ import { Types } from 'mongoose';
 import { isScope, Messages, type ApiKey, type Actor, type CreateApiKeyRequest, type ListApiKeysQuery, type Scope, type ServicePrincipal } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import type { ApiKeyDoc } from '../../../models/api-key.model.js';
+import { later, lastUsesOf } from '../../../models/last-use.model.js';
 import { sha256Hex } from '../../../lib/crypto.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
 import { BadRequestError, ForbiddenError, NotFoundError } from '../../../errors.js';
@@ -49,9 +50,9 @@ function newKey(): string {
   return `svc_${randomBytes(32).toString('base64url')}`;
 }
 
-/** A key as the API shows it: never its hash. `lastUse`: its `api_key_uses` record. */
+/** A key as the API shows it: never its hash. `lastUse`: its `last_uses` record. */
 export function presentApiKey(doc: ApiKeyDoc & { _id: Types.ObjectId }, lastUse: Date | null = null): ApiKey {
-  const lastUsed = [doc.last_used_at, lastUse].reduce<Date | null>((a, b) => (b && (!a || b > a) ? b : a), null);
+  const lastUsed = later(doc.last_used_at, lastUse);
   return {
     id: String(doc._id),
     name: doc.name,
@@ -80,9 +81,8 @@ export class ApiKeysService {
     const { service_principal: principal, ...page } = query;
     const filter = { account_id: accountId, revoked_at: null, ...(principal !== undefined ? { service_principal: principal } : {}) };
     const keys = await paginate(this.db.apiKeys, filter, page, (doc) => doc as ApiKeyDoc & { _id: Types.ObjectId });
-    // One read of the page's last uses (api-key-use.model.ts: kept apart from the keys).
-    const uses = await this.db.apiKeyUses.find({ _id: { $in: keys.data.map((k) => k._id) }, account_id: accountId }).lean();
-    const lastUse = new Map(uses.map((u) => [String(u._id), u.last_used_at]));
+    // One read of the page's last uses (last-use.model.ts: kept apart from the keys).
+    const lastUse = await lastUsesOf(this.db.lastUses, new Types.ObjectId(accountId), keys.data.map((k) => k._id));
     return { data: keys.data.map((k) => presentApiKey(k, lastUse.get(String(k._id)) ?? null)), next_cursor: keys.next_cursor };
   }
 

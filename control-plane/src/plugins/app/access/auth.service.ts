@@ -150,8 +150,8 @@ export class AuthService {
 
   /**
    * Records the key's last use, at most once per LAST_USED_GRANULARITY_MS per instance, off the
-   * request, in `api_key_uses`: never in the key's own document, which a revocation writes
-   * (api-key-use.model.ts says why). Two instances' first uses may race to insert: the loser's
+   * request, in `last_uses`: never in the key's own document, which a revocation writes
+   * (last-use.model.ts says why). Two instances' first uses may race to insert: the loser's
    * duplicate key is that same use, already recorded.
    */
   private touch(key: KeyFields, now: Date): void {
@@ -159,8 +159,8 @@ export class AuthService {
     if (now.getTime() - (this.touched.get(keyId) ?? 0) <= LAST_USED_GRANULARITY_MS) return;
     if (this.touched.size >= MAX_CACHED) this.touched.clear();
     this.touched.set(keyId, now.getTime());
-    this.db.apiKeyUses.collection
-      .updateOne({ _id: key._id }, { $set: { account_id: key.account_id, last_used_at: now } }, { upsert: true })
+    this.db.lastUses.collection
+      .updateOne({ _id: key._id }, { $set: { account_id: key.account_id, kind: 'api_key', at: now } }, { upsert: true })
       .catch((err: unknown) => { if (!isDuplicateKey(err)) this.log.warn({ err }, 'could not update last_used_at'); });
   }
 

@@ -2,6 +2,7 @@ import { LoginMessages, Messages, type LoginRequest, type Session } from '@xfer/
 import { UnauthorizedError } from '../../../errors.js';
 import { verifyPassword } from '../../../lib/crypto.js';
 import type { Models } from '../../../models/index.js';
+import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 import type { Outbox } from '../webhooks/index.js';
 import type { AuditService } from './audit.service.js';
 import type { SessionClaims } from './auth.service.js';
@@ -100,7 +101,10 @@ export class LoginService {
     await this.lockout.succeeded(keys, attempt.ids);
     const now = new Date();
     const token = this.signSession({ sub: String(user._id), acc: String(user.account_id), iat_ms: now.getTime() });
-    await this.db.users.updateOne({ _id: user._id }, { $set: { last_login_at: now } });
+    // In last_uses, never the user's document: a sign-in must not write back an older role,
+    // password or session cut-off over a change made meanwhile (last-use.model.ts).
+    await this.db.lastUses.collection.updateOne({ _id: user._id }, { $set: { account_id: user.account_id, kind: 'user', at: now } }, { upsert: true })
+      .catch((err: unknown) => { if (!isDuplicateKey(err)) throw err; });
     await this.audit.record({
       accountId: user.account_id,
       actor: { type: 'user', id: String(user._id) },

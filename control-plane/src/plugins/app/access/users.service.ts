@@ -3,6 +3,7 @@ import type { CreateUserRequest, PageQuery, Role, UpdateUserRequest, User } from
 import type { Models } from '../../../models/index.js';
 import type { UserDoc } from '../../../models/user.model.js';
 import { hashPassword } from '../../../lib/crypto.js';
+import { later, lastUsesOf } from '../../../models/last-use.model.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
 import { ConflictError, ForbiddenError, NotFoundError } from '../../../errors.js';
 import type { Outbox } from '../webhooks/index.js';
@@ -21,15 +22,16 @@ export interface UsersServiceOptions {
   outbox: Outbox;
 }
 
-/** A user as the API shows it: never the password hash or session cut-off. */
-export function presentUser(doc: UserDoc & { _id: Types.ObjectId }): User {
+/** A user as the API shows it: never the password hash or session cut-off. `lastLogin`: its `last_uses` record. */
+export function presentUser(doc: UserDoc & { _id: Types.ObjectId }, lastLogin: Date | null = null): User {
+  const lastLoginAt = later(doc.last_login_at, lastLogin);
   return {
     id: String(doc._id),
     email: doc.email,
     name: doc.name,
     role: doc.role as Role,
     created_at: doc.created_at.toISOString(),
-    last_login_at: doc.last_login_at ? doc.last_login_at.toISOString() : null,
+    last_login_at: lastLoginAt ? lastLoginAt.toISOString() : null,
   };
 }
 
@@ -77,13 +79,20 @@ export class UsersService {
   }
 
   /** The account's users, newest first, one page. */
-  list(accountId: string, query: PageQuery) {
-    return paginate(this.db.users, { account_id: accountId }, query, presentUser);
+  async list(accountId: string, query: PageQuery) {
+    const users = await paginate(this.db.users, { account_id: accountId }, query, (doc) => doc as UserDoc & { _id: Types.ObjectId });
+    return { data: await this.presentAll(accountId, users.data), next_cursor: users.next_cursor };
   }
 
   /** One user of the account (404 for another account's, like an unknown id). */
   async get(accountId: string, rawId: string): Promise<User> {
-    return presentUser(await this.find(accountId, rawId));
+    return (await this.presentAll(accountId, [await this.find(accountId, rawId)]))[0]!;
+  }
+
+  /** Users as the API shows them, with their last sign-in (one read of `last_uses`: last-use.model.ts). */
+  private async presentAll(accountId: string, docs: Array<UserDoc & { _id: Types.ObjectId }>): Promise<User[]> {
+    const logins = await lastUsesOf(this.db.lastUses, new Types.ObjectId(accountId), docs.map((d) => d._id));
+    return docs.map((d) => presentUser(d, logins.get(String(d._id)) ?? null));
   }
 
   /** Creates a user in the caller's account (409 for an email already used in any account); emits `user.registered`. */
@@ -162,7 +171,7 @@ export class UsersService {
       if (!result) throw new NotFoundError(`User ${rawId} not found`);
       return result;
     });
-    return presentUser(updated);
+    return (await this.presentAll(accountId, [updated]))[0]!;
   }
 
   /** Deletes a user of the account, and its settings. */
