@@ -187,7 +187,8 @@ async function rotateKeys(config: Config, args: string[]): Promise<number> {
   } else if (drop && drop.values_on_retired > 0) {
     log(`retired keys kept: ${drop.values_on_retired} values were sealed under a retired key meanwhile: run this again`);
   }
-  process.stdout.write(JSON.stringify({ ...report, ...(values['drop-retired'] ? { retired_keys_dropped: drop?.retired_keys_dropped ?? false } : {}), ...(drop ? { instances_on_retired: drop.instances_on_retired, values_on_retired: drop.values_on_retired } : {}) }) + '\n');
+  // With --drop-retired: whether the file went, and what kept it (absent when the pass left values).
+  process.stdout.write(JSON.stringify({ ...report, ...(values['drop-retired'] ? { retired_keys_dropped: false, ...drop } : {}) }) + '\n');
   if (left > 0 || (drop && drop.values_on_retired > 0)) return 3;
   return drop && drop.instances_on_retired.length > 0 ? 6 : 0;
 }
