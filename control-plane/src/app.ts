@@ -27,6 +27,7 @@ import dataRoomsPlugin from './plugins/app/data-rooms/index.js';
 import notificationsPlugin from './plugins/app/notifications/index.js';
 import metricsPlugin from './plugins/app/metrics/index.js';
 import retentionPlugin from './plugins/app/retention/index.js';
+import instancesPlugin from './plugins/app/instances.js';
 import metricsRoutes from './routes/metrics/index.js';
 import relayLinkRoutes from './routes/relays/index.js';
 import routes from './routes/index.js';
@@ -206,6 +207,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(watchersPlugin);
   await app.register(dataRoomsPlugin);
   await app.register(retentionPlugin);
+  await app.register(instancesPlugin);
   await app.register(routes, { prefix: '/api/v1' });
   await app.register(openapiRoutes, { prefix: '/api/v1' });
   await app.register(metricsRoutes);

@@ -11,6 +11,11 @@ export interface Config {
    * whose two agents are on different instances; null: derived from the listen address (`advertisedUrl`).
    */
   instanceUrl: string | null;
+  /**
+   * How often the instance reports itself in the database (`instances`: its active master key id,
+   * read by `rotate-keys --drop-retired`); a report older than 3 intervals no longer counts.
+   */
+  instanceHeartbeatMs: number;
   /** null: start the embedded database (mongod or FerretDB) under `dataDir/db`. */
   mongodbUri: string | null;
   /** Database name used when the URI names none. */
@@ -389,6 +394,7 @@ export function parseConfig(env: Env): Config {
     host: env.XFER_HOST || '127.0.0.1',
     port: int(env, 'XFER_PORT', 8080, 0, 65535),
     instanceUrl: parseInstanceUrl(env.XFER_INSTANCE_URL),
+    instanceHeartbeatMs: int(env, 'XFER_INSTANCE_HEARTBEAT_MS', 10_000, 100, 300_000),
     mongodbUri: env.MONGODB_URI || null,
     databaseName: env.XFER_DB_NAME || 'xfer',
     dataDir,

@@ -7,10 +7,12 @@ import { fileURLToPath } from 'node:url';
 import { Types } from 'mongoose';
 import type { App } from '../src/app.js';
 import { boundTo } from '../src/lib/sealed-fields.js';
-import { keyId, Vault, type Sealed } from '../src/lib/vault.js';
+import { keyId, Vault, vaultOf, type Sealed } from '../src/lib/vault.js';
+import { dropRetiredKeys, generateMasterKeyFile } from '../src/lib/key-rotation.js';
 import { openWebhookSecret } from '../src/plugins/app/webhooks/webhooks.service.js';
 import { auth, buildTestApp, createAccount, login, type TestAccount } from './helper.js';
 import { makeConnection, SECRET, sealFormat1 } from './fixtures.js';
+import { eventually } from './protocol-client.js';
 
 /**
  * `xfer-server rotate-keys`, run as an operator runs it against the database of running
@@ -39,7 +41,7 @@ function rotate(env: Record<string, string>, args: string[] = []) {
   let report: Record<string, unknown> | null = null;
   try { report = JSON.parse(run.stdout); } catch { /* shown below */ }
   if (!report) throw new Error(`rotate-keys ${run.status}: ${run.stdout}\n${run.stderr}`);
-  return { code: run.status, report: report as Record<string, number> & { unreadable_values: string[]; active_kid: string } };
+  return { code: run.status, stderr: run.stderr, report: report as Record<string, number> & { unreadable_values: string[]; active_kid: string } };
 }
 
 async function fixtures() {
@@ -109,7 +111,7 @@ test('a value under a key nobody has is counted unreadable and named; exit 3', a
   await a.db.connections.collection.deleteOne({ _id: new Types.ObjectId(conn.id) });
 }, 60_000);
 
-test('key files: --new-key retires master.key, a running instance on the data dir picks the new key up; --drop-retired', async () => {
+test('key files: --new-key retires master.key; a running instance seals under the new key within seconds; --drop-retired', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'xfer-rotate-'));
   const app = await buildTestApp({ masterKeys: null, sessionKey: null, dataDir });
   try {
@@ -124,11 +126,19 @@ test('key files: --new-key retires master.key, a running instance on the data di
     expect(readFileSync(keyFile, 'utf8')).not.toBe(before);
     expect(statSync(keyFile).mode & 0o777).toBe(0o600);
     expect(readFileSync(join(dataDir, 'retired-master.keys'), 'utf8')).toBe(before);
-    // The running instance still seals under the key it started with, and opens the new one's values.
+    // The running instance opens the new key's values, and takes the new key up for what it seals.
     expect((await app.connections.loadSettings(acct.accountId, conn.id)).credentials).toMatchObject({ password: SECRET });
+    await eventually(async () => app.vault.activeKid === run.report.active_kid, 'the instance follows master.key', 10_000);
+    const fresh = await makeConnection(app, acct.apiKey, 'sftp');
+    expect((await app.db.connections.findById(fresh.id).lean())!.credentials).toMatchObject({ v: 2, kid: run.report.active_kid });
+    // Its record says so at once (the change wakes the heartbeat), so the drop goes ahead.
+    const instanceId = app.agentHub.instanceId;
+    await eventually(async () => (await app.db.instances.findById(instanceId).lean())?.active_kid === run.report.active_kid, 'the record names the new key', 10_000);
     const dropped = rotate(env, ['--drop-retired']);
-    expect(dropped.report).toMatchObject({ retired_keys_dropped: true, resealed: 0, unreadable: 0 });
+    expect(dropped.code).toBe(0);
+    expect(dropped.report).toMatchObject({ retired_keys_dropped: true, resealed: 0, unreadable: 0, instances_on_retired: [], values_on_retired: 0 });
     expect(existsSync(join(dataDir, 'retired-master.keys'))).toBe(false);
+    expect((await app.connections.loadSettings(acct.accountId, fresh.id)).credentials).toMatchObject({ password: SECRET });
     // --new-key is for key files only.
     const refused = spawnSync(process.execPath, [BIN, 'rotate-keys', '--new-key'], {
       env: { PATH: process.env.PATH, MONGODB_URI: process.env.MONGODB_URI, XFER_MASTER_KEY: K2.toString('base64') }, encoding: 'utf8',
@@ -140,6 +150,95 @@ test('key files: --new-key retires master.key, a running instance on the data di
     rmSync(dataDir, { recursive: true, force: true });
   }
 }, 120_000);
+
+test('--drop-retired refuses while a live instance still seals under a retired key, naming it; a stale record does not count', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'xfer-rotate-'));
+  // A heartbeat far apart, and nothing sealed: the instance has not noticed the new key yet.
+  const app = await buildTestApp({ masterKeys: null, sessionKey: null, dataDir, instanceHeartbeatMs: 300_000 });
+  try {
+    const acct = await createAccount(app);
+    const instanceId = app.agentHub.instanceId;
+    const oldKid = app.vault.activeKid;
+    await eventually(async () => (await app.db.instances.findById(instanceId).lean())?.active_kid === oldKid, 'the instance reports itself');
+    // A dead instance's record (past live_until) on the old key is ignored.
+    await app.db.instances.create({ _id: 'dead:1:00', active_kid: oldKid, key_source: 'files', started_at: new Date(0), seen_at: new Date(0), live_until: new Date(Date.now() - 1000) });
+    const env = { XFER_DATA_DIR: dataDir, XFER_DB_NAME: app.config.databaseName };
+    // --new-key and --drop-retired at once, then --drop-retired again: the instance has not looked yet.
+    const rotated = rotate(env, ['--new-key', '--drop-retired']);
+    const again = rotate(env, ['--drop-retired']);
+    for (const refused of [rotated, again]) {
+      expect(refused.code).toBe(6);
+      expect(refused.report).toMatchObject({ retired_keys_dropped: false, unreadable: 0, changed_meanwhile: 0, instances_on_retired: [{ id: instanceId, active_kid: oldKid }] });
+      expect(refused.stderr).toContain(`${instanceId} on ${oldKid}`);
+      expect(refused.stderr).not.toContain('dead:1:00');
+    }
+    expect(existsSync(join(dataDir, 'retired-master.keys'))).toBe(true);
+    // Its next seal takes the new key up and reports it; the drop then goes ahead.
+    const conn = await makeConnection(app, acct.apiKey, 'sftp');
+    expect((await app.db.connections.findById(conn.id).lean())!.credentials).toMatchObject({ kid: rotated.report.active_kid });
+    await eventually(async () => (await app.db.instances.findById(instanceId).lean())?.active_kid === rotated.report.active_kid, 'the record names the new key', 10_000);
+    const dropped = rotate(env, ['--drop-retired']);
+    expect(dropped.code).toBe(0);
+    expect(dropped.report).toMatchObject({ retired_keys_dropped: true, resealed: 0 });
+    expect(existsSync(join(dataDir, 'retired-master.keys'))).toBe(false);
+  } finally {
+    await app.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}, 120_000);
+
+test('dropRetiredKeys keeps the file while a value is still sealed under a retired key (sealed after the pass)', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'xfer-rotate-'));
+  try {
+    const first = vaultOf({ masterKeys: null, dataDir });
+    const oldKid = first.activeKid;
+    generateMasterKeyFile(dataDir);
+    const conn = await makeConnection(a, owner.apiKey, 'sftp');
+    await a.db.connections.collection.updateOne({ _id: new Types.ObjectId(conn.id) }, { $set: { credentials: first.seal({ username: 'u' }, boundTo('connection.credentials', { _id: conn.id, account_id: owner.accountId })) } });
+    expect(await dropRetiredKeys(a.db, dataDir)).toEqual({ retired_keys_dropped: false, instances_on_retired: [], values_on_retired: 1 });
+    expect(existsSync(join(dataDir, 'retired-master.keys'))).toBe(true);
+    await a.db.connections.collection.deleteOne({ _id: new Types.ObjectId(conn.id) });
+    expect(await dropRetiredKeys(a.db, dataDir)).toEqual({ retired_keys_dropped: true, instances_on_retired: [], values_on_retired: 0 });
+    expect(oldKid).not.toBe(vaultOf({ masterKeys: null, dataDir }).activeKid);
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('a vault on key files follows master.key: one stat a second at most, the files read only when it changed', async () => {
+  const keys = [[K1], [K2, K1]];
+  let version = 'v1';
+  const calls = { version: 0, load: 0 };
+  const source = { version: () => (calls.version++, version), load: () => (calls.load++, keys[version === 'v1' ? 0 : 1]!) };
+  const vault = new Vault([K1], source, 'v1');
+  const changes: string[] = [];
+  vault.onActiveKeyChange((kid) => changes.push(kid));
+  const binding = boundTo('connection.credentials', { _id: 'c', account_id: 'a' });
+  const old = vault.seal('x', binding);
+  for (let i = 0; i < 1000; i++) vault.seal('x', binding);
+  expect(calls).toEqual({ version: 1, load: 0 });
+  version = 'v2';
+  const sealed = await eventually(async () => { const s = vault.seal('y', binding); return s.kid === keyId(K2) && s; }, 'the new active key seals', 10_000);
+  expect(calls).toEqual({ version: 2, load: 1 });
+  expect(changes).toEqual([keyId(K2)]);
+  expect(vault.open(sealed, binding)).toBe('y');
+  expect(vault.open(old, binding)).toBe('x');
+  // With XFER_MASTER_KEY (no source) the active key is fixed until a restart.
+  expect(new Vault([K1, K2]).activeKid).toBe(keyId(K1));
+});
+
+test('each instance reports its active key in `instances`, and removes its record at a clean shutdown', async () => {
+  const b = await buildTestApp({ masterKeys: [K2, K1], sessionKey: SESSION, databaseName: a.config.databaseName });
+  const id = b.agentHub.instanceId;
+  try {
+    const record = await eventually(async () => b.db.instances.findById(id).lean(), 'the record');
+    expect(record).toMatchObject({ active_kid: keyId(K2), key_source: 'env' });
+    expect(record.live_until.getTime() - record.seen_at.getTime()).toBe(3 * b.config.instanceHeartbeatMs);
+  } finally {
+    await b.close();
+  }
+  expect(await a.db.instances.findById(id).lean()).toBeNull();
+});
 
 test('without XFER_SESSION_KEY: one session key in the database for every instance; master rotation keeps it, --session replaces it', async () => {
   const first = await buildTestApp({ masterKeys: [K1], sessionKey: null });

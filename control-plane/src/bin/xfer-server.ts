@@ -10,7 +10,7 @@ import { buildApp, type App } from '../app.js';
 import { bootstrapAccount } from '../plugins/app/access/bootstrap.js';
 import { createIndexes, registerModels, type Models } from '../models/index.js';
 import { keyFiles, vaultOf } from '../lib/vault.js';
-import { dropRetiredKeyFile, generateMasterKeyFile, resealAll } from '../lib/key-rotation.js';
+import { dropRetiredKeys, generateMasterKeyFile, resealAll, type DropReport } from '../lib/key-rotation.js';
 import { chainsToVerify, SYSTEM_CHAIN, verifyChain } from '../lib/audit-chain.js';
 import { replaceSessionKey, systemKeyOf } from '../lib/system-keys.js';
 import { startEmbeddedMongo } from '../db/index.js';
@@ -53,12 +53,14 @@ or until it reports nothing left. Prints counts as JSON. See docs/security.md "K
 With XFER_MASTER_KEY: set the new key there and the old one in XFER_RETIRED_MASTER_KEYS first.
 Without it (key files in XFER_DATA_DIR):
   --new-key        first make a new master.key, the current one moved to retired-master.keys
-  --drop-retired   after a pass that leaves nothing under a retired key, delete retired-master.keys
-                   (only once every instance runs with the new key)
+  --drop-retired   after a pass that leaves nothing under a retired key, delete retired-master.keys;
+                   refused (exit 6, naming them) while a live instance still seals under a retired
+                   key: instances take a new master.key up within seconds
   --session        also replace the session-signing key kept in the database (not XFER_SESSION_KEY):
                    every console session ends once the instances restart
 Exit codes: 0 everything under the active key, 3 values left (changed meanwhile: run again;
-unreadable: see unreadable_values), 2 bad arguments, 1 anything else.`,
+unreadable: see unreadable_values), 6 retired keys kept for live instances still using them (run
+again), 2 bad arguments, 1 anything else.`,
   audit: `xfer-server audit verify [--account ID] [--json]
 
 Walks the audit chain of one account (--account; "system" for records without an account), or of
@@ -165,21 +167,30 @@ async function rotateKeys(config: Config, args: string[]): Promise<number> {
     log(`new master key ${ids.active} in ${keyFiles(config.dataDir).active}; ${ids.retired} retired to ${keyFiles(config.dataDir).retired}`);
   }
   const vault = vaultOf(config);
-  const report = await withModels(config, async (models) => {
+  const { report, drop } = await withModels(config, async (models) => {
     if (values.session) {
       await replaceSessionKey(models, vault);
       log('session key replaced: restart every instance; every console session ends');
     }
-    return resealAll(models, vault);
+    const report = await resealAll(models, vault);
+    let drop: DropReport | null = null;
+    if (values['drop-retired']) {
+      if (report.changed_meanwhile + report.unreadable > 0) log('retired keys kept: values are left to re-seal (see the counts)');
+      else drop = await dropRetiredKeys(models, config.dataDir);
+    }
+    return { report, drop };
   });
   const left = report.changed_meanwhile + report.unreadable;
-  let dropped = false;
-  if (values['drop-retired']) {
-    if (left > 0) log('retired keys kept: values are left to re-seal (see the counts)');
-    else dropped = dropRetiredKeyFile(config.dataDir);
+  if (drop && drop.instances_on_retired.length > 0) {
+    log(`retired keys kept: live instances still seal under a retired key (${drop.instances_on_retired.map((i) => `${i.id} on ${i.active_kid}`).join(', ')}); `
+      + 'they take the new master.key up within seconds (a restart does at once): run this again');
+  } else if (drop && drop.values_on_retired > 0) {
+    log(`retired keys kept: ${drop.values_on_retired} values were sealed under a retired key meanwhile: run this again`);
   }
-  process.stdout.write(JSON.stringify({ ...report, ...(values['drop-retired'] ? { retired_keys_dropped: dropped } : {}) }) + '\n');
-  return left > 0 ? 3 : 0;
+  // With --drop-retired: whether the file went, and what kept it (absent when the pass left values).
+  process.stdout.write(JSON.stringify({ ...report, ...(values['drop-retired'] ? { retired_keys_dropped: false, ...drop } : {}) }) + '\n');
+  if (left > 0 || (drop && drop.values_on_retired > 0)) return 3;
+  return drop && drop.instances_on_retired.length > 0 ? 6 : 0;
 }
 
 async function audit(config: Config, args: string[]): Promise<number> {

@@ -2,7 +2,7 @@ import { renameSync, writeFileSync, appendFileSync, chmodSync, existsSync, readF
 import { randomBytes } from 'node:crypto';
 import type { Models } from '../models/index.js';
 import { SEALED_FIELDS, boundTo } from './sealed-fields.js';
-import { keyFiles, keyId, type Sealed, type Vault } from './vault.js';
+import { keyFiles, keyId, readRetiredKeyFile, type Sealed, type Vault } from './vault.js';
 
 export interface FieldCounts {
   scanned: number;
@@ -88,10 +88,35 @@ export function generateMasterKeyFile(dataDir: string): { active: string; retire
   return { active: keyId(key), retired: keyId(oldKey) };
 }
 
-/** Removes the retired key file once nothing is sealed under a retired key. */
-export function dropRetiredKeyFile(dataDir: string): boolean {
-  const { retired } = keyFiles(dataDir);
-  if (!existsSync(retired)) return false;
-  rmSync(retired);
-  return true;
+export interface DropReport {
+  retired_keys_dropped: boolean;
+  /** Live instances (models/instance.model.ts) still sealing under a key to be dropped. */
+  instances_on_retired: { id: string; active_kid: string }[];
+  /** Values under a key to be dropped, counted after the pass (sealed meanwhile). */
+  values_on_retired: number;
+}
+
+/**
+ * Removes the retired key file (key files of a data dir), after a pass of `resealAll` that left
+ * nothing, unless a key in it is still in use: by a live instance (its heartbeat names it as its
+ * active key: it has not yet noticed the new master.key, and would seal under a dropped key), or
+ * by a value (sealed by such an instance after the pass read its record). Both are checked after
+ * the pass, the instances first: an instance reports its new key only after it switched, so what
+ * it sealed under the old key (short of a write still in flight at that moment) is in the
+ * database by the time the values are counted.
+ */
+export async function dropRetiredKeys(db: Models, dataDir: string, now = new Date()): Promise<DropReport> {
+  const files = keyFiles(dataDir);
+  const report: DropReport = { retired_keys_dropped: false, instances_on_retired: [], values_on_retired: 0 };
+  if (!existsSync(files.retired)) return report;
+  const active = existsSync(files.active) ? keyId(Buffer.from(readFileSync(files.active, 'utf8').trim(), 'base64')) : null;
+  const kids = [...new Set(readRetiredKeyFile(files.retired).map(keyId))].filter((k) => k !== active);
+  const live = await db.instances.find({ live_until: { $gt: now }, active_kid: { $in: kids } }, { _id: 1, active_kid: 1 }).sort({ _id: 1 }).lean();
+  report.instances_on_retired = live.map((i) => ({ id: i._id, active_kid: i.active_kid }));
+  if (live.length > 0) return report;
+  for (const { model, field } of SEALED_FIELDS) report.values_on_retired += await db[model].collection.countDocuments({ [`${field}.kid`]: { $in: kids } });
+  if (report.values_on_retired > 0) return report;
+  rmSync(files.retired);
+  report.retired_keys_dropped = true;
+  return report;
 }

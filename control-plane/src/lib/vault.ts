@@ -1,5 +1,5 @@
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
 /**
@@ -36,41 +36,107 @@ function additionalData(b: SealBinding): Buffer {
 }
 
 /**
+ * Where a vault without XFER_MASTER_KEY gets its keys: the key files of the data dir, which
+ * `xfer-server rotate-keys --new-key` changes under running instances.
+ */
+export interface KeySource {
+  /** Every key, the active one first. */
+  load(): Buffer[];
+  /** A cheap fingerprint of the active key's file (inode, size, mtime); null while it is absent. */
+  version(): string | null;
+}
+
+/** How often, at most, a vault on key files looks whether the active key file changed. */
+export const ACTIVE_KEY_CHECK_MS = 1000;
+
+/**
  * Encrypts secrets (connection credentials, webhook secrets, MFA secrets) at rest. The first key
  * seals; every key opens what it sealed, which is how rotation works: new key active, old keys
  * kept as retired until `xfer-server rotate-keys` has resealed everything.
  */
 export class Vault {
   private readonly keys: Map<string, Buffer>;
-  readonly activeKid: string;
+  private active: string;
+  private readonly listeners: ((kid: string) => void)[] = [];
 
   /**
-   * `reload`, when given, is asked for the keys again when a value names a key this vault does
-   * not know (another instance rotated the key files of a shared data dir meanwhile).
+   * `source`, when given (key files), is read again when a value names a key this vault does not
+   * know (another instance rotated the key files of a shared data dir meanwhile), and when the
+   * active key file changed: `sourceVersion` is its fingerprint when `masterKeys` were read.
    */
-  constructor(masterKeys: Buffer[], private readonly reload?: () => Buffer[]) {
+  constructor(masterKeys: Buffer[], private readonly source?: KeySource, private sourceVersion: string | null = null) {
     if (masterKeys.length === 0) throw new Error('Vault needs at least one master key');
     this.keys = new Map(masterKeys.map((k) => [keyId(k), k]));
-    this.activeKid = keyId(masterKeys[0]!);
+    this.active = keyId(masterKeys[0]!);
+  }
+
+  /**
+   * The key that seals. With key files it follows master.key: a running instance seals under a
+   * new key within ACTIVE_KEY_CHECK_MS of `rotate-keys --new-key`, so no value is sealed under a
+   * key about to be dropped (docs/security.md "Key rotation"). With XFER_MASTER_KEY it changes
+   * only by a restart.
+   */
+  get activeKid(): string {
+    this.followActiveKeyFile();
+    return this.active;
+  }
+
+  /** Calls `fn` with the new key id whenever the active key changes (key files only). */
+  onActiveKeyChange(fn: (kid: string) => void): void {
+    this.listeners.push(fn);
   }
 
   private lastReload = 0;
+  private lastActiveCheck = 0;
 
   private keyFor(kid: string): Buffer | undefined {
     // At most once a second: a value under a key nobody has must not make every open read files.
-    if (!this.keys.has(kid) && this.reload && Date.now() - this.lastReload >= 1000) {
+    if (!this.keys.has(kid) && this.source && Date.now() - this.lastReload >= 1000) {
       this.lastReload = Date.now();
-      for (const k of this.reload()) if (!this.keys.has(keyId(k))) this.keys.set(keyId(k), k);
+      this.learn(this.source.load());
     }
     return this.keys.get(kid);
   }
 
+  private learn(keys: Buffer[]): void {
+    for (const k of keys) if (!this.keys.has(keyId(k))) this.keys.set(keyId(k), k);
+  }
+
+  /**
+   * At most once per ACTIVE_KEY_CHECK_MS, one stat of master.key (no read, so sealing stays
+   * cheap); the files are read only when it changed. Keys once known are kept: values sealed
+   * under them still open. A file being replaced (absent, unreadable) leaves the active key as it
+   * is until the next check.
+   */
+  private followActiveKeyFile(): void {
+    if (!this.source) return;
+    const now = Date.now();
+    if (now - this.lastActiveCheck < ACTIVE_KEY_CHECK_MS) return;
+    this.lastActiveCheck = now;
+    let keys: Buffer[];
+    let version: string | null;
+    try {
+      version = this.source.version();
+      if (version === null || version === this.sourceVersion) return;
+      keys = this.source.load();
+    } catch {
+      return;
+    }
+    this.learn(keys);
+    this.sourceVersion = version;
+    const kid = keyId(keys[0]!);
+    if (kid === this.active) return;
+    this.active = kid;
+    for (const fn of this.listeners) fn(kid);
+  }
+
   seal(value: unknown, binding: SealBinding): Sealed {
     const iv = randomBytes(12);
-    const cipher = createCipheriv('aes-256-gcm', this.keys.get(this.activeKid)!, iv);
+    const kid = this.activeKid;
+    const cipher = createCipheriv('aes-256-gcm', this.keys.get(kid)!, iv);
     cipher.setAAD(additionalData(binding));
     const data = Buffer.concat([cipher.update(JSON.stringify(value), 'utf8'), cipher.final()]);
-    return { v: SEALED_FORMAT, kid: this.activeKid, iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64'), data: data.toString('base64') };
+    return { v: SEALED_FORMAT, kid, iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64'), data: data.toString('base64') };
   }
 
   /** Throws when the key is unknown, or the value was altered or does not belong to `binding`. */
@@ -102,7 +168,7 @@ export class Vault {
    * peer links' HMAC key, docs/security.md "Relay peer links"). Sign with the first, accept any.
    */
   derivedKeys(purpose: string): Buffer[] {
-    const active = this.keys.get(this.activeKid)!;
+    const active = this.keys.get(this.active)!;
     const others = [...this.keys.values()].filter((k) => k !== active);
     return [active, ...others].map((k) => Buffer.from(hkdfSync('sha256', k, Buffer.alloc(0), `xfer ${purpose}`, 32)));
   }
@@ -153,11 +219,20 @@ export function readRetiredKeyFile(path: string): Buffer[] {
 
 /**
  * The vault of a configuration: XFER_MASTER_KEY (+ XFER_RETIRED_MASTER_KEYS), else the key files
- * of the data dir, master.key created on first start.
+ * of the data dir, master.key created on first start and followed while running.
  */
 export function vaultOf(config: { masterKeys: Buffer[] | null; dataDir: string }): Vault {
   if (config.masterKeys) return new Vault(config.masterKeys);
   const files = keyFiles(config.dataDir);
-  const load = () => [loadOrCreateKeyFile(files.active), ...readRetiredKeyFile(files.retired)];
-  return new Vault(load(), load);
+  const source: KeySource = {
+    load: () => [loadOrCreateKeyFile(files.active), ...readRetiredKeyFile(files.retired)],
+    version: () => {
+      const st = statSync(files.active, { throwIfNoEntry: false });
+      // --new-key replaces the file by a rename: a new inode, whatever the clock's resolution.
+      return st ? `${st.ino}:${st.size}:${st.mtimeMs}` : null;
+    },
+  };
+  // The fingerprint before the read: a change in between is seen at the first check.
+  const version = source.version();
+  return new Vault(source.load(), source, version);
 }

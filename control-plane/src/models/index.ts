@@ -39,6 +39,7 @@ import { notificationSettingsModel } from './notification-settings.model.js';
 import { notificationAttemptModel, notificationDeliveryModel } from './notification-delivery.model.js';
 import { notificationDigestItemModel } from './notification-digest-item.model.js';
 import { retentionSweepModel } from './retention-sweep.model.js';
+import { instanceModel } from './instance.model.js';
 
 /** Every model, bound to one connection (one app instance, one database). */
 export function registerModels(conn: Connection) {
@@ -84,6 +85,7 @@ export function registerModels(conn: Connection) {
     notificationAttempts: notificationAttemptModel(conn),
     notificationDigestItems: notificationDigestItemModel(conn),
     retentionSweeps: retentionSweepModel(conn),
+    instances: instanceModel(conn),
   };
 }
 
