@@ -187,6 +187,35 @@ test('--drop-retired refuses while a live instance still seals under a retired k
   }
 }, 120_000);
 
+test('dropRetiredKeys waits for what an instance sealed under the old key just before it switched: a value landing then keeps the file', async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'xfer-rotate-'));
+  try {
+    const first = vaultOf({ masterKeys: null, dataDir });
+    const oldKid = first.activeKid;
+    generateMasterKeyFile(dataDir);
+    const now = new Date();
+    // An instance that switched from the old key a moment ago: a value it sealed before may be in flight.
+    await a.db.instances.create({
+      _id: 'switching:1:00', active_kid: vaultOf({ masterKeys: null, dataDir }).activeKid, key_source: 'files',
+      started_at: now, seen_at: now, live_until: new Date(now.getTime() + 60_000), switched_from: oldKid, switched_at: now,
+    });
+    const conn = await makeConnection(a, owner.apiKey, 'sftp');
+    let waiting!: () => void;
+    const waited = new Promise<void>((resolve) => { waiting = resolve; });
+    const lines: string[] = [];
+    const drop = dropRetiredKeys(a.db, dataDir, (line) => { lines.push(line); waiting(); });
+    await waited;
+    // The in-flight write lands while the drop waits.
+    await a.db.connections.collection.updateOne({ _id: new Types.ObjectId(conn.id) }, { $set: { credentials: first.seal({ username: 'u' }, boundTo('connection.credentials', { _id: conn.id, account_id: owner.accountId })) } });
+    expect(await drop).toEqual({ retired_keys_dropped: false, instances_on_retired: [], values_on_retired: 1 });
+    expect(lines.join('\n')).toMatch(/waiting \d+ s for what switching:1:00 sealed before switching keys/);
+    expect(existsSync(join(dataDir, 'retired-master.keys'))).toBe(true);
+  } finally {
+    await a.db.instances.deleteOne({ _id: 'switching:1:00' });
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}, 60_000);
+
 test('dropRetiredKeys keeps the file while a value is still sealed under a retired key (sealed after the pass)', async () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'xfer-rotate-'));
   try {

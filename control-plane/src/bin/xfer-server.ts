@@ -176,7 +176,7 @@ async function rotateKeys(config: Config, args: string[]): Promise<number> {
     let drop: DropReport | null = null;
     if (values['drop-retired']) {
       if (report.changed_meanwhile + report.unreadable > 0) log('retired keys kept: values are left to re-seal (see the counts)');
-      else drop = await dropRetiredKeys(models, config.dataDir);
+      else drop = await dropRetiredKeys(models, config.dataDir, log);
     }
     return { report, drop };
   });

@@ -88,6 +88,13 @@ export function generateMasterKeyFile(dataDir: string): { active: string; retire
   return { active: keyId(key), retired: keyId(oldKey) };
 }
 
+/**
+ * How long after an instance switched keys a value it sealed under the old one may still be on its
+ * way to the database (sealed, not yet written): a drop waits this long after a switch before it
+ * counts the values. A seal is followed by its write at once; this covers a slow database.
+ */
+export const IN_FLIGHT_MS = 10_000;
+
 export interface DropReport {
   retired_keys_dropped: boolean;
   /** Live instances (models/instance.model.ts) still sealing under a key to be dropped. */
@@ -102,10 +109,11 @@ export interface DropReport {
  * active key: it has not yet noticed the new master.key, and would seal under a dropped key), or
  * by a value (sealed by such an instance after the pass read its record). Both are checked after
  * the pass, the instances first: an instance reports its new key only after it switched, so what
- * it sealed under the old key (short of a write still in flight at that moment) is in the
- * database by the time the values are counted.
+ * it sealed under the old key is in the database by the time the values are counted, once the
+ * writes in flight at its switch have landed: an instance that switched from a key to be dropped
+ * less than IN_FLIGHT_MS ago is waited for (`log` says so) before the count.
  */
-export async function dropRetiredKeys(db: Models, dataDir: string, now = new Date()): Promise<DropReport> {
+export async function dropRetiredKeys(db: Models, dataDir: string, log: (line: string) => void = () => {}, now = new Date()): Promise<DropReport> {
   const files = keyFiles(dataDir);
   const report: DropReport = { retired_keys_dropped: false, instances_on_retired: [], values_on_retired: 0 };
   if (!existsSync(files.retired)) return report;
@@ -114,6 +122,14 @@ export async function dropRetiredKeys(db: Models, dataDir: string, now = new Dat
   const live = await db.instances.find({ live_until: { $gt: now }, active_kid: { $in: kids } }, { _id: 1, active_kid: 1 }).sort({ _id: 1 }).lean();
   report.instances_on_retired = live.map((i) => ({ id: i._id, active_kid: i.active_kid }));
   if (live.length > 0) return report;
+  const switching = await db.instances.find(
+    { live_until: { $gt: now }, switched_from: { $in: kids }, switched_at: { $gt: new Date(now.getTime() - IN_FLIGHT_MS) } }, { _id: 1, switched_at: 1 },
+  ).lean();
+  const settled = Math.max(0, ...switching.map((i) => i.switched_at!.getTime() + IN_FLIGHT_MS - Date.now()));
+  if (settled > 0) {
+    log(`waiting ${Math.ceil(settled / 1000)} s for what ${switching.map((i) => i._id).join(', ')} sealed before switching keys to reach the database`);
+    await new Promise((resolve) => setTimeout(resolve, settled));
+  }
   for (const { model, field } of SEALED_FIELDS) report.values_on_retired += await db[model].collection.countDocuments({ [`${field}.kid`]: { $in: kids } });
   if (report.values_on_retired > 0) return report;
   rmSync(files.retired);

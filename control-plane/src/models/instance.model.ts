@@ -19,6 +19,13 @@ const schema = new Schema(
     seen_at: { type: Date, required: true },
     /** seen_at + 3 heartbeat intervals: afterwards the record no longer counts. */
     live_until: { type: Date, required: true },
+    /**
+     * The key it sealed under before its last switch, and when it switched: a value it sealed
+     * under that key just before may still be on its way to the database (lib/key-rotation.ts
+     * IN_FLIGHT_MS), so a drop waits that long after a switch before it counts the values.
+     */
+    switched_from: { type: String, default: null },
+    switched_at: { type: Date, default: null },
   },
   { collection: 'instances', autoIndex: false, versionKey: false },
 );

@@ -19,6 +19,8 @@ export default fp(
     const { db, vault, config } = app;
     const id = app.agentHub.instanceId;
     const startedAt = new Date();
+    let kid = vault.activeKid;
+    let switched: { from: string; at: Date } | null = null;
     const beat = new Loop(async () => {
       const now = new Date();
       await db.instances.updateOne(
@@ -27,14 +29,17 @@ export default fp(
           $set: {
             active_kid: vault.activeKid, key_source: config.masterKeys ? 'env' : 'files',
             seen_at: now, live_until: new Date(now.getTime() + LIVE_INTERVALS * config.instanceHeartbeatMs),
+            switched_from: switched?.from ?? null, switched_at: switched?.at ?? null,
           },
           $setOnInsert: { started_at: startedAt },
         },
         { upsert: true },
       );
     }, config.instanceHeartbeatMs, (err) => app.log.warn({ err }, 'instance heartbeat failed'));
-    vault.onActiveKeyChange((kid) => {
-      app.log.info({ kid }, 'master key file changed: sealing under the new key');
+    vault.onActiveKeyChange((next) => {
+      switched = { from: kid, at: new Date() };
+      kid = next;
+      app.log.info({ kid: next }, 'master key file changed: sealing under the new key');
       beat.wake();
     });
     app.addHook('onReady', async () => {
