@@ -100,7 +100,8 @@ export function requireRunWithin(principal: Principal, what: string, definition:
   const needed = scopesToRun(definition);
   const beyond = scopesBeyond(principal, needed);
   if (beyond.length === 0) return;
-  throw new ForbiddenError(`${what} runs transfers: this needs ${needed.join(' and ')}, which ${callerName(principal)} does not hold (missing ${beyond.join(', ')})`);
+  const missing = beyond.length < needed.length ? ` (missing ${beyond.join(', ')})` : '';
+  throw new ForbiddenError(`${what} runs transfers: this needs ${needed.join(' and ')}, which ${callerName(principal)} does not hold${missing}`);
 }
 
 /**
@@ -128,6 +129,7 @@ export function requireEventsWithin(principal: Principal, events: readonly strin
   if (refused.length === 0) return;
   const beyond = scopesBeyond(principal, refused.map((e) => EVENT_READ_SCOPES[e as WebhookEventType]));
   throw new ForbiddenError(
-    `Subscribing to ${refused.join(', ')} delivers what they carry: this needs ${beyond.join(', ')}, which ${callerName(principal)} does not hold`,
+    `Subscribing to ${refused.join(', ')} sends what ${refused.length > 1 ? 'they carry' : 'it carries'} to the subscriber: ` +
+      `this needs ${beyond.join(', ')}, which ${callerName(principal)} does not hold`,
   );
 }
