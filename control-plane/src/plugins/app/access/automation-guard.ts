@@ -59,8 +59,8 @@ export function presentOwner(owner: StoredOwner | null | undefined): AutomationO
  * when it may (docs/security.md "Escalation rules"): an API key must exist in the account,
  * unrevoked and unexpired, and hold `scopesToRun`; a user must exist in the account and its role
  * hold them. One read by `_id`. The reason names the owner, what it lost and how to take the
- * definition over (`saveRoute`, e.g. `PUT /schedules/<id>`). No owner (saved before owners were recorded): the account's
- * authority, null.
+ * definition over (`saveRoute`, e.g. `PUT /schedules/<id>`). No owner (saved before owners were
+ * recorded): the account's authority, null.
  */
 export async function ownerAuthorityProblem(
   db: Models, accountId: Types.ObjectId | string, owner: StoredOwner | null | undefined, definition: { runsWorkflow: boolean }, saveRoute: string, now = new Date(),
