@@ -98,6 +98,30 @@ async function expectNoWorkflowWithout(method: string, url: string) {
   expectError(await call(method, url, narrow, payload), 403, /needs transfers:write/);
 }
 
+/** A schedule of the owner's that runs `workflowId`. */
+async function ownerWorkflowSchedule(workflowId: string): Promise<string> {
+  const res = await call('POST', '/schedules', owner.apiKey, { name: 'esc', cron: '0 2 * * *', active: false, workflowId });
+  if (res.statusCode !== 201) throw new Error(`ownerWorkflowSchedule: ${res.statusCode} ${res.body}`);
+  return res.json().data.id as string;
+}
+
+/**
+ * A key that may run transfers but not workflows (schedules:write, watchers:write and
+ * transfers:write) is refused automation bound to a workflow, made, changed or run: running the
+ * workflow directly needs workflows:write.
+ */
+async function expectNoWorkflowAutomation(method: string, url: string, payload?: Record<string, unknown>) {
+  const narrow = await createKey(app, owner.apiKey, ['schedules:read', 'schedules:write', 'watchers:read', 'watchers:write', 'transfers:write', 'connections:read', 'workflows:read']);
+  expectError(await call(method, url, narrow, payload), 403, /of a workflow runs transfers: this needs transfers:write and workflows:write, which the calling key does not hold \(missing workflows:write\)$/);
+}
+
+/** The owner's webhook subscribed to user.login (sign-ins: emails, client addresses). */
+async function ownerLoginHook(): Promise<string> {
+  const res = await call('POST', '/webhooks', owner.apiKey, { url: 'https://8.8.8.8/hook', events: ['user.login'] });
+  if (res.statusCode !== 201) throw new Error(`ownerLoginHook: ${res.statusCode} ${res.body}`);
+  return res.json().data.id as string;
+}
+
 type Door = { probe: () => Promise<void> } | { mintsNothing: string };
 
 const DOORS: Record<string, Door> = {
@@ -179,15 +203,29 @@ const DOORS: Record<string, Door> = {
     },
   },
   'POST /api/v1/webhooks': {
-    // The signing secret authenticates deliveries to the caller's own URL, nothing here.
+    // A subscription sends what its events carry to the caller's URL: it needs their read scopes.
+    // The signing secret authenticates deliveries to that URL, nothing here.
     probe: async () => {
-      const key = await createKey(app, owner.apiKey, ['webhooks:write']);
+      const hooksOnly = await createKey(app, owner.apiKey, ['webhooks:write']);
+      expectError(await call('POST', '/webhooks', hooksOnly, { url: 'https://8.8.8.8/hook', events: ['user.login', 'user.registered'] }), 403,
+        /^Subscribing to user.login, user.registered sends what they carry to the subscriber: this needs users:read, which the calling key does not hold$/);
+      const key = await createKey(app, owner.apiKey, ['webhooks:write', 'files:read']);
+      expectError(await call('POST', '/webhooks', key, { url: 'https://8.8.8.8/hook', events: ['file.uploaded', 'data_room.member_added'] }), 403, /needs data-rooms:read/);
       const res = await call('POST', '/webhooks', key, { url: 'https://8.8.8.8/hook', events: ['file.uploaded'] });
       expect(res.statusCode).toBe(201);
       await expectNoApiAccess(res.json().data.secret);
     },
   },
-  'PUT /api/v1/webhooks/:id': { mintsNothing: 'a secret given here is the caller\'s own, not generated; it authenticates nothing on this API' },
+  'PUT /api/v1/webhooks/:id': {
+    // Saving a webhook chooses where its events go: pointing the owner's user.login webhook at another URL is reading sign-ins.
+    probe: async () => {
+      const hook = await ownerLoginHook();
+      const key = await createKey(app, owner.apiKey, ['webhooks:write', 'files:read']);
+      expectError(await call('PUT', `/webhooks/${hook}`, key, { url: 'https://8.8.4.4/mine' }), 403, /^Subscribing to user.login .*needs users:read/);
+      expectError(await call('PUT', `/webhooks/${hook}`, key, { events: ['user.registered'] }), 403, /needs users:read/);
+      expect((await app.db.webhooks.findById(hook).lean())!.url).toBe('https://8.8.8.8/hook');
+    },
+  },
   'PUT /api/v1/settings/mfa': {
     // Enrolment is console-only and for the signed-in user alone: no key reaches it, and it changes no role.
     probe: async () => {
@@ -245,12 +283,42 @@ const DOORS: Record<string, Door> = {
   'PUT /api/v1/parameters/:id': { mintsNothing: 'as POST /parameters; a secret is made plain only with a new value, so it is never revealed' },
   'DELETE /api/v1/parameters/:id': { mintsNothing: 'removes' },
   // A schedule runs transfers later, as the system: making, changing or running one needs transfers:write too.
-  'POST /api/v1/schedules': { probe: async () => expectNoScheduleWithout('POST', '/schedules') },
-  'PUT /api/v1/schedules/:id': { probe: async () => expectNoScheduleWithout('PUT', `/schedules/${await ownerSchedule()}`) },
-  'POST /api/v1/schedules/:id/run': { probe: async () => expectNoScheduleWithout('POST', `/schedules/${await ownerSchedule()}/run`) },
+  // Bound to a workflow, it also needs workflows:write, as running the workflow directly does.
+  'POST /api/v1/schedules': {
+    probe: async () => {
+      await expectNoScheduleWithout('POST', '/schedules');
+      await expectNoWorkflowAutomation('POST', '/schedules', { name: 'x', cron: '0 2 * * *', workflowId: await ownerWorkflow() });
+    },
+  },
+  'PUT /api/v1/schedules/:id': {
+    probe: async () => {
+      await expectNoScheduleWithout('PUT', `/schedules/${await ownerSchedule()}`);
+      await expectNoWorkflowAutomation('PUT', `/schedules/${await ownerSchedule()}`, { workflowId: await ownerWorkflow() });
+      await expectNoWorkflowAutomation('PUT', `/schedules/${await ownerWorkflowSchedule(await ownerWorkflow())}`, { name: 'mine now' });
+    },
+  },
+  'POST /api/v1/schedules/:id/run': {
+    probe: async () => {
+      await expectNoScheduleWithout('POST', `/schedules/${await ownerSchedule()}/run`);
+      const schedule = await ownerWorkflowSchedule(await ownerWorkflow());
+      await expectNoWorkflowAutomation('POST', `/schedules/${schedule}/run`);
+      expect(await app.db.scheduleRuns.countDocuments({ schedule_id: new Types.ObjectId(schedule) })).toBe(0);
+    },
+  },
   'DELETE /api/v1/schedules/:id': { mintsNothing: 'removes' },
-  'POST /api/v1/watchers': { probe: async () => expectNoWatcherWithout('POST', '/watchers') },
-  'PUT /api/v1/watchers/:id': { probe: async () => expectNoWatcherWithout('PUT', `/watchers/${await ownerWatcher()}`) },
+  'POST /api/v1/watchers': {
+    probe: async () => {
+      await expectNoWatcherWithout('POST', '/watchers');
+      const src = (await makeConnection(app, owner.apiKey, 'sftp')).id;
+      await expectNoWorkflowAutomation('POST', '/watchers', { name: 'x', connectionId: src, path: '/in', action: { workflowId: await ownerWorkflow() } });
+    },
+  },
+  'PUT /api/v1/watchers/:id': {
+    probe: async () => {
+      await expectNoWatcherWithout('PUT', `/watchers/${await ownerWatcher()}`);
+      await expectNoWorkflowAutomation('PUT', `/watchers/${await ownerWatcher()}`, { action: { workflowId: await ownerWorkflow() } });
+    },
+  },
   'DELETE /api/v1/watchers/:id': { mintsNothing: 'removes' },
   // A workflow runs transfers and moves source files: making, changing or running one needs transfers:write too.
   'POST /api/v1/workflows': { probe: async () => expectNoWorkflowWithout('POST', '/workflows') },
@@ -309,7 +377,16 @@ const DOORS: Record<string, Door> = {
       expectError(res, 403, /not upload/);
     },
   },
-  'PUT /api/v1/notifications/settings': { mintsNothing: 'where the account\'s event emails go; the SMTP password is write-only and sent only to the host and user it was given with' },
+  'PUT /api/v1/notifications/settings': {
+    // The recipients receive what the events carry: the list needs their read scopes. The SMTP password is write-only and sent only to the host and user it was given with.
+    probe: async () => {
+      const key = await createKey(app, owner.apiKey, ['notifications:read', 'notifications:write', 'transfers:read']);
+      const body = (events: string[]) => ({ email: { enabled: false, recipients: ['esc@example.test'] }, events });
+      expectError(await call('PUT', '/notifications/settings', key, body(['transfer.failed', 'user.registered', 'data_room.created'])), 403,
+        /^Subscribing to user.registered, data_room.created .*needs data-rooms:read, users:read, which the calling key does not hold$/);
+      expect((await call('PUT', '/notifications/settings', key, body(['transfer.failed']))).statusCode).toBe(200);
+    },
+  },
   'POST /api/v1/notifications/test': { mintsNothing: 'sends a test email to the account\'s own recipients' },
 };
 

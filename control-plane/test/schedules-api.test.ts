@@ -45,7 +45,7 @@ describe('POST /schedules', () => {
     const before = Date.now();
     const s = await created(body({ timezone: 'Europe/Berlin', overlap: 'queue', transfer: transferBody({ sourcePath: '/in/{{params.region}}', options: { verify: 'size' } }) }));
     expect(Object.keys(s).sort()).toEqual([
-      'active', 'created_at', 'cron', 'id', 'last_run_at', 'last_status', 'name', 'next_run_at', 'overlap', 'timezone', 'transfer', 'updated_at', 'workflowId',
+      'active', 'created_at', 'cron', 'id', 'last_run_at', 'last_status', 'name', 'next_run_at', 'overlap', 'owner', 'timezone', 'transfer', 'updated_at', 'workflowId',
     ]);
     expect(s).toMatchObject({
       cron: '0 2 * * *', timezone: 'Europe/Berlin', active: true, overlap: 'queue', workflowId: null, last_run_at: null, last_status: null,

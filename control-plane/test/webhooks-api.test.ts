@@ -272,7 +272,7 @@ describe('access', () => {
   test('webhooks:read lists and reads; webhooks:write creates, changes and deletes', async () => {
     const hook = await created();
     const reader = await createKey(app, owner.apiKey, ['webhooks:read']);
-    const writer = await createKey(app, owner.apiKey, ['webhooks:write']);
+    const writer = await createKey(app, owner.apiKey, ['webhooks:write', 'files:read']); // files:read: its webhooks carry file.uploaded
     expect((await get(reader)).statusCode).toBe(200);
     expect((await get(reader, `/${hook.id}`)).statusCode).toBe(200);
     expectError(await post(reader, { url: URL_OK, events: ['file.uploaded'] }), 403, Messages.missingScope);

@@ -1,4 +1,5 @@
 import { Schema, type Connection, type InferSchemaType } from 'mongoose';
+import { ownerSchema } from './automation-owner.schema.js';
 
 /** The transfer a schedule creates on each run: `POST /transfers` fields, the paths as templates. */
 const transferSchema = new Schema(
@@ -30,6 +31,12 @@ const schema = new Schema(
     overlap: { type: String, required: true, enum: ['skip', 'queue'], default: 'skip' },
     transfer: { type: transferSchema, default: null },
     workflow_id: { type: Schema.Types.ObjectId, default: null },
+    /**
+     * Whose authority it runs with (docs/security.md "Escalation rules"): the API key or user
+     * that last saved it, checked again each time it fires. Null on one saved before owners were
+     * recorded: it runs with the account's authority.
+     */
+    owner: { type: ownerSchema, default: null },
     /** The next due time; null while inactive (or when the expression has no further time). */
     next_run_at: { type: Date, default: null },
     /** The newest run (of either trigger), for `last_run_at` and `last_status`. */

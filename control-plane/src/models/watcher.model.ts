@@ -1,4 +1,5 @@
 import { Schema, type Connection, type InferSchemaType } from 'mongoose';
+import { ownerSchema } from './automation-owner.schema.js';
 
 /** The transfer a watcher creates for each new file version: from its connection to this destination. */
 const transferSchema = new Schema(
@@ -34,6 +35,12 @@ const schema = new Schema(
     active: { type: Boolean, required: true, default: true },
     transfer: { type: transferSchema, default: null },
     workflow_id: { type: Schema.Types.ObjectId, default: null },
+    /**
+     * Whose authority it runs with (docs/security.md "Escalation rules"): the API key or user
+     * that last saved it, checked again each time it fires. Null on one saved before owners were
+     * recorded: it runs with the account's authority.
+     */
+    owner: { type: ownerSchema, default: null },
     /**
      * Grows with every change of what is watched (connection, path, pattern, recursive,
      * stable_seconds, include_existing): an agent holding an older revision starts over.

@@ -44,3 +44,15 @@ TypeRegistry.Set<{ enum: readonly string[] }>('StringEnum', (schema, value) => t
 /** A string enum as a plain JSON-schema `enum`, so a wrong value gets one clear validation error. */
 export const StringEnum = <T extends string>(values: readonly T[], options: { description?: string } = {}) =>
   Type.Unsafe<T>({ [Kind]: 'StringEnum', type: 'string', enum: [...values], ...options });
+
+/** Who a schedule or watcher acts as: an API key or a user (docs/security.md "Escalation rules"). */
+export const AUTOMATION_OWNER_TYPES = ['api_key', 'user'] as const;
+export type AutomationOwnerType = (typeof AUTOMATION_OWNER_TYPES)[number];
+
+/**
+ * The owner of a schedule or watcher, read-only: the key or user that last saved it (POST or
+ * PUT), whose authority it runs with. Null for one saved before owners were recorded: it runs
+ * with the account's authority.
+ */
+export const AutomationOwner = Type.Union([Type.Object({ type: StringEnum(AUTOMATION_OWNER_TYPES), id: Id }), Type.Null()]);
+export type AutomationOwner = Static<typeof AutomationOwner>;

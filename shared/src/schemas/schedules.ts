@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { Id, Name, PageQuery, StringEnum, Timestamp } from './common.js';
+import { AutomationOwner, Id, Name, PageQuery, StringEnum, Timestamp } from './common.js';
 import { JobOptions } from '../protocol/agent-protocol.js';
 import { MAX_TRANSFER_PATH_LENGTH, TransferOptionsInput } from './transfers.js';
 
@@ -47,6 +47,8 @@ export const Schedule = Type.Object({
   last_run_at: Type.Union([Timestamp, Type.Null()]),
   /** The last run's status (its transfer's, as it is now); null before the first. */
   last_status: Type.Union([StringEnum(SCHEDULE_RUN_STATUSES), Type.Null()]),
+  /** Whose authority it runs with: who last saved it (read-only; docs/security.md "Escalation rules"). */
+  owner: AutomationOwner,
   created_at: Timestamp,
   updated_at: Timestamp,
 });

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { Id, Name, PageQuery, StringEnum, Timestamp } from './common.js';
+import { AutomationOwner, Id, Name, PageQuery, StringEnum, Timestamp } from './common.js';
 import { JobOptions } from '../protocol/agent-protocol.js';
 import { MAX_TRANSFER_PATH_LENGTH, TransferOptionsInput } from './transfers.js';
 
@@ -50,6 +50,8 @@ export const Watcher = Type.Object({
   last_poll_at: Type.Union([Timestamp, Type.Null()]),
   /** Why the last poll failed; null when it did not. */
   last_error: Type.Union([Type.String(), Type.Null()]),
+  /** Whose authority it runs with: who last saved it (read-only; docs/security.md "Escalation rules"). */
+  owner: AutomationOwner,
   created_at: Timestamp,
   updated_at: Timestamp,
 });

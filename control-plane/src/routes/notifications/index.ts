@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
   Envelope, ListNotificationLogQuery, NotificationLogEntry, NotificationSettings, NotificationTestResult, Page, UpdateNotificationSettingsRequest,
 } from '@xfer/shared';
-import { principalOf } from '../../plugins/app/access/index.js';
+import { principalOf, requireEventsReadableFor } from '../../plugins/app/access/index.js';
 
 const read = { access: { scope: 'notifications:read' } } as const;
 const write = { access: { scope: 'notifications:write' } } as const;
@@ -28,6 +28,8 @@ const notifications: FastifyPluginAsync = async (fastify) => {
     config: write,
   }, async (request) => {
     const { accountId } = principalOf(request);
+    // The recipients receive what the events carry: saving the list needs the read scope of each (docs/security.md "Event subscriptions").
+    await requireEventsReadableFor(app.audit, request, request.body.events, 'notifications.settings.update', { type: 'notification_settings', id: null });
     const settings = await app.audit.change(request, (announce) => app.notifications.put(accountId, request.body, (details) => announce({
       action: 'notifications.settings.update', outcome: 'success', resource: { type: 'notification_settings', id: null }, details,
     })));

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
   CreateScheduleRequest, Deleted, Envelope, IdParams, ListScheduleRunsQuery, ListSchedulesQuery, Page, Schedule, ScheduleRun, UpdateScheduleRequest,
 } from '@xfer/shared';
-import { principalOf, requireTransfersWriteFor } from '../../plugins/app/access/index.js';
+import { ownerOf, principalOf, requireRunAuthorityFor } from '../../plugins/app/access/index.js';
 
 const read = { access: { scope: 'schedules:read' } } as const;
 const write = { access: { scope: 'schedules:write' } } as const;
@@ -18,12 +18,14 @@ const schedules: FastifyPluginAsync = async (fastify) => {
   const resource = (id: string) => ({ type: 'schedule', id });
 
   /**
-   * A schedule runs transfers over the account's connections, later and as the system: creating,
-   * changing or running one also needs transfers:write, or a key holding schedules:write alone
-   * would run transfers it may not (docs/security.md "Escalation rules"). Deleting one does not.
+   * A schedule runs transfers, or a workflow, later and with its owner's authority (who last
+   * saved it): creating, changing or running one needs what running its definition (as it will
+   * be) needs, transfers:write and for a workflow workflows:write, or a key holding
+   * schedules:write alone would run what it may not (docs/security.md "Escalation rules").
+   * Deleting one does not.
    */
-  const needsTransfers = (request: FastifyRequest, action: string, id?: string) =>
-    requireTransfersWriteFor(app.audit, request, 'A schedule', action, id ? resource(id) : undefined);
+  const needsToRun = (request: FastifyRequest, action: string, runsWorkflow: boolean, id?: string) =>
+    requireRunAuthorityFor(app.audit, request, runsWorkflow ? 'A schedule of a workflow' : 'A schedule', action, { runsWorkflow }, id ? resource(id) : undefined);
 
   app.get('/schedules', {
     schema: { querystring: ListSchedulesQuery, response: { 200: Page(Schedule) } },
@@ -37,9 +39,9 @@ const schedules: FastifyPluginAsync = async (fastify) => {
     schema: { body: CreateScheduleRequest, response: { 201: Envelope(Schedule) } },
     config: write,
   }, async (request, reply) => {
-    const { accountId } = principalOf(request);
-    await needsTransfers(request, 'schedule.create');
-    const schedule = await app.audit.change(request, (announce) => app.schedules.create(accountId, request.body, (id, details) => announce({
+    const principal = principalOf(request);
+    await needsToRun(request, 'schedule.create', request.body.workflowId !== undefined);
+    const schedule = await app.audit.change(request, (announce) => app.schedules.create(principal.accountId, ownerOf(principal), request.body, (id, details) => announce({
       action: 'schedule.create', outcome: 'success', resource: resource(id), details,
     })));
     return reply.code(201).send({ data: schedule });
@@ -57,9 +59,13 @@ const schedules: FastifyPluginAsync = async (fastify) => {
     schema: { params: IdParams, body: UpdateScheduleRequest, response: { 200: Envelope(Schedule) } },
     config: write,
   }, async (request) => {
-    const { accountId } = principalOf(request);
-    await needsTransfers(request, 'schedule.update', request.params.id);
-    const { schedule } = await app.audit.change(request, (announce) => app.schedules.update(accountId, request.params.id, request.body, (id, details) => announce({
+    const principal = principalOf(request);
+    const { accountId } = principal;
+    const { body } = request;
+    // The schedule as it will be: the caller becomes its owner, so it must hold what that needs.
+    const runsWorkflow = body.workflowId !== undefined || (body.transfer === undefined && Boolean((await app.schedules.find(accountId, request.params.id)).workflow_id));
+    await needsToRun(request, 'schedule.update', runsWorkflow, request.params.id);
+    const { schedule } = await app.audit.change(request, (announce) => app.schedules.update(accountId, ownerOf(principal), request.params.id, body, (id, details) => announce({
       action: 'schedule.update', outcome: 'success', resource: resource(id), details,
     })));
     return { data: schedule };
@@ -82,11 +88,13 @@ const schedules: FastifyPluginAsync = async (fastify) => {
     config: write,
   }, async (request, reply) => {
     const { accountId } = principalOf(request);
-    await needsTransfers(request, 'schedule.run', request.params.id);
-    const run = await app.schedules.runNow(accountId, request.params.id);
+    const current = await app.schedules.find(accountId, request.params.id);
+    await needsToRun(request, 'schedule.run', Boolean(current.workflow_id), request.params.id);
+    // The run itself also checks the schedule's owner (schedule-runs.ts): a run it refuses is recorded `denied`.
+    const { run, denied } = await app.schedules.runNow(accountId, request.params.id);
     await app.audit.recordRequest(request, {
-      action: 'schedule.run', outcome: run.status === 'failed' ? 'failure' : 'success', resource: resource(request.params.id),
-      details: { run_id: run.id, transfer_id: run.transfer_id, status: run.status, ...(run.error ? { error: run.error } : {}) },
+      action: 'schedule.run', outcome: denied ? 'denied' : run.status === 'failed' ? 'failure' : 'success', resource: resource(request.params.id),
+      details: { run_id: run.id, transfer_id: run.transfer_id, status: run.status, ...(run.error ? { error: run.error } : {}), ...(denied ? { reason: 'owner authority' } : {}) },
     });
     return reply.code(201).send({ data: run });
   });

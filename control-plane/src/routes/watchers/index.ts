@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
   CreateWatcherRequest, Deleted, Envelope, IdParams, ListWatcherEventsQuery, ListWatchersQuery, Page, UpdateWatcherRequest, Watcher, WatcherEvent,
 } from '@xfer/shared';
-import { principalOf, requireTransfersWriteFor } from '../../plugins/app/access/index.js';
+import { ownerOf, principalOf, requireRunAuthorityFor } from '../../plugins/app/access/index.js';
 
 const read = { access: { scope: 'watchers:read' } } as const;
 const write = { access: { scope: 'watchers:write' } } as const;
@@ -17,9 +17,13 @@ const watchers: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const resource = (id: string) => ({ type: 'watcher', id });
 
-  /** A watcher runs transfers over the account's connections, later and as the system: creating or changing one also needs transfers:write. */
-  const needsTransfers = (request: FastifyRequest, action: string, id?: string) =>
-    requireTransfersWriteFor(app.audit, request, 'A watcher', action, id ? resource(id) : undefined);
+  /**
+   * A watcher runs transfers, or a workflow, later and with its owner's authority (who last saved
+   * it): creating or changing one needs what running its action (as it will be) needs,
+   * transfers:write and for a workflow workflows:write (docs/security.md "Escalation rules").
+   */
+  const needsToRun = (request: FastifyRequest, action: string, runsWorkflow: boolean, id?: string) =>
+    requireRunAuthorityFor(app.audit, request, runsWorkflow ? 'A watcher of a workflow' : 'A watcher', action, { runsWorkflow }, id ? resource(id) : undefined);
 
   app.get('/watchers', {
     schema: { querystring: ListWatchersQuery, response: { 200: Page(Watcher) } },
@@ -30,9 +34,9 @@ const watchers: FastifyPluginAsync = async (fastify) => {
     schema: { body: CreateWatcherRequest, response: { 201: Envelope(Watcher) } },
     config: write,
   }, async (request, reply) => {
-    const { accountId } = principalOf(request);
-    await needsTransfers(request, 'watcher.create');
-    const watcher = await app.audit.change(request, (announce) => app.watchers.create(accountId, request.body, (id, details) => announce({
+    const principal = principalOf(request);
+    await needsToRun(request, 'watcher.create', request.body.action?.workflowId !== undefined);
+    const watcher = await app.audit.change(request, (announce) => app.watchers.create(principal.accountId, ownerOf(principal), request.body, (id, details) => announce({
       action: 'watcher.create', outcome: 'success', resource: resource(id), details,
     })));
     return reply.code(201).send({ data: watcher });
@@ -47,9 +51,13 @@ const watchers: FastifyPluginAsync = async (fastify) => {
     schema: { params: IdParams, body: UpdateWatcherRequest, response: { 200: Envelope(Watcher) } },
     config: write,
   }, async (request) => {
-    const { accountId } = principalOf(request);
-    await needsTransfers(request, 'watcher.update', request.params.id);
-    const { watcher } = await app.audit.change(request, (announce) => app.watchers.update(accountId, request.params.id, request.body, (id, details) => announce({
+    const principal = principalOf(request);
+    const { accountId } = principal;
+    const { action } = request.body;
+    // The watcher as it will be: the caller becomes its owner, so it must hold what that needs.
+    const runsWorkflow = action ? action.workflowId !== undefined : Boolean((await app.watchers.find(accountId, request.params.id)).workflow_id);
+    await needsToRun(request, 'watcher.update', runsWorkflow, request.params.id);
+    const { watcher } = await app.audit.change(request, (announce) => app.watchers.update(accountId, ownerOf(principal), request.params.id, request.body, (id, details) => announce({
       action: 'watcher.update', outcome: 'success', resource: resource(id), details,
     })));
     return { data: watcher };

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
   CreateWebhookRequest, CreateWebhookResponse, Deleted, Envelope, IdParams, ListWebhooksQuery, Messages, Page, UpdateWebhookRequest, Webhook,
 } from '@xfer/shared';
-import { principalOf } from '../../plugins/app/access/index.js';
+import { principalOf, requireEventsReadableFor } from '../../plugins/app/access/index.js';
 
 const read = { access: { scope: 'webhooks:read', teamPlan: true } } as const;
 const write = { access: { scope: 'webhooks:write', teamPlan: true } } as const;
@@ -12,6 +12,8 @@ const write = { access: { scope: 'webhooks:write', teamPlan: true } } as const;
  * Webhooks (api.md "Webhooks"; decisions.md "Webhooks"; docs/api.md "Webhooks"). Team plan or
  * higher. The signing secret is write-only: the response schemas have no place for it except the
  * create answer's generated `secret`. Test sends and deliveries live in routes/webhook-deliveries.
+ * Saving a webhook needs the read scope of every event type it carries (docs/security.md "Event
+ * subscriptions"): its URL receives what they carry.
  */
 const webhooks: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
@@ -29,6 +31,7 @@ const webhooks: FastifyPluginAsync = async (fastify) => {
     config: write,
   }, async (request, reply) => {
     const { accountId } = principalOf(request);
+    await requireEventsReadableFor(app.audit, request, request.body.events, 'webhook.create');
     const { webhook, generatedSecret } = await app.audit.change(request, (announce) => app.webhooks.create(accountId, request.body, (id, details) => announce({
       action: 'webhook.create', outcome: 'success', resource: { type: 'webhook', id }, details,
     })));
@@ -49,6 +52,10 @@ const webhooks: FastifyPluginAsync = async (fastify) => {
     config: write,
   }, async (request) => {
     const { accountId } = principalOf(request);
+    const { id } = request.params;
+    // Whoever saves a webhook chooses where its events go (and with which secret): the events it will carry are checked, those kept too.
+    const events = request.body.events ?? (await app.webhooks.get(accountId, id)).events;
+    await requireEventsReadableFor(app.audit, request, events, 'webhook.update', { type: 'webhook', id });
     const { webhook } = await app.audit.change(request, (announce) => app.webhooks.update(accountId, request.params.id, request.body, (id, details) => announce({
       action: 'webhook.update', outcome: 'success', resource: { type: 'webhook', id }, details,
     })));

@@ -4,7 +4,7 @@ import {
   CreateWorkflowRequest, Deleted, Envelope, IdParams, ListWorkflowRunsQuery, ListWorkflowsQuery, Page, RunWorkflowRequest,
   UpdateWorkflowRequest, Workflow, WorkflowRun,
 } from '@xfer/shared';
-import { principalOf, requireTransfersWriteFor } from '../../plugins/app/access/index.js';
+import { principalOf, requireRunAuthorityFor } from '../../plugins/app/access/index.js';
 
 const read = { access: { scope: 'workflows:read' } } as const;
 const write = { access: { scope: 'workflows:write' } } as const;
@@ -20,12 +20,13 @@ const workflows: FastifyPluginAsync = async (fastify) => {
 
   /**
    * A workflow runs transfers and moves or deletes source files over the account's connections:
-   * creating, changing or running one also needs transfers:write, or a key holding
+   * creating, changing or running one needs what running a workflow needs (the rule schedules
+   * and watchers follow too), transfers:write besides workflows:write, or a key holding
    * workflows:write alone would run transfers it may not (docs/security.md "Escalation rules").
    * Deleting one and cancelling a run do not.
    */
   const needsTransfers = (request: FastifyRequest, action: string, id?: string) =>
-    requireTransfersWriteFor(app.audit, request, 'A workflow', action, id ? resource(id) : undefined);
+    requireRunAuthorityFor(app.audit, request, 'A workflow', action, { runsWorkflow: true }, id ? resource(id) : undefined);
 
   app.get('/workflows', {
     schema: { querystring: ListWorkflowsQuery, response: { 200: Page(Workflow) } },

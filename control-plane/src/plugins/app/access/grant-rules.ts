@@ -1,4 +1,4 @@
-import { scopesForRole, SCOPES, type Role, type Scope } from '@xfer/shared';
+import { isWebhookEventType, scopesForRole, SCOPES, type Role, type Scope, type WebhookEventType } from '@xfer/shared';
 import { ForbiddenError } from '../../../errors.js';
 import type { Models } from '../../../models/index.js';
 import type { Principal } from './auth.service.js';
@@ -80,11 +80,56 @@ export function requireExpiryWithin(callerEnd: Date | null, requested: Date | nu
 }
 
 /**
- * Automation that runs transfers later, as the system (a schedule, a watcher), may be set up or
- * changed only by a caller who may run transfers: a key holding schedules:write or
- * watchers:write alone would otherwise run transfers it may not. The 403 says which thing needs it.
+ * What running an automation definition needs, computed from the definition: what running it
+ * directly would (docs/security.md "Escalation rules"). Every definition runs transfers
+ * (transfers:write); one that runs a workflow also needs workflows:write, which `POST
+ * /workflows/:id/run` needs, or a schedule or watcher would run a workflow (its move_source and
+ * delete_source steps included) for a caller who may not.
  */
-export function requireTransfersWrite(principal: Principal, what: string): void {
-  if (principal.scopes.has('transfers:write')) return;
-  throw new ForbiddenError(`${what} runs transfers: this needs transfers:write, which ${callerName(principal)} does not hold`);
+export function scopesToRun(definition: { runsWorkflow: boolean }): Scope[] {
+  return definition.runsWorkflow ? ['transfers:write', 'workflows:write'] : ['transfers:write'];
+}
+
+/**
+ * Automation that runs later (a schedule, a watcher, a workflow) may be set up, changed or run
+ * only by a caller holding what running its definition needs (`scopesToRun`): a key holding
+ * schedules:write alone would otherwise run transfers, or a workflow, it may not. The 403 names
+ * the thing, what it needs and what the caller lacks.
+ */
+export function requireRunWithin(principal: Principal, what: string, definition: { runsWorkflow: boolean }): void {
+  const needed = scopesToRun(definition);
+  const beyond = scopesBeyond(principal, needed);
+  if (beyond.length === 0) return;
+  const missing = beyond.length < needed.length ? ` (missing ${beyond.join(', ')})` : '';
+  throw new ForbiddenError(`${what} runs transfers: this needs ${needed.join(' and ')}, which ${callerName(principal)} does not hold${missing}`);
+}
+
+/**
+ * The read scope each event type needs to be subscribed to (a webhook's `events`, the
+ * notification settings' `events`): what the event carries, delivered to a URL or mailbox the
+ * subscriber chose, so subscribing is reading it (docs/security.md "Event subscriptions"). One
+ * entry per event type: a type added to WEBHOOK_EVENT_TYPES without one does not compile.
+ */
+export const EVENT_READ_SCOPES: Readonly<Record<WebhookEventType, Scope>> = {
+  'file.uploaded': 'files:read', 'file.downloaded': 'files:read', 'file.deleted': 'files:read', 'file.shared': 'files:read',
+  'file.scan_blocked': 'files:read',
+  'transfer.started': 'transfers:read', 'transfer.completed': 'transfers:read', 'transfer.failed': 'transfers:read',
+  'data_room.created': 'data-rooms:read', 'data_room.file_added': 'data-rooms:read', 'data_room.member_added': 'data-rooms:read',
+  'user.login': 'users:read', 'user.registered': 'users:read',
+  'workflow.notify': 'workflows:read', 'workflow.completed': 'workflows:read', 'workflow.failed': 'workflows:read',
+};
+
+/**
+ * A subscription (webhook or notifications) may carry only event types whose read scope the
+ * caller holds. Unknown types are left to the caller's 400. The 403 names the event types and
+ * the missing scopes.
+ */
+export function requireEventsWithin(principal: Principal, events: readonly string[]): void {
+  const refused = events.filter((e) => isWebhookEventType(e) && !principal.scopes.has(EVENT_READ_SCOPES[e]));
+  if (refused.length === 0) return;
+  const beyond = scopesBeyond(principal, refused.map((e) => EVENT_READ_SCOPES[e as WebhookEventType]));
+  throw new ForbiddenError(
+    `Subscribing to ${refused.join(', ')} sends what ${refused.length > 1 ? 'they carry' : 'it carries'} to the subscriber: ` +
+      `this needs ${beyond.join(', ')}, which ${callerName(principal)} does not hold`,
+  );
 }

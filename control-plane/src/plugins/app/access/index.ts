@@ -20,9 +20,12 @@ export type { AuthService, ConsoleUser, Principal, SessionClaims } from './auth.
 export type { Announce, AuditBy, AuditContext, AuditEntry, AuditService, RequestAuditEntry } from './audit.service.js';
 export type { RateLimitOptions, RateLimitService } from './rate-limit.service.js';
 export {
-  callerExpiresAt, requireExpiryWithin, requireKeyWithin, requireRoleWithin, requireTransfersWrite, requireUserWithin, scopesBeyond,
+  callerExpiresAt, EVENT_READ_SCOPES, requireEventsWithin, requireExpiryWithin, requireKeyWithin, requireRoleWithin, requireRunWithin, requireUserWithin,
+  scopesBeyond, scopesToRun,
 } from './grant-rules.js';
-export { requireTransfersWriteFor } from './automation-guard.js';
+export {
+  ownerAuthorityProblem, ownerOf, presentOwner, requireEventsReadableFor, requireRunAuthorityFor, type StoredOwner,
+} from './automation-guard.js';
 export type { ApiKeysService } from './api-keys.service.js';
 export type { UsersService } from './users.service.js';
 export type { SettingsService, StoredSetting } from './settings.service.js';

@@ -3,7 +3,7 @@ import type { Models } from '../../../models/index.js';
 import type { AuditService } from '../access/audit.service.js';
 import { Loop } from '../../../lib/loop.js';
 import { latestDueAtOrBefore, nextDueAfter } from './cron.js';
-import { runStatus, type ScheduleRuns, type StoredSchedule, type StoredScheduleRun } from './schedule-runs.js';
+import { runStatus, type ScheduleRuns, type StartedScheduleRun, type StoredSchedule } from './schedule-runs.js';
 
 /** How many due schedules one pass takes; the rest wait for the next pass (a second later). */
 const BATCH = 100;
@@ -87,18 +87,21 @@ export class ScheduleFiring {
     await this.audited(schedule, await this.o.runs.start(schedule, run));
   }
 
-  /** The audit record of a run the loop started: by the system, naming the schedule, the run and its transfer. */
-  private async audited(schedule: StoredSchedule, run: StoredScheduleRun): Promise<void> {
+  /**
+   * The audit record of a run the loop started: by the system, naming the schedule, the run and
+   * its transfer; `denied` when the schedule's owner no longer had the authority to run it.
+   */
+  private async audited(schedule: StoredSchedule, run: StartedScheduleRun): Promise<void> {
     const { status, error } = runStatus(run, run.transfer_id ? { status: 'queued' } : null);
     await this.o.audit.record({
       accountId: schedule.account_id,
       actor: { type: 'system', id: null },
       action: 'schedule.fire',
       resource: { type: 'schedule', id: String(schedule._id) },
-      outcome: status === 'failed' ? 'failure' : 'success',
+      outcome: run.denied ? 'denied' : status === 'failed' ? 'failure' : 'success',
       details: {
         name: schedule.name, run_id: String(run._id), scheduled_for: run.scheduled_for.toISOString(),
-        transfer_id: run.transfer_id ? String(run.transfer_id) : null, status, ...(error ? { error } : {}),
+        transfer_id: run.transfer_id ? String(run.transfer_id) : null, status, ...(error ? { error } : {}), ...(run.denied ? { reason: 'owner authority' } : {}),
       },
     });
   }

@@ -7,6 +7,7 @@ import type { ScheduleRunDoc } from '../../../models/schedule-run.model.js';
 import type { StoredTransfer, TransfersService } from '../transfers/index.js';
 import type { StoredWorkflowRun, WorkflowRuns } from '../workflows/index.js';
 import { AppError } from '../../../errors.js';
+import { ownerAuthorityProblem } from '../access/index.js';
 import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
 export type StoredSchedule = ScheduleDoc & { _id: Types.ObjectId };
@@ -29,7 +30,9 @@ export interface ScheduleRunsOptions {
   log: Pick<FastifyBaseLogger, 'error'>;
 }
 
-type RunOutcome = Pick<StoredScheduleRun, 'state' | 'error'> & { job?: StoredTransfer; workflowRun?: StoredWorkflowRun };
+type RunOutcome = Pick<StoredScheduleRun, 'state' | 'error'> & { job?: StoredTransfer; workflowRun?: StoredWorkflowRun; denied?: boolean };
+/** A run as started: `denied` when its owner's authority was lost (not stored; the audit record says it). */
+export type StartedScheduleRun = StoredScheduleRun & { denied: boolean };
 
 /**
  * The status a run shows: its transfer's (or its workflow run's, `running` shown as
@@ -109,7 +112,7 @@ export class ScheduleRuns {
   }
 
   /** Starts a claimed run and records how it went on the run and on its schedule. */
-  async start(schedule: StoredSchedule, run: StoredScheduleRun): Promise<StoredScheduleRun> {
+  async start(schedule: StoredSchedule, run: StoredScheduleRun): Promise<StartedScheduleRun> {
     const outcome = await this.outcomeOf(schedule, run);
     const { db } = this.o;
     const set = { state: outcome.state, error: outcome.error ?? null, transfer_id: outcome.job?._id ?? null, workflow_run_id: outcome.workflowRun?._id ?? null };
@@ -126,10 +129,16 @@ export class ScheduleRuns {
     );
     // Queued for an agent without waiting for it; the run's status follows the transfer's.
     if (outcome.job && await this.o.transfers.enqueue(outcome.job)) this.o.wakeDispatcher();
-    return { ...run, ...set };
+    return { ...run, ...set, denied: outcome.denied ?? false };
   }
 
   private async outcomeOf(schedule: StoredSchedule, run: StoredScheduleRun): Promise<RunOutcome> {
+    // It runs with its owner's authority, checked now: a key revoked, expired or narrowed since
+    // it saved the schedule runs nothing through it (docs/security.md "Escalation rules").
+    const refused = await ownerAuthorityProblem(
+      this.o.db, schedule.account_id, schedule.owner, { runsWorkflow: Boolean(schedule.workflow_id) }, `PUT /schedules/${String(schedule._id)}`,
+    );
+    if (refused) return { state: 'failed', error: `The schedule did not run: ${refused}`, denied: true };
     const exclusive = schedule.overlap === 'skip';
     let holding = false;
     try {

@@ -9,6 +9,7 @@ import type { ParametersService } from '../parameters/index.js';
 import type { TransferOutcome, TransfersService } from '../transfers/index.js';
 import type { WorkflowRuns, WorkflowsService } from '../workflows/index.js';
 import { ownedConnectionId } from '../connections/index.js';
+import { presentOwner, type StoredOwner } from '../access/index.js';
 import { BadRequestError, NotFoundError } from '../../../errors.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
 import { checkCron, checkTimeZone, nextDueAfter } from './cron.js';
@@ -57,6 +58,7 @@ export function presentSchedule(doc: StoredSchedule, last: TransferOutcome | nul
       }
       : null,
     workflowId: doc.workflow_id ? String(doc.workflow_id) : null,
+    owner: presentOwner(doc.owner),
     next_run_at: doc.next_run_at ? doc.next_run_at.toISOString() : null,
     last_run_at: doc.last_run_at ? doc.last_run_at.toISOString() : null,
     last_status: lastRun?.status ?? null,
@@ -107,8 +109,11 @@ export class SchedulesService {
     return doc;
   }
 
-  /** Creates a schedule after every check (400 naming the field); its first due time is the first after now. */
-  async create(accountId: AccountId, input: CreateScheduleRequest, beforeWrite: BeforeWrite = noAnnouncement): Promise<Schedule> {
+  /**
+   * Creates a schedule after every check (400 naming the field); its first due time is the first
+   * after now. `owner` is the caller, whose authority it runs with (schedule-runs.ts checks it on each run).
+   */
+  async create(accountId: AccountId, owner: StoredOwner, input: CreateScheduleRequest, beforeWrite: BeforeWrite = noAnnouncement): Promise<Schedule> {
     const target = await this.checkedTarget(accountId, input.transfer, input.workflowId, true);
     checkCron(input.cron);
     const timezone = input.timezone ?? 'UTC';
@@ -117,7 +122,7 @@ export class SchedulesService {
     const now = new Date();
     const doc = {
       _id: new Types.ObjectId(), account_id: new Types.ObjectId(String(accountId)), name: input.name.trim(), cron: input.cron.trim(), timezone, active,
-      overlap: input.overlap ?? 'skip', transfer: target!.transfer, workflow_id: target!.workflow_id,
+      overlap: input.overlap ?? 'skip', transfer: target!.transfer, workflow_id: target!.workflow_id, owner,
       next_run_at: active ? nextDueAfter(input.cron, timezone, now) : null,
       last_run_id: null, last_run_at: null, last_run_state: null, last_transfer_id: null, last_workflow_run_id: null, created_at: now, updated_at: now,
     };
@@ -128,10 +133,11 @@ export class SchedulesService {
 
   /**
    * Changes the fields given. A change of `cron`, `timezone` or `active` sets `next_run_at` to the
-   * first due time after now: times missed while a schedule was paused are not caught up.
+   * first due time after now: times missed while a schedule was paused are not caught up. Whoever
+   * saves it becomes its `owner` (the route checked it holds what the schedule needs).
    */
   async update(
-    accountId: AccountId, id: string, input: UpdateScheduleRequest, beforeWrite: BeforeWrite = noAnnouncement,
+    accountId: AccountId, owner: StoredOwner, id: string, input: UpdateScheduleRequest, beforeWrite: BeforeWrite = noAnnouncement,
   ): Promise<{ schedule: Schedule; changed: string[] }> {
     const changed = Object.keys(input).sort();
     if (changed.length === 0) throw new BadRequestError('body must contain at least one of name, cron, timezone, active, overlap, transfer, workflowId');
@@ -149,7 +155,7 @@ export class SchedulesService {
       workflow_id: target ? target.workflow_id : current.workflow_id,
     };
     const retime = input.cron !== undefined || input.timezone !== undefined || input.active !== undefined;
-    const set: Record<string, unknown> = { ...next, updated_at: new Date() };
+    const set: Record<string, unknown> = { ...next, owner, updated_at: new Date() };
     if (retime) set.next_run_at = next.active ? nextDueAfter(next.cron, next.timezone, new Date()) : null;
     await beforeWrite(id, { ...auditDetails(next), changed });
     const updated = await this.o.db.schedules.findOneAndUpdate({ _id: current._id, account_id: current.account_id }, { $set: set }, { new: true })
@@ -168,11 +174,14 @@ export class SchedulesService {
     return presentSchedule(doc, null);
   }
 
-  /** Runs the schedule now (whether active or not), `overlap` applying as to a due time; the run as it started. */
-  async runNow(accountId: AccountId, id: string): Promise<ScheduleRun> {
+  /**
+   * Runs the schedule now (whether active or not), `overlap` applying as to a due time; the run as
+   * it started, and whether it was refused for its owner's lost authority (schedule-runs.ts).
+   */
+  async runNow(accountId: AccountId, id: string): Promise<{ run: ScheduleRun; denied: boolean }> {
     const schedule = await this.find(accountId, id);
     const run = await this.o.runs.start(schedule, await this.o.runs.claimNow(schedule));
-    return presentRun(run, (await this.outcomes([run])).get(String(run.workflow_run_id ?? run.transfer_id)) ?? null);
+    return { run: presentRun(run, (await this.outcomes([run])).get(String(run.workflow_run_id ?? run.transfer_id)) ?? null), denied: run.denied };
   }
 
   /** A page of the schedule's runs, newest first, each with its transfer's status as it is now. */

@@ -8,7 +8,7 @@ import type { WatcherDoc } from '../../../models/watcher.model.js';
 import type { WatcherEventDoc } from '../../../models/watcher-event.model.js';
 import type { StoredTransfer, TransferOutcome, TransfersService } from '../transfers/index.js';
 import type { WorkflowRuns } from '../workflows/index.js';
-import type { AuditService } from '../access/index.js';
+import { ownerAuthorityProblem, type AuditService } from '../access/index.js';
 import { serves, type AgentSession } from '../agents/index.js';
 import { runConnection } from '../transfers/index.js';
 import { AppError } from '../../../errors.js';
@@ -95,7 +95,10 @@ export class WatcherEvents {
       // Not a protocol error: a report held across a delete or a hand-over is normal. Dropped, and said so.
       this.o.log.info({ agentId: session.agent.id, watcherId: payload.watcher_id, files: payload.files.length, reason: refused }, 'watcher report dropped');
     } else {
-      for (const file of payload.files) await this.record(session, watcher, file);
+      // The owner's authority is read once for the whole report (its files fire together).
+      let authority: Promise<string | null> | undefined;
+      const ownerCheck = () => (authority ??= this.ownerProblem(watcher));
+      for (const file of payload.files) await this.record(session, watcher, file, ownerCheck);
     }
     if (payload.seq !== undefined) session.send('ack', { seqs: [payload.seq] });
   }
@@ -114,7 +117,15 @@ export class WatcherEvents {
     return serves({ ...agent, _id: agent._id }, runConnection(connection)) ? null : 'the agent does not serve the watcher\'s connection';
   }
 
-  private async record(session: AgentSession, watcher: StoredWatcher, file: FoundFile): Promise<void> {
+  /**
+   * Why the watcher's owner may no longer run its action (docs/security.md "Escalation rules"):
+   * it runs with the authority of whoever last saved it, checked each time it fires.
+   */
+  private ownerProblem(watcher: StoredWatcher): Promise<string | null> {
+    return ownerAuthorityProblem(this.o.db, watcher.account_id, watcher.owner, { runsWorkflow: Boolean(watcher.workflow_id) }, `PUT /watchers/${String(watcher._id)}`);
+  }
+
+  private async record(session: AgentSession, watcher: StoredWatcher, file: FoundFile, ownerCheck: () => Promise<string | null>): Promise<void> {
     const foreign = foreignFile(watcher, file);
     if (foreign) {
       this.o.log.warn({ agentId: session.agent.id, watcherId: String(watcher._id), path: file.path, reason: foreign }, 'watcher report of a file it does not watch dropped');
@@ -132,19 +143,23 @@ export class WatcherEvents {
       if (isDuplicateKey(err)) return; // this version was acted on already
       throw err;
     }
-    await this.start(watcher, event as StoredWatcherEvent);
+    await this.start(watcher, event as StoredWatcherEvent, ownerCheck);
   }
 
   /**
    * Starts an event's action and records how it went. Safe to repeat (the sweep does, for events
    * an instance left `pending`): the transfer's id (or the workflow run's) is the event's, so a
-   * second start finds the first's.
+   * second start finds the first's. An owner that lost the authority to run it (`ownerCheck`)
+   * fails the event, saying so, and the audit record is `denied`.
    */
-  async start(watcher: StoredWatcher, event: StoredWatcherEvent): Promise<void> {
+  async start(watcher: StoredWatcher, event: StoredWatcherEvent, ownerCheck = () => this.ownerProblem(watcher)): Promise<void> {
     let set: Pick<StoredWatcherEvent, 'state' | 'error' | 'transfer_id' | 'workflow_run_id'>;
     let job: StoredTransfer | null = null;
+    const refused = await ownerCheck();
     try {
-      if (watcher.workflow_id) {
+      if (refused) {
+        set = { state: 'failed', error: `The watcher did not act: ${refused}`, transfer_id: null, workflow_run_id: null };
+      } else if (watcher.workflow_id) {
         const name = event.path.slice(event.path.lastIndexOf('/') + 1);
         const run = await this.o.workflowRuns.startOf(watcher.account_id, watcher.workflow_id, {
           id: event._id, trigger: { type: 'watcher', id: watcher._id }, file: { name, path: event.path }, now: event.seen_at,
@@ -167,11 +182,12 @@ export class WatcherEvents {
     if (job && await this.o.transfers.enqueue(job)) this.o.wakeDispatcher();
     await this.o.audit.record({
       accountId: watcher.account_id, actor: { type: 'system', id: null }, action: 'watcher.trigger',
-      resource: { type: 'watcher', id: String(watcher._id) }, outcome: set.state === 'failed' ? 'failure' : 'success',
+      resource: { type: 'watcher', id: String(watcher._id) }, outcome: refused ? 'denied' : set.state === 'failed' ? 'failure' : 'success',
       details: {
         name: watcher.name, event_id: String(event._id), path: event.path, version: event.version,
         transfer_id: set.transfer_id ? String(set.transfer_id) : null,
         ...(set.workflow_run_id ? { workflow_run_id: String(set.workflow_run_id) } : {}), ...(set.error ? { error: set.error } : {}),
+        ...(refused ? { reason: 'owner authority' } : {}),
       },
     });
   }

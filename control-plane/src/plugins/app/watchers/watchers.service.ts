@@ -12,6 +12,7 @@ import { paginate, toObjectId } from '../../../lib/pagination.js';
 import type { TransfersService } from '../transfers/index.js';
 import type { WorkflowRuns, WorkflowsService } from '../workflows/index.js';
 import { ownedConnectionId } from '../connections/index.js';
+import { presentOwner, type StoredOwner } from '../access/index.js';
 import { presentEvent, type StoredWatcher, type StoredWatcherEvent } from './watcher-events.js';
 
 type AccountId = string | Types.ObjectId;
@@ -57,6 +58,7 @@ export function presentWatcher(doc: StoredWatcher): Watcher {
       transfer: t ? { destinationConnectionId: String(t.destination_connection_id), destinationPath: t.destination_path, options: t.options } : null,
       workflowId: doc.workflow_id ? String(doc.workflow_id) : null,
     },
+    owner: presentOwner(doc.owner),
     agent_id: doc.agent_id ? String(doc.agent_id) : null,
     last_poll_at: doc.last_poll_at ? doc.last_poll_at.toISOString() : null,
     last_error: doc.last_error ?? null,
@@ -100,8 +102,11 @@ export class WatchersService {
     return doc;
   }
 
-  /** Creates a watcher after every check (400 naming the field). It waits for an agent that may poll its connection. */
-  async create(accountId: AccountId, input: CreateWatcherRequest, beforeWrite: BeforeWrite = noAnnouncement): Promise<Watcher> {
+  /**
+   * Creates a watcher after every check (400 naming the field). It waits for an agent that may
+   * poll its connection. `owner` is the caller, whose authority it runs with (watcher-events.ts checks it on each file).
+   */
+  async create(accountId: AccountId, owner: StoredOwner, input: CreateWatcherRequest, beforeWrite: BeforeWrite = noAnnouncement): Promise<Watcher> {
     const fields = await this.checked(accountId, input, true);
     const now = new Date();
     const doc = {
@@ -110,7 +115,7 @@ export class WatchersService {
       poll_interval_seconds: input.poll_interval_seconds ?? DEFAULT_POLL_INTERVAL_SECONDS,
       stable_seconds: input.stable_seconds ?? DEFAULT_STABLE_SECONDS,
       include_existing: input.include_existing ?? false, active: input.active ?? true,
-      transfer: fields.action!.transfer, workflow_id: fields.action!.workflow_id, revision: 1, agent_id: null, last_poll_at: null, last_error: null,
+      transfer: fields.action!.transfer, workflow_id: fields.action!.workflow_id, owner, revision: 1, agent_id: null, last_poll_at: null, last_error: null,
       created_at: now, updated_at: now,
     };
     await beforeWrite(String(doc._id), auditDetails(doc));
@@ -122,9 +127,10 @@ export class WatchersService {
   /**
    * Changes the fields given. A change of what is watched (connection, path, pattern, recursive,
    * stable_seconds, include_existing) is a new revision: the agent starts over, with the files
-   * modified since the last poll counting as new (docs/automation.md "Watchers").
+   * modified since the last poll counting as new (docs/automation.md "Watchers"). Whoever saves it
+   * becomes its `owner` (the route checked it holds what the watcher needs).
    */
-  async update(accountId: AccountId, id: string, input: UpdateWatcherRequest, beforeWrite: BeforeWrite = noAnnouncement): Promise<{ watcher: Watcher; changed: string[] }> {
+  async update(accountId: AccountId, owner: StoredOwner, id: string, input: UpdateWatcherRequest, beforeWrite: BeforeWrite = noAnnouncement): Promise<{ watcher: Watcher; changed: string[] }> {
     const changed = Object.keys(input).sort();
     if (changed.length === 0) {
       throw new BadRequestError('body must contain at least one of name, connectionId, path, pattern, recursive, poll_interval_seconds, stable_seconds, include_existing, active, action');
@@ -145,7 +151,7 @@ export class WatchersService {
       workflow_id: fields.action ? fields.action.workflow_id : current.workflow_id,
     };
     const rewatch = WATCHED.some((f) => input[f] !== undefined);
-    const update: Record<string, unknown> = { $set: { ...next, updated_at: new Date() } };
+    const update: Record<string, unknown> = { $set: { ...next, owner, updated_at: new Date() } };
     if (rewatch) update.$inc = { revision: 1 };
     await beforeWrite(id, { ...auditDetails(next), changed });
     const updated = await this.o.db.watchers.findOneAndUpdate({ _id: current._id, account_id: current.account_id }, update, { new: true })
