@@ -5,7 +5,8 @@ import {
 import type { App } from '../src/app.js';
 import { auth, buildTestApp, createAccount, type TestAccount } from './helper.js';
 import { Types } from 'mongoose';
-import { counters, makeAgent, makeConnection, SECRET, sha, transferAction } from './fixtures.js';
+import { counters, makeAgent, makeConnection, makeTransfer, SECRET, sha, transferAction } from './fixtures.js';
+import { SourceSettler } from '../src/plugins/app/workflows/settle-step.js';
 import { eventually, ProtocolClient } from './protocol-client.js';
 import { assignRelay, entries, frames, FULL_CREDIT, ref, relayAgent, relayedTransfer, takenOverOnce, type RelayAgent } from './relay-fixtures.js';
 import type { StoredTransfer } from '../src/plugins/app/transfers/index.js';
@@ -229,6 +230,37 @@ test('each side vouches only for itself: delete_source deletes only what the rel
     }],
   });
   expect(source.all('source.settle')).toHaveLength(1);
+});
+
+test('a relayed attempt\'s verified skips: settled only when the attempt they name recorded the copy and, relayed, its source vouched for it', async () => {
+  const account = await createAccount(app);
+  const src = await makeConnection(app, account.apiKey, 'sftp');
+  const dst = await makeConnection(app, account.apiKey, 's3');
+  const created = await makeTransfer(app, account.apiKey, src.id, dst.id);
+  const jobId = new Types.ObjectId(created.id);
+  await app.db.transfers.updateOne({ _id: jobId }, { $set: { status: 'completed', attempt: 2, mode: 'relay', relayed_attempts: [1, 2] } });
+  const job = (await app.db.transfers.collection.findOne<StoredTransfer>({ _id: jobId }))!;
+  const file = (attempt: number, path: string, status: 'copied' | 'skipped', n: number) => ({
+    account_id: job.account_id, job_id: jobId, attempt, path, status, size: 100, sha256: sha(n), verified_by: status === 'copied' ? 'sha256' : 'attempt 1', error: null, created_at: new Date(),
+  });
+  await app.db.transferFiles.insertMany([
+    file(1, 'earlier.csv', 'copied', 5), file(1, 'unsent.csv', 'copied', 7),
+    // Attempt 2's destination: two skips attempt 1 did verify, one it never recorded.
+    file(2, 'earlier.csv', 'skipped', 5), file(2, 'forged.csv', 'skipped', 6), file(2, 'unsent.csv', 'skipped', 7),
+  ]);
+  await app.db.relaySentFiles.create({ account_id: job.account_id, job_id: jobId, attempt: 1, path: 'earlier.csv', size: 100, sha256: sha(5) });
+  const settler = new SourceSettler({ db: app.db, agents: app.agents, requests: app.agentRequests });
+  const agentOf = await makeAgent(app, account.apiKey);
+  const sourceAgent = (await ProtocolClient.connect(app, agentOf.token, { connector_types: ['sftp'], settle: true })).client;
+  opened.push(sourceAgent);
+  const settled = settler.settle(job, 'delete', undefined, { between: async () => true });
+  const settle = (await sourceAgent.next('source.settle')).payload;
+  expect(settle.files).toEqual([{ path: 'earlier.csv', size: 100 }]);
+  sourceAgent.send('source.settle.result', { request_id: settle.request_id, results: [{ path: 'earlier.csv', outcome: 'deleted' }] });
+  expect(await settled).toEqual({
+    files: { moved: 0, deleted: 1, gone: 0, changed: 0, unverified: 0, failed: 2 },
+    error: '2 files could not be deleted (first: forged.csv: the relay\'s destination agent said attempt 1 verified it, which that attempt did not record)',
+  });
 });
 
 test('listing entries past the entry credit, and a grant past the window, break the relay', async () => {
