@@ -123,7 +123,7 @@ export class Relay {
     }
   }
 
-  /** `relay.entries` or `relay.end` of the source side. */
+  /** `relay.entries`, `relay.sent` or `relay.end` of the source side. */
   fromSource(message: AgentRelayMessage): void {
     if (this.over) return;
     const who = this.source?.label ?? 'the source';
