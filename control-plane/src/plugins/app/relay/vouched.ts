@@ -1,5 +1,6 @@
 import { Types } from 'mongoose';
 import type { PayloadOf, AgentToServer } from '@xfer/shared';
+import { onlyDuplicateKeys } from '../../../lib/duplicate-key.js';
 import type { Models } from '../../../models/index.js';
 import type { StoredTransfer } from '../transfers/index.js';
 
@@ -31,9 +32,7 @@ export async function recordSent(db: Models, accountId: Types.ObjectId, jobId: s
   try {
     await db.relaySentFiles.insertMany(docs, { ordered: false, lean: true });
   } catch (err) {
-    const writeErrors = (err as { writeErrors?: Array<{ code?: number; err?: { code?: number } }> }).writeErrors;
-    const duplicatesOnly = Array.isArray(writeErrors) && writeErrors.every((e) => (e.code ?? e.err?.code) === 11000);
-    if (!duplicatesOnly && (err as { code?: number }).code !== 11000) throw err;
+    if (!onlyDuplicateKeys(err)) throw err;
   }
 }
 
