@@ -199,6 +199,9 @@ describe('relay sftp → s3 between two agents', () => {
       expect(results).toHaveLength(files.length);
       for (const r of results) expect(r).toMatchObject({ status: 'copied', sha256: sha256(SMALL_TREE[r.path]!) });
       expect([...pair.forwarder.wanted].sort()).toEqual(files.map(([p]) => p).sort());
+      // The source vouched for each file with the size and SHA-256 it read: what the destination verified (docs/security.md "Relays").
+      const byPath = (a: { path: string }, b: { path: string }) => (a.path < b.path ? -1 : 1);
+      expect([...pair.forwarder.vouched].sort(byPath)).toEqual(results.map((r) => ({ path: r.path, size: r.size, sha256: r.sha256 })).sort(byPath));
       // The wants of one tick go in one message.
       expect(pair.forwarder.destination.all('relay.want').length).toBeLessThan(files.length);
       expect(pair.forwarder.overdrawn).toBe(false);

@@ -94,6 +94,14 @@ test('over a peer link: B sends relay.source, frames go through byte-exact both 
   expect(got.length).toBe(sent.length);
   got.forEach((f, i) => expect(f.equals(sent[i]!)).toBe(true));
 
+  // What the source vouches for crosses the link unchanged and is recorded by the host (A), not given to the destination.
+  const vouched = [{ path: 'dir/file-1', size: 100, sha256: 'ab'.repeat(32) }];
+  source.client.send('relay.sent', { ...ref(job), files: vouched });
+  const recorded = await eventually(async () => a.db.relaySentFiles.find({ job_id: job._id }, { _id: 0, attempt: 1, path: 1, size: 1, sha256: 1 }).lean().then((d) => d.length > 0 && d), 'the host recorded it');
+  expect(recorded).toEqual([{ attempt: 1, ...vouched[0] }]);
+  expect(Buffer.concat(network.seen.slice(crossedBefore)).toString('latin1')).toContain('"relay.sent"');
+  expect(destination.client.received.map((m) => m.type as string)).not.toContain('relay.sent');
+
   source.client.send('relay.end', ref(job));
   expect((await destination.client.next('relay.end')).payload).toEqual(ref(job));
   await eventually(async () => a.relays.stats().hosted === 0 && b.relays.stats().served === 0, 'both ends let go');

@@ -3,8 +3,10 @@ import {
   CloseCodes, encodeRelayChunk, RELAY_CHUNK_BYTES, RELAY_FRAME_HEADER_BYTES, RELAY_WINDOW_BYTES, relayFrameHeader,
 } from '@xfer/shared';
 import type { App } from '../src/app.js';
-import { buildTestApp, createAccount, type TestAccount } from './helper.js';
-import { SECRET, transferAction } from './fixtures.js';
+import { auth, buildTestApp, createAccount, type TestAccount } from './helper.js';
+import { Types } from 'mongoose';
+import { counters, makeAgent, makeConnection, makeTransfer, SECRET, sha, transferAction } from './fixtures.js';
+import { SourceSettler } from '../src/plugins/app/workflows/settle-step.js';
 import { eventually, ProtocolClient } from './protocol-client.js';
 import { assignRelay, entries, frames, FULL_CREDIT, ref, relayAgent, relayedTransfer, takenOverOnce, type RelayAgent } from './relay-fixtures.js';
 import type { StoredTransfer } from '../src/plugins/app/transfers/index.js';
@@ -144,6 +146,121 @@ test('a source that sends more bytes than granted is cut off: both sides get rel
   await eventually(async () => source.client.all('relay.end').length === 2, 'the stale answer');
   await new Promise((resolve) => setTimeout(resolve, 200));
   expect(source.client.all('relay.end')).toHaveLength(2);
+});
+
+test('the source\'s relay.sent is recorded by the host for the attempt and never forwarded; vouching for more files than were wanted breaks the relay', async () => {
+  const { destination, source, job } = await started();
+  expect((await app.db.transfers.findById(job._id, { relayed_attempts: 1 }).lean())!.relayed_attempts).toEqual([1]);
+  destination.client.send('relay.credit', { ...ref(job), ...FULL_CREDIT });
+  await source.client.next('relay.credit');
+  source.client.send('relay.entries', { ...ref(job), entries: entries(3), done: true });
+  await destination.client.next('relay.entries');
+  destination.client.send('relay.want', { ...ref(job), files: [{ path: 'file-0', size: 100 }, { path: 'file-1', size: 100 }] });
+  await source.client.next('relay.want');
+  source.client.send('relay.sent', { ...ref(job), files: [{ path: 'file-0', size: 100, sha256: sha(1) }, { path: 'file-1', size: 100, sha256: sha(2) }] });
+  const recorded = await eventually(async () => {
+    const docs = await app.db.relaySentFiles.find({ job_id: job._id }).sort({ path: 1 }).lean();
+    return docs.length === 2 && docs;
+  }, 'the source\'s record');
+  expect(recorded.map((d) => [d.attempt, d.path, d.size, d.sha256, String(d.account_id)])).toEqual([
+    [1, 'file-0', 100, sha(1), String(job.account_id)], [1, 'file-1', 100, sha(2), String(job.account_id)],
+  ]);
+  // Vouching for a third file when two were wanted: a breach of the protocol.
+  source.client.send('relay.sent', { ...ref(job), files: [{ path: 'file-2', size: 100, sha256: sha(3) }] });
+  const error = `Relay source agent ${source.name} vouched for 1 files more than the destination wanted`;
+  expect((await destination.client.next('relay.end')).payload.error).toBe(error);
+  expect(destination.client.received.map((m) => m.type as string)).not.toContain('relay.sent');
+  expect(await app.db.relaySentFiles.countDocuments({ job_id: job._id })).toBe(2);
+});
+
+test('each side vouches only for itself: delete_source deletes only what the relay\'s source agent sent with the size and SHA-256 the destination verified', async () => {
+  const key = (await createAccount(app)).apiKey;
+  // No agent serves both ends: the scheduler relays (source agent: sftp and settle; destination agent: s3).
+  const src = await makeConnection(app, key, 'sftp');
+  const dst = await makeConnection(app, key, 's3');
+  const sourceAgent = await makeAgent(app, key);
+  const source = (await ProtocolClient.connect(app, sourceAgent.token, { connector_types: ['sftp'], relay: true, settle: true })).client;
+  const destinationAgent = await makeAgent(app, key);
+  const destination = (await ProtocolClient.connect(app, destinationAgent.token, { connector_types: ['s3'], relay: true })).client;
+  opened.push(source, destination);
+  const wf = await app.inject({ method: 'POST', url: '/api/v1/workflows', headers: auth(key), payload: {
+    name: `relay settle ${String(Date.now())}`,
+    steps: [{ type: 'transfer', sourceConnectionId: src.id, sourcePath: '/inbox', destinationConnectionId: dst.id, destinationPath: '/archive' }, { type: 'delete_source' }],
+  } });
+  expect(wf.statusCode).toBe(201);
+  const run = await app.inject({ method: 'POST', url: `/api/v1/workflows/${wf.json().data.id as string}/run`, headers: auth(key), payload: {} });
+  expect(run.statusCode).toBe(201);
+  const runId = run.json().data.id as string;
+
+  const assign = (await destination.next('job.assign')).payload;
+  expect(assign.relay).toEqual({ source_type: 'sftp' });
+  const job = { job_id: assign.job_id, attempt: assign.attempt };
+  await source.next('relay.source');
+  destination.send('job.accepted', { job_id: job.job_id });
+  destination.send('relay.credit', { ...job, ...FULL_CREDIT });
+  await source.next('relay.credit');
+  const listed = ['honest.csv', 'other-hash.csv', 'unread.csv'].map((path) => ({ path, kind: 'file' as const, size: 100 }));
+  source.send('relay.entries', { ...job, entries: listed, done: true });
+  await destination.next('relay.entries');
+  destination.send('relay.want', { ...job, files: listed.map(({ path, size }) => ({ path, size })) });
+  await source.next('relay.want');
+  // The source read two of them whole (the third failed to read): it vouches for those two.
+  source.send('relay.sent', { ...job, files: [{ path: 'honest.csv', size: 100, sha256: sha(1) }, { path: 'other-hash.csv', size: 100, sha256: sha(2) }] });
+  await eventually(async () => (await app.db.relaySentFiles.countDocuments({ job_id: new Types.ObjectId(job.job_id) })) === 2, 'the source\'s record');
+
+  // A compromised destination claims more than the source sent: another hash, a file never read, one never listed.
+  const verified = (path: string, n: number) => ({ path, status: 'copied' as const, size: 100, sha256: sha(n), verified_by: 'sha256' });
+  const files = [verified('honest.csv', 1), verified('other-hash.csv', 9), verified('unread.csv', 3), verified('secret/keys.txt', 4)];
+  destination.send('job.progress', { job_id: job.job_id, ...counters(4, 4, 400), listing_done: true, files });
+  destination.send('relay.end', job);
+  destination.send('job.completed', { job_id: job.job_id, ...counters(4, 4, 400) });
+
+  const settle = (await source.next('source.settle')).payload;
+  expect(settle).toMatchObject({ action: 'delete', source_path: '/inbox', files: [{ path: 'honest.csv', size: 100 }] });
+  source.send('source.settle.result', { request_id: settle.request_id, results: [{ path: 'honest.csv', outcome: 'deleted' }] });
+  const done = await eventually(async () => {
+    const r = (await app.inject({ method: 'GET', url: `/api/v1/workflow-runs/${runId}`, headers: auth(key) })).json().data;
+    return r.status !== 'running' && r;
+  }, 'the run ends');
+  expect(done).toMatchObject({
+    status: 'failed',
+    steps: [{ status: 'completed' }, {
+      type: 'delete_source', status: 'failed', files: { deleted: 1, failed: 3 },
+      error: '3 files could not be deleted (first: other-hash.csv: its size or SHA-256 at the destination differs from what the relay\'s source agent read (attempt 1))',
+    }],
+  });
+  expect(source.all('source.settle')).toHaveLength(1);
+});
+
+test('a relayed attempt\'s verified skips: settled only when the attempt they name recorded the copy and, relayed, its source vouched for it', async () => {
+  const account = await createAccount(app);
+  const src = await makeConnection(app, account.apiKey, 'sftp');
+  const dst = await makeConnection(app, account.apiKey, 's3');
+  const created = await makeTransfer(app, account.apiKey, src.id, dst.id);
+  const jobId = new Types.ObjectId(created.id);
+  await app.db.transfers.updateOne({ _id: jobId }, { $set: { status: 'completed', attempt: 2, mode: 'relay', relayed_attempts: [1, 2] } });
+  const job = (await app.db.transfers.collection.findOne<StoredTransfer>({ _id: jobId }))!;
+  const file = (attempt: number, path: string, status: 'copied' | 'skipped', n: number) => ({
+    account_id: job.account_id, job_id: jobId, attempt, path, status, size: 100, sha256: sha(n), verified_by: status === 'copied' ? 'sha256' : 'attempt 1', error: null, created_at: new Date(),
+  });
+  await app.db.transferFiles.insertMany([
+    file(1, 'earlier.csv', 'copied', 5), file(1, 'unsent.csv', 'copied', 7),
+    // Attempt 2's destination: two skips attempt 1 did verify, one it never recorded.
+    file(2, 'earlier.csv', 'skipped', 5), file(2, 'forged.csv', 'skipped', 6), file(2, 'unsent.csv', 'skipped', 7),
+  ]);
+  await app.db.relaySentFiles.create({ account_id: job.account_id, job_id: jobId, attempt: 1, path: 'earlier.csv', size: 100, sha256: sha(5) });
+  const settler = new SourceSettler({ db: app.db, agents: app.agents, requests: app.agentRequests });
+  const agentOf = await makeAgent(app, account.apiKey);
+  const sourceAgent = (await ProtocolClient.connect(app, agentOf.token, { connector_types: ['sftp'], settle: true })).client;
+  opened.push(sourceAgent);
+  const settled = settler.settle(job, 'delete', undefined, { between: async () => true });
+  const settle = (await sourceAgent.next('source.settle')).payload;
+  expect(settle.files).toEqual([{ path: 'earlier.csv', size: 100 }]);
+  sourceAgent.send('source.settle.result', { request_id: settle.request_id, results: [{ path: 'earlier.csv', outcome: 'deleted' }] });
+  expect(await settled).toEqual({
+    files: { moved: 0, deleted: 1, gone: 0, changed: 0, unverified: 0, failed: 2 },
+    error: '2 files could not be deleted (first: forged.csv: the relay\'s destination agent said attempt 1 verified it, which that attempt did not record)',
+  });
 });
 
 test('listing entries past the entry credit, and a grant past the window, break the relay', async () => {

@@ -80,6 +80,7 @@ function samples() {
     'relay.entries': [{ job_id: oid(), attempt: 1, entries: [{ path: 'a', kind: 'file', size: 1 }], done: true }],
     'relay.want': [{ job_id: oid(), attempt: 1, files: [{ path: 'a', size: 1 }] }],
     'relay.end': [{ job_id: oid(), attempt: 1 }, { job_id: oid(), attempt: 2, error: 'gone' }],
+    'relay.sent': [{ job_id: oid(), attempt: 1, files: [{ path: 'a', size: 1, sha256: 'a'.repeat(64) }] }],
   } satisfies Record<keyof typeof AgentToServer, unknown[]>;
   return all;
 }

@@ -1,3 +1,7 @@
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Proc } from '../src/stack.js';
 import { unfinished, waitFor } from './support/stack-helpers.js';
 import { digestBucket, openUploads } from './support/trees.js';
@@ -37,6 +41,29 @@ test('pools: A serves only the sftp end, B and B2 only the s3 end (operator labe
   expect(await view(agents.b.id)).toMatchObject({ status: 'online', agent_labels: [DESTINATION_POOL], labels: [], pools: [DESTINATION_POOL] });
   expect(await view(agents.b2.id)).toMatchObject({ status: 'online', agent_labels: [], labels: [DESTINATION_POOL], pools: [DESTINATION_POOL] });
 });
+
+test('a workflow\'s delete_source after a relayed transfer: the source agent vouched for every file, so every verified file is deleted at the source', async () => {
+  const { stack } = suite;
+  const names = ['one.csv', 'two.csv', 'deep/three.csv'];
+  for (const name of names) {
+    mkdirSync(join(suite.sftpRoot, 'settle', name, '..'), { recursive: true });
+    writeFileSync(join(suite.sftpRoot, 'settle', name), randomBytes(5_000 + name.length));
+  }
+  spawnSync('chown', ['-R', `${process.env.XFER_TEST_SFTP_USER}:`, suite.sftpRoot]);
+  const workflow = await stack.api.data('POST', '/workflows', {
+    name: 'relay then delete',
+    steps: [
+      { type: 'transfer', sourceConnectionId: suite.ids.sftp, sourcePath: '/settle', destinationConnectionId: suite.ids.s3, destinationPath: '/settled' },
+      { type: 'delete_source' },
+    ],
+  });
+  const started = await stack.api.data('POST', `/workflows/${workflow.id as string}/run`, {});
+  const done = await waitFor('the workflow run to end', () => stack.api.data('GET', `/workflow-runs/${started.id as string}`), (r) => !['queued', 'running'].includes(r.status), 120_000);
+  expect(done).toMatchObject({ status: 'completed', steps: [{ status: 'completed' }, { type: 'delete_source', status: 'completed', files: { deleted: names.length, failed: 0, unverified: 0 } }] });
+  expect(await job(done.steps[0].transfer_id)).toMatchObject({ status: 'completed', mode: 'relay', source_agent_id: agents.a.id });
+  for (const name of names) expect(existsSync(join(suite.sftpRoot, 'settle', name))).toBe(false);
+  expect((await digestBucket(suite.s3, suite.bucket, 'settled')).files.size).toBe(names.length);
+}, 180_000);
 
 test('a tree of small files and a 200 MiB file, relayed: completed, byte-identical, verified, counters right, nothing partial', async () => {
   const id = await startTransfer(suite.stack.api, suite.ids, 'relay tree', '/src', '/tree');

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import pino from 'pino';
-import { decodeRelayChunk, RELAY_CHUNK_BYTES, RELAY_WINDOW_BYTES, type AgentMessage, type ConnectionSettings } from '@xfer/shared';
+import { decodeRelayChunk, RELAY_CHUNK_BYTES, RELAY_WINDOW_BYTES, type AgentMessage, type AgentToServer, type ConnectionSettings, type PayloadOf } from '@xfer/shared';
 import { AgentAccess } from '../connectors/access.js';
 import { FsConnector } from '../connectors/fs/fs.connector.js';
 import type { SourceItem } from '../copy/types.js';
@@ -13,7 +13,7 @@ import type { ConnectorSource } from '../lib/connector-source.js';
 import type { RelayLink } from '../session/relay-link.js';
 import { RelayDestination } from './relay-destination.js';
 import { RelaySource } from './relay-source.js';
-import { RelayTarWriter } from './relay-tar.js';
+import { RelayTarWriter, SMALL_FILE_BYTES } from './relay-tar.js';
 import { TarReceiver } from './tar-receiver.js';
 
 /**
@@ -134,6 +134,26 @@ describe('the source side of a relay', () => {
     // ~11 full frames' worth went out in 32 on a loaded CI machine, so the bound is the files'.)
     expect(link.payloads.length).toBeLessThan(files.length / 4);
     for (const p of link.payloads) expect(p.length).toBeLessThanOrEqual(RELAY_CHUNK_BYTES);
+  });
+
+  test('it vouches for each file it read whole (relay.sent: path, size, the SHA-256 of the bytes read), in batches of at most 100, and not for one it could not read', async () => {
+    const files = [
+      ...Array.from({ length: 150 }, (_, i) => ({ path: `s${String(i).padStart(3, '0')}.bin`, data: randomBytes(1000 + i) })),
+      { path: 'large.bin', data: randomBytes(SMALL_FILE_BYTES + 70_000) },
+    ];
+    for (const f of files) writeFileSync(join(root, f.path), f.data);
+    const link = new FakeRelayLink();
+    const id = jobId();
+    source = serve(link, id);
+    source.message({ type: 'relay.credit', payload: { job_id: id, attempt: 1, entries: 1000, bytes: RELAY_WINDOW_BYTES } });
+    await link.until(() => link.entries().some((p) => p.done));
+    const wanted = [...files.map((f) => ({ path: f.path, size: f.data.length })), { path: 'gone.bin', size: 10 }];
+    source.message({ type: 'relay.want', payload: { job_id: id, attempt: 1, files: wanted } });
+    const sent = () => link.messages.filter((m) => m.type === 'relay.sent').map((m) => m.payload as PayloadOf<typeof AgentToServer, 'relay.sent'>);
+    await link.until(() => sent().reduce((n, p) => n + p.files.length, 0) >= files.length);
+    expect(sent().map((p) => p.files.length)).toEqual([100, 51]);
+    expect(sent().every((p) => p.job_id === id && p.attempt === 1)).toBe(true);
+    expect(sent().flatMap((p) => p.files)).toEqual(files.map((f) => ({ path: f.path, size: f.data.length, sha256: createHash('sha256').update(f.data).digest('hex') })));
   });
 });
 

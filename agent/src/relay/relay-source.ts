@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import {
-  AgentToServer, frame, MAX_RELAY_ENTRIES, RELAY_CHUNK_BYTES, RELAY_FRAME_HEADER_BYTES, relayFrameHeader,
+  AgentToServer, frame, MAX_RELAY_ENTRIES, MAX_RELAY_SENT_FILES, RELAY_CHUNK_BYTES, RELAY_FRAME_HEADER_BYTES, relayFrameHeader,
   type AgentMessage, type PayloadOf, type RelayEntry, type ServerToAgent,
 } from '@xfer/shared';
 import type { Logger } from 'pino';
@@ -12,7 +12,7 @@ import type { SourceItem } from '../copy/types.js';
 import type { ConnectorSource } from '../lib/connector-source.js';
 import type { RelayLink } from '../session/relay-link.js';
 import { isRelayPath } from './relay-path.js';
-import { RelayTarWriter, SMALL_FILE_BYTES } from './relay-tar.js';
+import { RelayTarWriter, SMALL_FILE_BYTES, type ReadResult } from './relay-tar.js';
 
 type Payload<T extends keyof typeof ServerToAgent> = PayloadOf<typeof ServerToAgent, T>;
 export type RelaySourceRequest = Payload<'relay.source'>;
@@ -81,6 +81,8 @@ export class RelaySource {
   /** Frame buffers the link is done with, for the next frames (see `pump`). */
   private readonly spareFrames: Buffer[] = [];
   private readonly wants: Want[] = [];
+  /** Files packed and not yet vouched for in a `relay.sent` (at most MAX_RELAY_SENT_FILES). */
+  private vouched: PayloadOf<typeof AgentToServer, 'relay.sent'>['files'] = [];
   private entryCredit = 0;
   private byteCredit = 0;
   private bytesSent = 0;
@@ -166,6 +168,7 @@ export class RelaySource {
       this.writer.destroy();
       await connector?.close().catch((e: unknown) => log.warn({ err: reasonOf(e) }, 'closing a connector failed'));
       const ending = this.ending!;
+      if (ending.message) this.vouch();
       if (ending.message) this.send('relay.end', { ...this.ref(), ...ending.message, ...(ending.message.error ? { error: ending.message.error.slice(0, 4000) } : {}) });
       log.info({ bytes_sent: this.bytesSent, frames_sent: this.framesSent, status: ending.status, error: ending.message?.error }, 'relay source ended');
       this.o.onEnded({ status: ending.status, sourceType: request.source.type, bytesSent: this.bytesSent });
@@ -216,6 +219,7 @@ export class RelaySource {
     try {
       for (;;) {
         while (this.wants.length === 0) {
+          this.vouch();
           if (!this.servedAll) {
             this.servedAll = true;
             this.sendable.notify();
@@ -225,29 +229,50 @@ export class RelaySource {
         this.servedAll = false;
         this.readAhead(source, signal);
         const want = this.wants.shift()!;
-        if (want.ahead) {
-          const read = await want.ahead;
-          if (Array.isArray(read)) await this.writer.file(want.path, want.size, read, signal);
-          else await this.writer.file(want.path, want.size, null, signal, read.error);
-          continue;
-        }
-        let body: Readable;
-        try {
-          body = await source.read(this.sourcePath(want.path), { signal });
-        } catch (err) {
-          signal.throwIfAborted();
-          await this.writer.file(want.path, want.size, null, signal, reasonOf(err));
-          continue;
-        }
-        try {
-          await this.writer.file(want.path, want.size, body, signal);
-        } finally {
-          body.destroy();
-        }
+        this.packed(want, await this.pack(source, want, signal));
       }
     } catch (err) {
       if (!signal.aborted) this.finish({ error: `the source agent failed serving the relay: ${reasonOf(err)}` }, 'failed');
     }
+  }
+
+  /** One wanted file into the tar writer: the SHA-256 of the bytes read, or why it could not be read whole. */
+  private async pack(source: Connector, want: Want, signal: AbortSignal): Promise<ReadResult> {
+    if (want.ahead) {
+      const read = await want.ahead;
+      return Array.isArray(read) ? this.writer.file(want.path, want.size, read, signal) : this.writer.file(want.path, want.size, null, signal, read.error);
+    }
+    let body: Readable;
+    try {
+      body = await source.read(this.sourcePath(want.path), { signal });
+    } catch (err) {
+      signal.throwIfAborted();
+      return this.writer.file(want.path, want.size, null, signal, reasonOf(err));
+    }
+    try {
+      return await this.writer.file(want.path, want.size, body, signal);
+    } finally {
+      body.destroy();
+    }
+  }
+
+  /**
+   * A file packed whole is vouched for (`relay.sent`: path, size, and the SHA-256 this side
+   * computed while reading it), in batches; one it could not read is not. The control plane moves
+   * or deletes a source file only when the destination's verified result matches this record
+   * (docs/security.md "Relays").
+   */
+  private packed(want: Want, result: ReadResult): void {
+    if (!('sha256' in result)) return;
+    this.vouched.push({ path: want.path, size: want.size, sha256: result.sha256 });
+    if (this.vouched.length >= MAX_RELAY_SENT_FILES) this.vouch();
+  }
+
+  /** Sends the files packed since the last `relay.sent`, if any. */
+  private vouch(): void {
+    if (this.vouched.length === 0) return;
+    this.send('relay.sent', { ...this.ref(), files: this.vouched });
+    this.vouched = [];
   }
 
   /** Starts reading the small files among the next `concurrency` wants (the one due now included). */

@@ -12,7 +12,8 @@ type SourceRequest = PayloadOf<typeof ServerToAgent, 'relay.source'>;
  * with `relay: true` in their welcome, it starts a relayed job (the relayed `job.assign` to the
  * destination agent, `relay.source` to the source agent) and forwards what the contract says,
  * unchanged: `relay.credit`, `relay.want` and `relay.end` from the destination to the source,
- * `relay.entries`, `relay.end` and the binary tar frames from the source to the destination.
+ * `relay.entries`, `relay.end` and the binary tar frames from the source to the destination
+ * (`relay.sent` is kept in `vouched`, as the control plane records it).
  * When one side's socket closes it sends the other `relay.end` with an error, as the control
  * plane does for a side that is gone.
  *
@@ -33,6 +34,8 @@ export class RelayForwarder {
   frames = 0;
   /** The paths of every `relay.want`, in order. */
   readonly wanted: string[] = [];
+  /** What the source vouched for (`relay.sent`, which a control plane records and never forwards), in order. */
+  readonly vouched: { path: string; size: number; sha256: string }[] = [];
   readonly ends: { from: 'source' | 'destination'; payload: RelayEnd }[] = [];
   /** Changes one frame's payload on its way: `offset` is where it starts in the tar stream. */
   tamper: ((payload: Buffer, offset: number) => Buffer) | null = null;
@@ -106,6 +109,7 @@ export class RelayForwarder {
       this.ends.push({ from: 'source', payload: m.payload });
       this.active = false;
     }
+    if (m.type === 'relay.sent') this.vouched.push(...m.payload.files);
     if (m.type === 'relay.entries' || m.type === 'relay.end') this.destination.send(m.type, m.payload as never);
   }
 

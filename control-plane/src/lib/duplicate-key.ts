@@ -6,3 +6,13 @@
 export function isDuplicateKey(err: unknown): boolean {
   return (err as { code?: number } | null)?.code === 11000 || /E11000/.test(String((err as Error | null)?.message));
 }
+
+/**
+ * Whether an unordered `insertMany` failed only on unique-index violations: the records that were
+ * there already (a report sent twice) are skipped, every other one was inserted.
+ */
+export function onlyDuplicateKeys(err: unknown): boolean {
+  const writeErrors = (err as { writeErrors?: Array<{ code?: number; err?: { code?: number } }> } | null)?.writeErrors;
+  const duplicatesOnly = Array.isArray(writeErrors) && writeErrors.every((e) => (e.code ?? e.err?.code) === 11000);
+  return duplicatesOnly || (err as { code?: number } | null)?.code === 11000;
+}

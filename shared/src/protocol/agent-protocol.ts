@@ -4,7 +4,7 @@ import { Value } from '@sinclair/typebox/value';
 import { ConnectionSettings, ConnectionTypeName } from '../schemas/connections.js';
 import { AgentLabel, StringEnum } from '../schemas/common.js';
 import { ProtocolError } from './protocol-error.js';
-import { RelayForwarded, RelayServerToAgent } from './relay-protocol.js';
+import { RelayAgentToServer, RelayForwarded, RelayServerToAgent } from './relay-protocol.js';
 import { WatchAgentToServer, WatchServerToAgent } from './watch-protocol.js';
 import { SettleAgentToServer, SettleServerToAgent } from './settle-protocol.js';
 
@@ -207,6 +207,7 @@ export const AgentToServer = {
   ...WatchAgentToServer,
   ...SettleAgentToServer,
   ...RelayForwarded,
+  ...RelayAgentToServer,
 } as const;
 
 export const ServerToAgent = {

@@ -1,6 +1,6 @@
 import { AgentToServer, parseMessage, ProtocolError, ServerToAgent } from './agent-protocol.js';
 import {
-  decodeRelayChunk, encodeRelayChunk, RELAY_CHUNK_BYTES, RELAY_FRAME_HEADER_BYTES, RELAY_WINDOW_BYTES,
+  decodeRelayChunk, encodeRelayChunk, MAX_RELAY_SENT_FILES, RELAY_CHUNK_BYTES, RELAY_FRAME_HEADER_BYTES, RELAY_WINDOW_BYTES,
 } from './relay-protocol.js';
 
 const JOB = '0123456789abcdef01234567';
@@ -61,6 +61,17 @@ describe('relay messages', () => {
     expect(() => parseMessage(AgentToServer, msg('relay.credit', { job_id: JOB, attempt: 1, entries: 0, bytes: RELAY_WINDOW_BYTES + 1 }))).toThrow(ProtocolError);
     expect(() => parseMessage(AgentToServer, msg('relay.want', { job_id: JOB, attempt: 1, files: [] }))).toThrow(ProtocolError);
     expect(() => parseMessage(AgentToServer, msg('relay.end', { job_id: 'x', attempt: 1 }))).toThrow(ProtocolError);
+  });
+
+  test('relay.sent goes only from an agent to the control plane, within its bounds: a hex SHA-256 per file, 1 to 100 files', () => {
+    const file = (i: number) => ({ path: `f${i}`, size: i, sha256: 'a'.repeat(64) });
+    const sent = (files: unknown[]) => msg('relay.sent', { job_id: JOB, attempt: 1, files });
+    expect(parseMessage(AgentToServer, sent(Array.from({ length: MAX_RELAY_SENT_FILES }, (_, i) => file(i)))).type).toBe('relay.sent');
+    expect(() => parseMessage(AgentToServer, sent(Array.from({ length: MAX_RELAY_SENT_FILES + 1 }, (_, i) => file(i))))).toThrow(ProtocolError);
+    expect(() => parseMessage(AgentToServer, sent([]))).toThrow(ProtocolError);
+    expect(() => parseMessage(AgentToServer, sent([{ ...file(1), sha256: 'A'.repeat(64) }]))).toThrow(ProtocolError);
+    expect(() => parseMessage(AgentToServer, sent([{ ...file(1), size: -1 }]))).toThrow(ProtocolError);
+    expect(() => parseMessage(ServerToAgent, sent([file(1)]))).toThrow(new ProtocolError('unknown message type "relay.sent"'));
   });
 
   test('relay.source goes only from the control plane to an agent', () => {

@@ -21,6 +21,7 @@ import { ProtocolError } from './protocol-error.js';
  *   source → destination     `relay.entries`  the source's listing, in pages, within entry credit; `done` on the last
  *   destination → source     `relay.want`     send the content of these files, in this order
  *   source → destination     binary frames    the wanted files as one tar stream (below), within byte credit
+ *   source → control plane   `relay.sent`     the files it packed: path, size and the SHA-256 of the bytes it read
  *   either side (or the control plane) → the other   `relay.end`   over: finished, failed or cancelled
  *
  * Credits are increments: the destination grants more as it consumes. It starts with at most
@@ -47,6 +48,15 @@ import { ProtocolError } from './protocol-error.js';
  * alone. The destination checks the SHA-256 of what it received against `xfer.sha256` before it
  * commits the file (end-to-end from the source's read to the destination's commit).
  *
+ * **What the source vouches for** (`relay.sent`): each file whose content it read whole and
+ * packed, with its size and the SHA-256 it computed while reading (the one in its `sum` entry),
+ * in batches of at most `MAX_RELAY_SENT_FILES`, sent before it waits for more wants (and before
+ * its `relay.end`). The control plane records them for the job's attempt and never forwards them
+ * to the destination (an instance holding the source for another one passes them over the peer
+ * link unchanged): a source file is moved or deleted only when the destination's verified result
+ * matches this record (docs/security.md "Relays": each side vouches only for itself). A source
+ * vouching for more files than the destination wanted breaks the protocol.
+ *
  * **Binary frames** carry the tar bytes: `RELAY_FRAME_HEADER_BYTES` of header (`encodeRelayChunk`)
  * naming job and attempt, then at most `RELAY_CHUNK_BYTES` of payload. Only sessions whose hello
  * and welcome both set `relay` send them; for any other session a binary frame stays a protocol
@@ -59,6 +69,8 @@ export const RELAY_CHUNK_BYTES = 256 * 1024;
 export const RELAY_WINDOW_BYTES = 8 * 1024 * 1024;
 /** Most listing entries in one `relay.entries`, paths in one `relay.want`, and entries granted outstanding. */
 export const MAX_RELAY_ENTRIES = 1000;
+/** Most files in one `relay.sent`. */
+export const MAX_RELAY_SENT_FILES = 100;
 /** Bytes of the binary frame header: magic `0x78` ('x'), kind `0x01` (tar bytes), 12-byte job id, uint32 BE attempt. */
 export const RELAY_FRAME_HEADER_BYTES = 18;
 const MAGIC = 0x78;
@@ -121,6 +133,20 @@ export const RelayForwarded = {
      * destination's run ends `job.failed` with `interrupted`, for another run to take over.
      */
     permanent: Type.Optional(Type.Boolean()),
+  }),
+} as const;
+
+/** Relay messages only the source agent sends, to the control plane (never forwarded to the destination agent). */
+export const RelayAgentToServer = {
+  /** Files the source read whole and packed into the relay's tar stream: what it vouches for (see above). */
+  'relay.sent': Type.Object({
+    ...RelayRef,
+    files: Type.Array(Type.Object({
+      path: Type.String({ minLength: 1, maxLength: 4096 }),
+      size: Type.Integer({ minimum: 0 }),
+      /** Hex SHA-256 of the bytes the source read (its `sum` entry's `xfer.sha256`). */
+      sha256: Type.String({ pattern: '^[0-9a-f]{64}$' }),
+    }), { minItems: 1, maxItems: MAX_RELAY_SENT_FILES }),
   }),
 } as const;
 

@@ -12,10 +12,15 @@ export const CONTROL_PIPE_BYTES = 2 * MAX_FRAME_BYTES;
 /** Frames in flight per direction, whatever their size (a frame costs memory beyond its bytes). */
 export const PIPE_FRAMES = 1024;
 
-/** The relay messages that travel between the sides, by type. */
+/**
+ * The relay messages that travel between the sides, by type. `relay.sent` goes only as far as the
+ * instance hosting the relay (over a peer link, never to an agent).
+ */
 export type Forwarded = {
-  [T in 'relay.credit' | 'relay.want' | 'relay.entries' | 'relay.end']: PayloadOf<typeof AgentToServer, T>;
+  [T in 'relay.credit' | 'relay.want' | 'relay.entries' | 'relay.sent' | 'relay.end']: PayloadOf<typeof AgentToServer, T>;
 };
+/** The forwarded messages an agent receives. */
+type ToAgent = Exclude<keyof Forwarded, 'relay.sent'>;
 export type Notice = Forwarded['relay.end'];
 
 /**
@@ -59,7 +64,9 @@ export class SessionEnd implements RelayEnd {
   }
 
   send<T extends keyof Forwarded>(type: T, payload: Forwarded[T], sent: Sent): boolean {
-    return this.session.send(type, payload as never, sent);
+    // Relay (relay.ts) records `relay.sent` on the host; reaching an agent would be a bug: not sent.
+    if (type === 'relay.sent') return false;
+    return this.session.send(type as ToAgent, payload as never, sent);
   }
 
   sendSource(payload: PayloadOf<typeof ServerToAgent, 'relay.source'>): boolean {

@@ -14,11 +14,12 @@ import type { MetricsService } from '../metrics/index.js';
 import { CONTROL_PIPE_BYTES, DATA_PIPE_BYTES, SessionEnd } from './ends.js';
 import { LinkCloseCodes, PeerLink } from './peer-link.js';
 import { Relay, type RelayOutcome, type Side } from './relay.js';
+import { markRelayed, recordSent } from './vouched.js';
 
 /** How long a peer-link token is good for: the dial that follows at once. */
 const LINK_TOKEN_TTL_MS = 60_000;
 /** The relay messages each side sends (what a link from that side may carry). */
-const FROM_SOURCE = new Set(['relay.entries', 'relay.end']);
+const FROM_SOURCE = new Set(['relay.entries', 'relay.sent', 'relay.end']);
 const FROM_DESTINATION = new Set(['relay.credit', 'relay.want', 'relay.end']);
 /** Relay keys a session was told about with a `relay.end` answer (one answer per key). */
 const MAX_STALE_ANSWERS = 256;
@@ -111,7 +112,12 @@ export class RelayService implements RelayTraffic {
     const jobId = String(job._id);
     const key = `${jobId}:${job.attempt}`;
     if (this.hosted.has(key)) return;
-    const relay = new Relay({ jobId, attempt: job.attempt, role: 'host', onEnd: (r, outcome) => this.ended(r, outcome), forwarded: (n) => this.o.metrics.relayForwarded(n) });
+    const relay = new Relay({
+      jobId, attempt: job.attempt, role: 'host', onEnd: (r, outcome) => this.ended(r, outcome), forwarded: (n) => this.o.metrics.relayForwarded(n),
+      vouched: (files) => recordSent(this.o.db, job.account_id, jobId, job.attempt, files).catch((err: unknown) => {
+        this.o.log.warn({ err, jobId, attempt: job.attempt }, 'recording what a relay\'s source sent failed: those files stay at the source');
+      }),
+    });
     relay.attachDestination(new SessionEnd(destination, DATA_PIPE_BYTES));
     this.hosted.set(key, { relay, destinationAgentId: destination.agent.id, sourceAgentId: String(job.source_agent_id) });
     this.index(destination, relay);
@@ -228,6 +234,9 @@ export class RelayService implements RelayTraffic {
 
   /** Host: the source agent here (served directly) or on another instance (dialled). */
   private async connectSource(relay: Relay, job: StoredTransfer): Promise<void> {
+    // Before any source byte flows: what this attempt verifies is then settled only as its source vouched (vouched.ts).
+    await markRelayed(this.o.db, relay.jobId, relay.attempt);
+    if (relay.over) return;
     const sourceId = String(job.source_agent_id);
     const here = this.o.hub.get(sourceId);
     if (here) {

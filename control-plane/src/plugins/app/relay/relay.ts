@@ -28,6 +28,11 @@ export interface RelayOptions {
   onEnd(relay: Relay, outcome: RelayOutcome): void;
   /** Payload bytes forwarded toward the destination (the host counts them as relayed). */
   forwarded(bytes: number): void;
+  /**
+   * Host only: records what the source vouched for (`relay.sent`, relay/vouched.ts). A peer has
+   * none: it passes `relay.sent` over the link to the host unchanged.
+   */
+  vouched?(files: Forwarded['relay.sent']['files']): Promise<void>;
 }
 
 const textSize = (payload: unknown) => Buffer.byteLength(JSON.stringify(payload)) + 64;
@@ -48,6 +53,9 @@ export class Relay {
   outcome: RelayOutcome | null = null;
   private readonly granted = { entries: 0, bytes: 0 };
   private readonly received = { entries: 0, bytes: 0 };
+  /** Files the destination wanted, and files the source vouched for (never more than wanted). */
+  private wanted = 0;
+  private vouchedFor = 0;
   /** Of `granted`, what was passed on to the source (credit arriving before it was attached waits here). */
   private readonly passed = { entries: 0, bytes: 0 };
   private readonly toDestination: Pipe;
@@ -106,6 +114,7 @@ export class Relay {
       }
       case 'relay.want':
         if (!this.source) return this.end({ kind: 'failed', side: 'destination', error: `Relay destination ${who} wanted files before the source listed any` });
+        this.wanted += message.payload.files.length;
         return this.forward(this.toSource, this.destination!, this.source, 'relay.want', message.payload);
       case 'relay.end':
         return this.end({ kind: 'ended', by: 'destination', notice: message.payload });
@@ -114,7 +123,7 @@ export class Relay {
     }
   }
 
-  /** `relay.entries` or `relay.end` of the source side. */
+  /** `relay.entries`, `relay.sent` or `relay.end` of the source side. */
   fromSource(message: AgentRelayMessage): void {
     if (this.over) return;
     const who = this.source?.label ?? 'the source';
@@ -126,6 +135,8 @@ export class Relay {
         }
         return this.forward(this.toDestination, this.source!, this.destination!, 'relay.entries', message.payload);
       }
+      case 'relay.sent':
+        return this.sent(message.payload);
       case 'relay.end':
         return this.end({ kind: 'ended', by: 'source', notice: message.payload });
       default:
@@ -143,6 +154,22 @@ export class Relay {
     const sent = this.toDestination.carry(this.source!, frame.length);
     if (this.destination!.sendBinary(frame, sent)) this.o.forwarded(chunk.payload.length);
     else sent();
+  }
+
+  /**
+   * What the source vouches for: on a peer, passed on to the host; on the host, recorded. Either
+   * way it counts in flight toward the destination until written (the source is held past the
+   * pipe's bound), and a source vouching for more files than were wanted breaks the protocol.
+   */
+  private sent(payload: Forwarded['relay.sent']): void {
+    this.vouchedFor += payload.files.length;
+    if (this.vouchedFor > this.wanted) {
+      return this.end({ kind: 'failed', side: 'source', error: `Relay source ${this.source!.label} vouched for ${this.vouchedFor - this.wanted} files more than the destination wanted` });
+    }
+    if (!this.o.vouched) return this.forward(this.toDestination, this.source!, this.destination!, 'relay.sent', payload);
+    const done = this.toDestination.carry(this.source!, textSize(payload));
+    // Not written: those files are not moved or deleted, and the settle step says why (relay/vouched.ts).
+    void this.o.vouched(payload.files).finally(() => done());
   }
 
   /** Ends the relay (once): tells each side as the outcome says, releases what it holds, reports. */

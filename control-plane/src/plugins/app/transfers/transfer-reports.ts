@@ -2,6 +2,7 @@ import type { Types } from 'mongoose';
 import type { AgentToServer, PayloadOf } from '@xfer/shared';
 import { oid, type Id, type StoredTransfer } from './transfer-states.js';
 import { TransferQueueStates } from './queue-states.js';
+import { onlyDuplicateKeys } from '../../../lib/duplicate-key.js';
 
 type Counters = Pick<PayloadOf<typeof AgentToServer, 'job.completed'>,
   'files_total' | 'files_transferred' | 'files_skipped' | 'files_failed' | 'bytes_transferred'>;
@@ -65,9 +66,7 @@ export class TransferReports extends TransferQueueStates {
     try {
       await this.o.db.transferFiles.insertMany(docs, { ordered: false, lean: true });
     } catch (err) {
-      const writeErrors = (err as { writeErrors?: Array<{ code?: number; err?: { code?: number } }> }).writeErrors;
-      const duplicatesOnly = Array.isArray(writeErrors) && writeErrors.every((e) => (e.code ?? e.err?.code) === 11000);
-      if (!duplicatesOnly && (err as { code?: number }).code !== 11000) throw err;
+      if (!onlyDuplicateKeys(err)) throw err;
     }
   }
 

@@ -5,6 +5,7 @@ import type { Models } from '../../../models/index.js';
 import type { AgentRequests, AgentsService } from '../agents/index.js';
 import { runConnection, type StoredTransfer } from '../transfers/index.js';
 import { AppError } from '../../../errors.js';
+import { unvouched } from '../relay/vouched.js';
 
 export interface SourceSettlerOptions {
   db: Models;
@@ -44,6 +45,8 @@ const zero = (): SettleCounts => ({ moved: 0, deleted: 0, gone: 0, changed: 0, u
  * for its last attempt: `copied`, or `skipped` as verified by an earlier attempt — each with
  * `verified_by` set by the agent that checked the copy at the destination. Anything else
  * (skipped because the destination had it, failed) stays where it is and is counted `unverified`.
+ * A file of a relayed attempt whose source agent did not vouch for that path, size and SHA-256
+ * (relay/vouched.ts) stays too, counted `failed` with the reason.
  * The files go in batches of MAX_SETTLE_FILES to an agent serving the source connection
  * (settle-protocol.ts), which checks each still has the size that was copied: memory and each
  * request stay bounded whatever the transfer's size.
@@ -61,13 +64,13 @@ export class SourceSettler {
     if (!connection) return { files, error: `the source connection ${String(transfer.source_connection_id)} was deleted` };
     let after: Types.ObjectId | null = null;
     for (;;) {
-      const docs: Array<{ _id: Types.ObjectId; path: string; status: string; size: number; verified_by?: string | null }> = await db.transferFiles.find(
+      const docs: Array<{ _id: Types.ObjectId; path: string; status: string; size: number; sha256?: string | null; verified_by?: string | null }> = await db.transferFiles.find(
         { job_id: transfer._id, attempt: transfer.attempt, ...(after ? { _id: { $gt: after } } : {}) },
-        { path: 1, status: 1, size: 1, verified_by: 1 },
+        { path: 1, status: 1, size: 1, sha256: 1, verified_by: 1 },
       ).sort({ _id: 1 }).limit(MAX_SETTLE_FILES).lean();
       if (docs.length === 0) break;
       after = docs[docs.length - 1]!._id;
-      const batch: SettleFile[] = [];
+      const verified: typeof docs = [];
       for (const doc of docs) {
         const problem = pathProblem(doc.path);
         if (problem) {
@@ -75,6 +78,18 @@ export class SourceSettler {
           failures.push(`${doc.path}: ${problem}`);
         } else if (doc.status === 'failed' || !doc.verified_by) {
           files.unverified++;
+        } else {
+          verified.push(doc);
+        }
+      }
+      // A relayed run's destination vouches only for the destination: the source agent's own record must match.
+      const refused = await unvouched(db, transfer, verified);
+      const batch: SettleFile[] = [];
+      for (const doc of verified) {
+        const why = refused.get(doc.path);
+        if (why) {
+          files.failed++;
+          failures.push(`${doc.path}: ${why}`);
         } else {
           batch.push({ path: doc.path, size: doc.size });
         }
