@@ -150,7 +150,7 @@ test('a source that sends more bytes than granted is cut off: both sides get rel
 
 test('the source\'s relay.sent is recorded by the host for the attempt and never forwarded; vouching for more files than were wanted breaks the relay', async () => {
   const { destination, source, job } = await started();
-  expect((await app.db.transfers.findById(job._id, { relayed_attempts: 1 }).lean())!.relayed_attempts).toEqual([1]);
+  expect((await app.db.relayedAttempts.find({ job_id: job._id }).lean()).map((d) => d.attempt)).toEqual([1]);
   destination.client.send('relay.credit', { ...ref(job), ...FULL_CREDIT });
   await source.client.next('relay.credit');
   source.client.send('relay.entries', { ...ref(job), entries: entries(3), done: true });
@@ -238,7 +238,8 @@ test('a relayed attempt\'s verified skips: settled only when the attempt they na
   const dst = await makeConnection(app, account.apiKey, 's3');
   const created = await makeTransfer(app, account.apiKey, src.id, dst.id);
   const jobId = new Types.ObjectId(created.id);
-  await app.db.transfers.updateOne({ _id: jobId }, { $set: { status: 'completed', attempt: 2, mode: 'relay', relayed_attempts: [1, 2] } });
+  await app.db.transfers.updateOne({ _id: jobId }, { $set: { status: 'completed', attempt: 2, mode: 'relay' } });
+  await app.db.relayedAttempts.insertMany([1, 2].map((attempt) => ({ _id: `${created.id}:${attempt}`, account_id: new Types.ObjectId(account.accountId), job_id: jobId, attempt })));
   const job = (await app.db.transfers.collection.findOne<StoredTransfer>({ _id: jobId }))!;
   const file = (attempt: number, path: string, status: 'copied' | 'skipped', n: number) => ({
     account_id: job.account_id, job_id: jobId, attempt, path, status, size: 100, sha256: sha(n), verified_by: status === 'copied' ? 'sha256' : 'attempt 1', error: null, created_at: new Date(),

@@ -12,6 +12,7 @@ import { agentModel } from './agent.model.js';
 import { agentRequestModel } from './agent-request.model.js';
 import { transferModel } from './transfer.model.js';
 import { transferFileModel } from './transfer-file.model.js';
+import { relayedAttemptModel } from './relayed-attempt.model.js';
 import { relaySentFileModel } from './relay-sent-file.model.js';
 import { transferQueueModel } from './transfer-queue.model.js';
 import { agentSlotModel } from './agent-slot.model.js';
@@ -59,6 +60,7 @@ export function registerModels(conn: Connection) {
     transfers: transferModel(conn),
     transferFiles: transferFileModel(conn),
     relaySentFiles: relaySentFileModel(conn),
+    relayedAttempts: relayedAttemptModel(conn),
     transferQueue: transferQueueModel(conn),
     agentSlots: agentSlotModel(conn),
     outboxEvents: outboxEventModel(conn),

@@ -73,11 +73,6 @@ const schema = new Schema(
     mode: { type: String, enum: ['direct', 'relay', null], default: null },
     /** A relayed attempt's source side: the agent that lists and reads the source (null for direct runs). */
     source_agent_id: { type: Schema.Types.ObjectId, default: null },
-    /**
-     * The attempts that ran relayed (marked before their source side starts): the source files a
-     * relayed attempt verified are moved or deleted only as its source agent vouched (relay/vouched.ts).
-     */
-    relayed_attempts: { type: [Number], default: undefined },
     /** When `job.assign` of the current attempt went to the agent; null: still to be sent. */
     assigned_at: { type: Date, default: null },
     /** When the agent acknowledged the current attempt with `job.accepted`. */

@@ -235,7 +235,7 @@ export class RelayService implements RelayTraffic {
   /** Host: the source agent here (served directly) or on another instance (dialled). */
   private async connectSource(relay: Relay, job: StoredTransfer): Promise<void> {
     // Before any source byte flows: what this attempt verifies is then settled only as its source vouched (vouched.ts).
-    await markRelayed(this.o.db, relay.jobId, relay.attempt);
+    await markRelayed(this.o.db, job.account_id, relay.jobId, relay.attempt);
     if (relay.over) return;
     const sourceId = String(job.source_agent_id);
     const here = this.o.hub.get(sourceId);

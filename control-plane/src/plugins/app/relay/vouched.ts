@@ -1,6 +1,6 @@
 import { Types } from 'mongoose';
 import type { PayloadOf, AgentToServer } from '@xfer/shared';
-import { onlyDuplicateKeys } from '../../../lib/duplicate-key.js';
+import { isDuplicateKey, onlyDuplicateKeys } from '../../../lib/duplicate-key.js';
 import type { Models } from '../../../models/index.js';
 import type { StoredTransfer } from '../transfers/index.js';
 
@@ -15,9 +15,22 @@ type SentFiles = PayloadOf<typeof AgentToServer, 'relay.sent'>['files'];
  * as they are: their one agent read and wrote both sides.
  */
 
-/** Marks `attempt` of the job as relayed, before its source side starts (no source bytes flow unmarked). */
-export async function markRelayed(db: Models, jobId: string, attempt: number): Promise<void> {
-  await db.transfers.updateOne({ _id: new Types.ObjectId(jobId), attempt }, { $addToSet: { relayed_attempts: attempt } });
+/**
+ * Marks `attempt` of the job as relayed, before its source side starts (no source bytes flow
+ * unmarked): an insert into `relayed_attempts` (models/relayed-attempt.model.ts says why not a
+ * field of the transfer). Marking twice is the same mark.
+ */
+export async function markRelayed(db: Models, accountId: Types.ObjectId, jobId: string, attempt: number): Promise<void> {
+  try {
+    await db.relayedAttempts.create({ _id: `${jobId}:${attempt}`, account_id: accountId, job_id: new Types.ObjectId(jobId), attempt });
+  } catch (err) {
+    if (!isDuplicateKey(err)) throw err;
+  }
+}
+
+/** The attempts of the job that ran as a relay. */
+async function relayedAttemptsOf(db: Models, jobId: Types.ObjectId): Promise<Set<number>> {
+  return new Set((await db.relayedAttempts.find({ job_id: jobId }, { _id: 0, attempt: 1 }).lean()).map((d) => d.attempt));
 }
 
 /**
@@ -61,8 +74,9 @@ function verifyingAttempt(transfer: StoredTransfer, doc: VerifiedResult): number
  */
 export async function unvouched(db: Models, transfer: StoredTransfer, docs: VerifiedResult[]): Promise<Map<string, string>> {
   const refused = new Map<string, string>();
-  const relayed = new Set(transfer.relayed_attempts ?? []);
-  if (relayed.size === 0 || docs.length === 0) return refused;
+  if (docs.length === 0) return refused;
+  const relayed = await relayedAttemptsOf(db, transfer._id);
+  if (relayed.size === 0) return refused;
   const key = (attempt: number, path: string) => `${attempt}\0${path}`;
   const paths = [...new Set(docs.map((d) => d.path))];
   const wanted = docs.map((d) => ({ doc: d, attempt: verifyingAttempt(transfer, d) }));

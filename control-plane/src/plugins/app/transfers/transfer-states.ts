@@ -145,7 +145,7 @@ export class TransferStates {
         _id: id, account_id: oid(accountId), status: { $in: [...FINISHED_TRANSFER_STATUSES] },
       }).lean<StoredTransfer>();
       if (doc) await this.o.db.transferFiles.deleteMany({ job_id: id });
-      if (doc) await this.o.db.relaySentFiles.deleteMany({ job_id: id });
+      if (doc) await Promise.all([this.o.db.relaySentFiles.deleteMany({ job_id: id }), this.o.db.relayedAttempts.deleteMany({ job_id: id })]);
       return doc;
     });
     if (!removed) return null;
