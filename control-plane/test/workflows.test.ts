@@ -264,6 +264,30 @@ describe('runs', () => {
     expect(await s.getRun(started.id)).toMatchObject({ status: 'completed', steps: [{ status: 'completed' }] });
   });
 
+  test('a run parameter holding {{…}} lands verbatim in the path: a value is inserted as text, never rendered again (docs/security.md "Templates: data is never code")', async () => {
+    const s = await setup({ agent: true });
+    await call('POST', s.key, '/parameters', { name: 'region', value: 'eu' });
+    await call('POST', s.key, '/parameters', { name: 'elsewhere', value: 'payroll' });
+    const w = await s.create([s.transfer({ sourcePath: '/in/{{params.region}}', destinationPath: '/out/{{params.region}}' })]);
+    const started = await s.run(w.id, { params: { region: '{{params.elsewhere}}-{{run.id}}' } });
+    const job = await app.db.transfers.findById(started.steps[0]!.transfer_id!).lean();
+    expect(job).toMatchObject({ source_path: '/in/{{params.elsewhere}}-{{run.id}}', destination_path: '/out/{{params.elsewhere}}-{{run.id}}' });
+    await call('POST', s.key, `/workflow-runs/${started.id}/cancel`);
+  });
+
+  test('a notify step\'s subject is one header line, whatever it holds', async () => {
+    const s = await setup();
+    await app.db.notificationSettings.collection.insertOne({
+      account_id: new Types.ObjectId(s.account.accountId), enabled: true, recipients: ['ops@example.test'], from: 'xfer@example.test', events: [], digest: 'none',
+      smtp_host: 'smtp.example.test', smtp_port: 587, smtp_secure: false, smtp_username: null, smtp_password: null, created_at: new Date(), updated_at: new Date(),
+    });
+    const w = await s.create([{ type: 'notify', channel: 'email', subject: 'done\r\nBcc: victim@example.test\u0000\u2028x' }]);
+    expect(await s.run(w.id)).toMatchObject({ status: 'completed' });
+    const queued = await app.db.notificationDeliveries.find({ account_id: s.account.accountId, event: 'workflow.notify' }).lean();
+    expect(queued).toHaveLength(1);
+    expect(queued[0]!.subject).toBe('[xfer] done Bcc: victim@example.test x');
+  });
+
   test("notify by email queues one email for the account's recipients; with email off the step fails saying so", async () => {
     const s = await setup();
     const w = await s.create([{ type: 'notify', channel: 'email', subject: 'nightly done' }]);
