@@ -377,4 +377,22 @@ describe('triggers', () => {
     expect(events).toEqual([expect.objectContaining({ id: String(eventId), workflow_run_id: String(eventId), transfer_id: null, action_status: 'in-progress' })]);
     expectError(await call('DELETE', s.key, `/workflows/${w.id}`), 409, /is run by watcher 'inbox'/);
   });
+
+  test("a watcher's file named {{params.X}}.csv runs the workflow with that very name as {{file.*}}: never rendered again", async () => {
+    const s = await setup({ agent: true });
+    await call('POST', s.key, '/parameters', { name: 'X', value: 'payroll/salaries' });
+    const w = await s.create([s.transfer({ sourcePath: '/{{file.path}}', destinationPath: '/archive/{{file.name}}' }), { type: 'move_source', to: '/done/{{file.name}}' }]);
+    const watcher = (await call('POST', s.key, '/watchers', { name: 'inbox', connectionId: s.src.id, path: '/inbox', poll_interval_seconds: 10, action: { workflowId: w.id } })).json().data;
+    const eventId = new Types.ObjectId();
+    await app.db.watcherEvents.collection.insertOne({
+      _id: eventId, watcher_id: new Types.ObjectId(watcher.id), account_id: new Types.ObjectId(s.account.accountId), path: 'inbox/{{params.X}}.csv',
+      version: 'size:5:mtime:1', size: 5, modified_at: null, agent_id: null, seen_at: new Date(Date.now() - 120_000), state: 'pending', transfer_id: null, workflow_run_id: null, error: null,
+    });
+    await app.watcherEvents.sweepPending();
+    const run = await s.getRun(String(eventId));
+    expect(run).toMatchObject({ file: { name: '{{params.X}}.csv', path: 'inbox/{{params.X}}.csv' } });
+    const job = await app.db.transfers.findById(run.steps[0].transfer_id).lean();
+    expect(job).toMatchObject({ source_path: '/inbox/{{params.X}}.csv', destination_path: '/archive/{{params.X}}.csv' });
+    await call('POST', s.key, `/workflow-runs/${run.id}/cancel`);
+  });
 });
