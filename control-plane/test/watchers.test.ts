@@ -4,6 +4,8 @@ import { auth, buildTestApp, createAccount, createKey, expectError } from './hel
 import { getTransfer, makeAgent, makeConnection } from './fixtures.js';
 import { eventually, ProtocolClient } from './protocol-client.js';
 import type { StoredWatcher, StoredWatcherEvent } from '../src/plugins/app/watchers/index.js';
+import { FOUND_BURST } from '../src/plugins/app/watchers/watcher-events.js';
+import { CloseCodes, MAX_FOUND_PER_REPORT, MAX_POLL_DURATION_MS } from '@xfer/shared';
 
 /**
  * Watchers on the control plane (issue 15): the API, which agent polls a watcher and what it is
@@ -176,11 +178,18 @@ describe('agents', () => {
     const theirs = (await post(other.key, other.body())).json().data;
     const { client } = await ProtocolClient.connect(app, agent.token, { watch: true, connector_types: ['sftp', 's3'] });
     await setWhere(client, (ids) => ids.includes(w.id), 'the watcher in its set');
-    const bad = [file('outbox/a.csv'), file('inbox/sub/a.csv'), file('inbox/a.txt'), file('inbox/../etc/a.csv'), { ...file('inbox/a.csv'), name: 'b.csv' }];
+    const bad = [
+      file('outbox/a.csv'), file('inbox/sub/a.csv'), file('inbox/a.txt'), file('inbox/../etc/a.csv'), { ...file('inbox/a.csv'), name: 'b.csv' },
+      // Not plain relative paths: absolute, empty and "." segments, NUL and control characters, backslashes.
+      file('/inbox/a.csv'), file('inbox//a.csv'), file('inbox/./a.csv'), file('./inbox/a.csv'), file('inbox/a\u0000.csv'), file('inbox/a\r\nb.csv'),
+      file('inbox/a\u007f.csv'), file('inbox/..\\etc\\a.csv'),
+    ];
+    const refusedBefore = app.watcherEvents.refused;
     client.send('watch.found', { watcher_id: w.id, revision: 1, seq: 1, files: bad });
     client.send('watch.found', { watcher_id: theirs.id, revision: 1, seq: 2, files: [file('inbox/a.csv')] });
     await eventually(async () => acks(client).includes(1) && acks(client).includes(2), 'both acknowledged');
     expect(await app.db.watcherEvents.countDocuments({ watcher_id: { $in: [new Types.ObjectId(w.id), new Types.ObjectId(theirs.id)] } })).toBe(0);
+    expect(app.watcherEvents.refused - refusedBefore).toBe(bad.length);
 
     await put(s.key, w.id, { active: false });
     await setWhere(client, (ids) => !ids.includes(w.id), 'the paused watcher out of its set');
@@ -291,5 +300,69 @@ describe('agents', () => {
     // Started again (an instance that was only slow): the same transfer, no second one.
     await app.watcherEvents.start((await app.db.watchers.findById(w.id).lean()) as StoredWatcher, { ...event!, state: 'pending' } as StoredWatcherEvent);
     expect(await app.db.transfers.countDocuments({ account_id: new Types.ObjectId(s.account.accountId) })).toBe(1);
+  });
+});
+
+describe('data is never code (docs/security.md "Templates: data is never code")', () => {
+  test('a file named {{params.X}}.csv is copied under that very name: its path is never rendered, whatever parameter X spells', async () => {
+    const s = await setup();
+    // The attack: X spells a file the watcher does not watch (another folder, another pattern).
+    expect((await app.inject({ method: 'POST', url: '/api/v1/parameters', headers: auth(s.key), payload: { name: 'X', value: 'payroll/salaries' } })).statusCode).toBe(201);
+    const agent = await makeAgent(app, s.key);
+    const w = (await post(s.key, s.body({ action: { transfer: { destinationConnectionId: s.dst.id, destinationPath: '/archive/{{file.name}}' } } }))).json().data;
+    const { client } = await ProtocolClient.connect(app, agent.token, { watch: true, connector_types: ['sftp', 's3'] });
+    await setWhere(client, (ids) => ids.includes(w.id), 'the watcher in its set');
+    const names = ['{{params.X}}.csv', '{{run.id}}.csv', '{{date:YYYY}}.csv', '{{ params.X }.csv', '}}{{.csv'];
+    client.send('watch.found', { watcher_id: w.id, revision: 1, seq: 1, files: names.map((n) => file(`inbox/${n}`)) });
+    await eventually(async () => acks(client).includes(1), 'acknowledged');
+    const events = await app.db.watcherEvents.find({ watcher_id: new Types.ObjectId(w.id) }).lean();
+    expect(events.map((e) => e.path).sort()).toEqual(names.map((n) => `inbox/${n}`).sort());
+    for (const e of events) {
+      expect(e.state).toBe('started');
+      const t = await getTransfer(app, s.key, String(e.transfer_id));
+      const name = e.path.slice('inbox/'.length);
+      expect(t).toMatchObject({ sourcePath: `/inbox/${name}`, destinationPath: `/archive/${name}` });
+      expect(JSON.stringify(t)).not.toContain('payroll');
+    }
+    client.close();
+  });
+
+  test(`watch.found: a session reports at most ${FOUND_BURST} versions of a watcher at once; past it the report is refused whole, unacknowledged, and the session closed (4400)`, async () => {
+    const s = await setup();
+    const agent = await makeAgent(app, s.key);
+    const w = (await post(s.key, s.body())).json().data;
+    const { client } = await ProtocolClient.connect(app, agent.token, { watch: true, connector_types: ['sftp', 's3'] });
+    await setWhere(client, (ids) => ids.includes(w.id), 'the watcher in its set');
+    // Files the watcher does not watch cost the budget as much as any (and nothing else): a cheap flood.
+    const frame = (seq: number) => ({ watcher_id: w.id, revision: 1, seq, files: Array.from({ length: MAX_FOUND_PER_REPORT }, (_, i) => file(`outbox/${seq}-${i}.csv`)) });
+    const frames = FOUND_BURST / MAX_FOUND_PER_REPORT + 5;
+    for (let seq = 1; seq <= frames; seq++) client.send('watch.found', frame(seq));
+    const closed = await client.closed;
+    expect(closed.code).toBe(CloseCodes.protocolError);
+    expect(closed.reason).toMatch(/^watch\.found over \d+ file versions a second/);
+    const acked = acks(client);
+    // Everything within the budget was taken and acknowledged; what came past it was not (the agent re-sends it after reconnecting).
+    expect(acked).toEqual(Array.from({ length: acked.length }, (_, i) => i + 1));
+    expect(acked.length).toBeGreaterThanOrEqual(FOUND_BURST / MAX_FOUND_PER_REPORT);
+    expect(acked.length).toBeLessThan(frames);
+    expect(await app.db.watcherEvents.countDocuments({ watcher_id: new Types.ObjectId(w.id) })).toBe(0);
+  });
+
+  test('watch.polled: duration_ms is bounded, and a poll is never dated before the session was given the watcher (last_poll_at cannot move back)', async () => {
+    const s = await setup();
+    const agent = await makeAgent(app, s.key);
+    const w = (await post(s.key, s.body())).json().data;
+    const beforeConnect = Date.now();
+    const { client } = await ProtocolClient.connect(app, agent.token, { watch: true, connector_types: ['sftp', 's3'] });
+    await setWhere(client, (ids) => ids.includes(w.id), 'the watcher in its set');
+    const summary = { listed: 0, matched: 0, reported: 0, waiting: 0, state_bytes: 0 };
+    // A "poll" of a day, the most a frame may say: dated no earlier than this session got the watcher.
+    client.send('watch.polled', { watcher_id: w.id, revision: 1, started_at: new Date().toISOString(), duration_ms: MAX_POLL_DURATION_MS, ...summary });
+    const polled = await eventually(async () => (await get(s.key, `/watchers/${w.id}`)).json().data.last_poll_at as string | null, 'last_poll_at');
+    expect(Date.parse(polled)).toBeGreaterThanOrEqual(beforeConnect);
+    // Longer than that is a frame out of bounds.
+    client.send('watch.polled', { watcher_id: w.id, revision: 1, started_at: new Date().toISOString(), duration_ms: MAX_POLL_DURATION_MS + 1, ...summary });
+    expect((await client.closed).code).toBe(CloseCodes.protocolError);
+    expect((await get(s.key, `/watchers/${w.id}`)).json().data.last_poll_at).toBe(polled);
   });
 });

@@ -264,6 +264,30 @@ describe('runs', () => {
     expect(await s.getRun(started.id)).toMatchObject({ status: 'completed', steps: [{ status: 'completed' }] });
   });
 
+  test('a run parameter holding {{…}} lands verbatim in the path: a value is inserted as text, never rendered again (docs/security.md "Templates: data is never code")', async () => {
+    const s = await setup({ agent: true });
+    await call('POST', s.key, '/parameters', { name: 'region', value: 'eu' });
+    await call('POST', s.key, '/parameters', { name: 'elsewhere', value: 'payroll' });
+    const w = await s.create([s.transfer({ sourcePath: '/in/{{params.region}}', destinationPath: '/out/{{params.region}}' })]);
+    const started = await s.run(w.id, { params: { region: '{{params.elsewhere}}-{{run.id}}' } });
+    const job = await app.db.transfers.findById(started.steps[0]!.transfer_id!).lean();
+    expect(job).toMatchObject({ source_path: '/in/{{params.elsewhere}}-{{run.id}}', destination_path: '/out/{{params.elsewhere}}-{{run.id}}' });
+    await call('POST', s.key, `/workflow-runs/${started.id}/cancel`);
+  });
+
+  test('a notify step\'s subject is one header line, whatever it holds', async () => {
+    const s = await setup();
+    await app.db.notificationSettings.collection.insertOne({
+      account_id: new Types.ObjectId(s.account.accountId), enabled: true, recipients: ['ops@example.test'], from: 'xfer@example.test', events: [], digest: 'none',
+      smtp_host: 'smtp.example.test', smtp_port: 587, smtp_secure: false, smtp_username: null, smtp_password: null, created_at: new Date(), updated_at: new Date(),
+    });
+    const w = await s.create([{ type: 'notify', channel: 'email', subject: 'done\r\nBcc: victim@example.test\u0000\u2028x' }]);
+    expect(await s.run(w.id)).toMatchObject({ status: 'completed' });
+    const queued = await app.db.notificationDeliveries.find({ account_id: s.account.accountId, event: 'workflow.notify' }).lean();
+    expect(queued).toHaveLength(1);
+    expect(queued[0]!.subject).toBe('[xfer] done Bcc: victim@example.test x');
+  });
+
   test("notify by email queues one email for the account's recipients; with email off the step fails saying so", async () => {
     const s = await setup();
     const w = await s.create([{ type: 'notify', channel: 'email', subject: 'nightly done' }]);
@@ -352,5 +376,23 @@ describe('triggers', () => {
     const events = (await call('GET', s.key, `/watchers/${watcher.id}/events`)).json().data;
     expect(events).toEqual([expect.objectContaining({ id: String(eventId), workflow_run_id: String(eventId), transfer_id: null, action_status: 'in-progress' })]);
     expectError(await call('DELETE', s.key, `/workflows/${w.id}`), 409, /is run by watcher 'inbox'/);
+  });
+
+  test("a watcher's file named {{params.X}}.csv runs the workflow with that very name as {{file.*}}: never rendered again", async () => {
+    const s = await setup({ agent: true });
+    await call('POST', s.key, '/parameters', { name: 'X', value: 'payroll/salaries' });
+    const w = await s.create([s.transfer({ sourcePath: '/{{file.path}}', destinationPath: '/archive/{{file.name}}' }), { type: 'move_source', to: '/done/{{file.name}}' }]);
+    const watcher = (await call('POST', s.key, '/watchers', { name: 'inbox', connectionId: s.src.id, path: '/inbox', poll_interval_seconds: 10, action: { workflowId: w.id } })).json().data;
+    const eventId = new Types.ObjectId();
+    await app.db.watcherEvents.collection.insertOne({
+      _id: eventId, watcher_id: new Types.ObjectId(watcher.id), account_id: new Types.ObjectId(s.account.accountId), path: 'inbox/{{params.X}}.csv',
+      version: 'size:5:mtime:1', size: 5, modified_at: null, agent_id: null, seen_at: new Date(Date.now() - 120_000), state: 'pending', transfer_id: null, workflow_run_id: null, error: null,
+    });
+    await app.watcherEvents.sweepPending();
+    const run = await s.getRun(String(eventId));
+    expect(run).toMatchObject({ file: { name: '{{params.X}}.csv', path: 'inbox/{{params.X}}.csv' } });
+    const job = await app.db.transfers.findById(run.steps[0].transfer_id).lean();
+    expect(job).toMatchObject({ source_path: '/inbox/{{params.X}}.csv', destination_path: '/archive/{{params.X}}.csv' });
+    await call('POST', s.key, `/workflow-runs/${run.id}/cancel`);
   });
 });

@@ -13,6 +13,18 @@
  * errors do not name our fields.
  */
 
+/**
+ * A value that takes a template's place but is never parsed (docs/security.md "Templates: data is
+ * never code"): a path a watcher's agent reported, say. Only what the account's user wrote (a
+ * stored transfer, watcher or workflow definition, a request's body) is a template; anything the
+ * platform or an outside party supplies goes in as a Literal and comes out as the same text, `{{`
+ * included. A class, not a flag: a request body (JSON) cannot make one, and a string passed where
+ * a Literal is meant is a type error at the caller, not a template.
+ */
+export class Literal {
+  constructor(readonly text: string) {}
+}
+
 /** A parameter name (scope-areas.md): a letter or `_`, then up to 63 letters, digits or `_`. */
 export const PARAMETER_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 

@@ -13,6 +13,11 @@ import { ConnectionSettings } from '../schemas/connections.js';
 
 /** Watchers one agent polls at most (the control plane assigns no more; `watch.set` stays far below MAX_FRAME_BYTES). */
 export const MAX_WATCHERS_PER_AGENT = 200;
+/**
+ * How long a poll may say it took (`watch.polled.duration_ms`): a day. The control plane also
+ * never dates a poll before it gave this session the watcher (docs/agent.md "Watching a folder").
+ */
+export const MAX_POLL_DURATION_MS = 86_400_000;
 /** File versions one `watch.found` carries at most. */
 export const MAX_FOUND_PER_REPORT = 1000;
 
@@ -98,7 +103,7 @@ export const WatchAgentToServer = {
     revision: Type.Integer({ minimum: 1 }),
     /** When the poll's listing started (ISO 8601, the agent's clock). */
     started_at: Instant,
-    duration_ms: Type.Integer({ minimum: 0 }),
+    duration_ms: Type.Integer({ minimum: 0, maximum: MAX_POLL_DURATION_MS }),
     listed: Type.Integer({ minimum: 0 }),
     matched: Type.Integer({ minimum: 0 }),
     reported: Type.Integer({ minimum: 0 }),

@@ -11,7 +11,7 @@ import { claimAttempt, finishAttempt, retryAt, type AttemptStore, type Claim } f
 import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 import { BadRequestError } from '../../../errors.js';
 import { sendMail, type MailResult, type MailTransport } from './mailer.js';
-import { renderEmail } from './message.js';
+import { renderEmail, subjectLine } from './message.js';
 import { Digests } from './digests.js';
 import type { NotificationsService, StoredNotificationSettings } from './notifications.service.js';
 
@@ -119,7 +119,8 @@ export class NotificationDelivererService implements NotificationDeliverer {
   async queueEmail(accountId: string | Types.ObjectId, email: QueuedEmail): Promise<string | null> {
     const settings = await this.o.notifications.stored(accountId);
     if (!settings?.enabled || !settings.from || settings.recipients.length === 0) return null;
-    const id = await this.insert(settings, email);
+    // A caller's subject (a workflow step's, its run's data in it) goes into a header: one line, as renderEmail's.
+    const id = await this.insert(settings, { ...email, subject: subjectLine(email.subject) });
     this.loop.wake();
     return id;
   }

@@ -19,12 +19,31 @@ const TITLES: Record<string, string> = {
   'notification.test': 'Test notification',
 };
 
-function oneLine(value: string): string {
-  return value.replace(/[\r\n\t]+/g, ' ').trim();
+/**
+ * Control characters, C1 controls and the Unicode line and paragraph separators: what could end
+ * a header line or forge one in a plain-text body (docs/security.md "Templates: data is never code").
+ */
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g;
+
+/**
+ * A subject as it goes into the message's header: one line (every control character a space,
+ * runs of spaces one), bounded. Every subject an email gets passes here, the event's (renderEmail)
+ * and a workflow notify step's (deliverer.service.ts `queueEmail`): a file, room or user name
+ * holding CR/LF never adds a header.
+ */
+export function subjectLine(value: string): string {
+  const line = value.replace(CONTROL, ' ').replace(/ {2,}/g, ' ').trim();
+  return line.length > SUBJECT_MAX_CHARS ? `${line.slice(0, SUBJECT_MAX_CHARS - 1)}…` : line;
 }
 
+/**
+ * A field's value in the body, which is plain text only (no HTML part: a name is never markup):
+ * control characters shown escaped (`\u000a`), so a value cannot start a line of its own that
+ * reads as another field.
+ */
 function shown(value: unknown): string {
-  const text = typeof value === 'string' ? value : JSON.stringify(value);
+  const raw = typeof value === 'string' ? value : JSON.stringify(value);
+  const text = raw.replace(CONTROL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
   return text.length > VALUE_MAX_CHARS ? `${text.slice(0, VALUE_MAX_CHARS - 1)}…` : text;
 }
 
@@ -37,9 +56,7 @@ export function renderEmail(event: string, at: Date, data: Record<string, unknow
   const title = TITLES[event] ?? event;
   const subjectOf = [data.name, data.workflow_name, data.filename, data.id].find((v) => typeof v === 'string' && v !== '') as string | undefined;
   const error = typeof data.error === 'string' && data.error !== '' ? data.error : null;
-  let subject = `[xfer] ${title}${subjectOf ? `: ${subjectOf}` : ''}${error ? ` — ${error}` : ''}`;
-  subject = oneLine(subject);
-  if (subject.length > SUBJECT_MAX_CHARS) subject = `${subject.slice(0, SUBJECT_MAX_CHARS - 1)}…`;
+  const subject = subjectLine(`[xfer] ${title}${subjectOf ? `: ${subjectOf}` : ''}${error ? ` — ${error}` : ''}`);
   const lines = [
     `${title}.`,
     '',

@@ -6,7 +6,7 @@ import type { Sealed, Vault } from '../../../lib/vault.js';
 import { boundTo } from '../../../lib/sealed-fields.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
 import {
-  PARAMETER_NAME, TemplateError, parseTemplate, renderTemplate, templateUses, type TemplateContext,
+  Literal, PARAMETER_NAME, TemplateError, parseTemplate, renderTemplate, templateUses, type TemplateContext,
 } from '../../../lib/templates.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../../../errors.js';
 import { isDuplicateKey } from '../../../lib/duplicate-key.js';
@@ -184,11 +184,14 @@ export class ParametersService {
    * Checks and renders a template in one step (a transfer created now): the 400s of
    * `checkTemplate`, then the rendered text, the parameters' values read once. `overrides` (a
    * workflow run's own parameters) take the place of the account's parameters of those names.
+   * A Literal (a value, not something the account's user wrote) is returned as it is, never parsed
+   * (docs/security.md "Templates: data is never code").
    */
   async renderNow(
-    accountId: AccountId, field: string, text: string, allowed: TemplateAllowance, ctx: Omit<TemplateContext, 'params'>,
+    accountId: AccountId, field: string, text: string | Literal, allowed: TemplateAllowance, ctx: Omit<TemplateContext, 'params'>,
     overrides?: ReadonlyMap<string, string>,
   ): Promise<string> {
+    if (text instanceof Literal) return text.text;
     const { parts, params } = await this.resolve(accountId, field, text, allowed, overrides);
     try {
       return renderTemplate(parts, { ...ctx, params });

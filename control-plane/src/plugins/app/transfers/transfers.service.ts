@@ -10,6 +10,7 @@ import { TransferReports } from './transfer-reports.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../../../errors.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
 import type { ParametersService } from '../parameters/index.js';
+import type { Literal } from '../../../lib/templates.js';
 
 type AccountId = string | Types.ObjectId;
 
@@ -93,6 +94,16 @@ export interface TransferRun {
 }
 
 /**
+ * What a new transfer is made of: a create request, whose paths are templates the account's user
+ * wrote, or a Literal where the path is a value (a watcher's found file: docs/security.md
+ * "Templates: data is never code"), checked as a path and stored as it is.
+ */
+export type NewTransfer = Omit<CreateTransferRequest, 'sourcePath' | 'destinationPath'> & {
+  sourcePath: string | Literal;
+  destinationPath: string | Literal;
+};
+
+/**
  * The transfers of an account (api.md "Transfers"): created by the API, moved through their
  * states by the API and by the agent gateway (transfer-states.ts), read and waited for here.
  * The agent protocol calls one run of a transfer a job (plugins/app/agents/index.ts).
@@ -152,8 +163,9 @@ export class TransfersService extends TransferReports {
    * A new queued transfer between two connections of the account (404 naming the field of one
    * that is not). Its paths are templates rendered here, once, for `run` and stored rendered: a
    * bad template, an unknown or secret parameter or `{{file.*}}` is a 400 naming the path's field.
+   * A Literal path is not a template: nothing in it is rendered.
    */
-  async create(accountId: AccountId, input: CreateTransferRequest, run: TransferRun = {}): Promise<StoredTransfer> {
+  async create(accountId: AccountId, input: NewTransfer, run: TransferRun = {}): Promise<StoredTransfer> {
     const { db } = this.o;
     const _id = run.id ?? new Types.ObjectId();
     const prefix = run.fieldPrefix ?? 'body.';

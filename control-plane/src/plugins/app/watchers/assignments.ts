@@ -52,6 +52,8 @@ export function baselineOf(w: Pick<StoredWatcher, 'last_poll_at' | 'created_at' 
 export class WatcherAssignments {
   /** What each session was last told: a fingerprint of its set. */
   private readonly sent = new WeakMap<AgentSession, string>();
+  /** Since when each session has been told to poll each of its watchers (a poll of it cannot have started before). */
+  private readonly setAt = new WeakMap<AgentSession, Map<string, number>>();
 
   constructor(private readonly o: WatcherAssignmentsOptions) {}
 
@@ -142,19 +144,30 @@ export class WatcherAssignments {
         ...baselineOf(w),
       });
     }
+    const before = this.setAt.get(session);
+    const now = Date.now();
+    // Before the send: a poll's report can come back as soon as the agent has the frame.
+    this.setAt.set(session, new Map(assigned.map((w) => [w.id, before?.get(w.id) ?? now])));
     session.send('watch.set', { watchers: assigned });
     this.sent.set(session, fingerprint);
   }
 
-  /** Records how a poll went, when it came from the watcher's agent now and of its current revision. */
+  /**
+   * Records how a poll went, when it came from the watcher's agent now and of its current
+   * revision. The poll is dated its end less its duration, never before this session was given
+   * the watcher: `last_poll_at` is where the next agent's baseline ends (baselineOf), and an agent
+   * saying it polled for a day must not have the files of that day reported again after a hand-over.
+   */
   async polled(session: AgentSession, p: Polled): Promise<void> {
+    const given = this.setAt.get(session)?.get(p.watcher_id);
+    if (given === undefined) return; // not a watcher this session was told to poll
     const filter = {
       _id: new Types.ObjectId(p.watcher_id), account_id: new Types.ObjectId(session.agent.accountId),
       agent_id: new Types.ObjectId(session.agent.id), revision: p.revision,
     };
     const set = p.error
       ? { last_error: p.error }
-      : { last_poll_at: new Date(Date.now() - p.duration_ms), last_error: null };
+      : { last_poll_at: new Date(Math.max(Date.now() - p.duration_ms, given)), last_error: null };
     await this.o.db.watchers.updateOne(filter, { $set: set });
   }
 }

@@ -1,7 +1,7 @@
 import { Types } from 'mongoose';
 import type { FastifyBaseLogger } from 'fastify';
 import {
-  compileNamePattern, type AgentMessage, type FoundFile, type TransferOptionsInput, type WatcherEvent, type WatcherEventStatus,
+  basePathProblem, CloseCodes, compileNamePattern, type AgentMessage, type FoundFile, type TransferOptionsInput, type WatcherEvent, type WatcherEventStatus,
 } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import type { WatcherDoc } from '../../../models/watcher.model.js';
@@ -13,6 +13,7 @@ import { serves, type AgentSession } from '../agents/index.js';
 import { runConnection } from '../transfers/index.js';
 import { AppError } from '../../../errors.js';
 import { isDuplicateKey } from '../../../lib/duplicate-key.js';
+import { Literal } from '../../../lib/templates.js';
 
 export type StoredWatcher = WatcherDoc & { _id: Types.ObjectId };
 export type StoredWatcherEvent = WatcherEventDoc & { _id: Types.ObjectId };
@@ -49,15 +50,19 @@ export function presentEvent(e: StoredWatcherEvent, transfer: TransferOutcome | 
 }
 
 /**
- * Why a reported file cannot be one of this watcher's: outside its folder (or below it when it
- * is not recursive), a name that does not match its pattern, or a path with empty, `.` or `..`
- * segments. Null when it can. The agent is checked to serve the connection; this keeps even such
- * an agent from making the watcher's action copy a file the watcher does not watch.
+ * Why a reported file cannot be one of this watcher's: not a plain relative path (absolute,
+ * empty, `.` or `..` segments, NUL or control characters, backslashes: basePathProblem's rules for
+ * any path, shared/src/schemas/connections.ts), outside its folder (or below it when it is not
+ * recursive), or a name that does not match its pattern. Null when it can. The agent is checked
+ * to serve the connection; this keeps even such an agent from making the watcher's action copy a
+ * file the watcher does not watch (docs/security.md "Templates: data is never code").
  */
 export function foreignFile(watcher: Pick<StoredWatcher, 'path' | 'pattern' | 'recursive'>, file: FoundFile): string | null {
+  const problem = basePathProblem(`/${file.path}`);
+  if (problem) return `its ${problem}`;
   const base = watcher.path.replace(/^\/+|\/+$/g, '');
   const segments = file.path.split('/');
-  if (segments.some((s) => s === '' || s === '.' || s === '..')) return 'its path has an empty, "." or ".." segment';
+  if (segments.some((s) => s === '' || s === '.')) return 'its path is absolute or has an empty or "." segment';
   const below = base === '' ? segments : file.path.startsWith(`${base}/`) ? file.path.slice(base.length + 1).split('/') : null;
   if (!below) return `it is not below ${watcher.path}`;
   if (!watcher.recursive && below.length !== 1) return `it is in a sub-folder of ${watcher.path}, which is not watched recursively`;
@@ -65,6 +70,32 @@ export function foreignFile(watcher: Pick<StoredWatcher, 'path' | 'pattern' | 'r
   if (file.name !== name) return 'its name is not the last segment of its path';
   if (!compileNamePattern(watcher.pattern)(name)) return `its name does not match ${watcher.pattern}`;
   return null;
+}
+
+/**
+ * What one agent session may report of one watcher (docs/agent.md "Watching a folder"): a
+ * `watch.found` carries at most MAX_FOUND_PER_REPORT versions, and the frames of a session are
+ * a token bucket of FOUND_BURST versions refilled at FOUND_PER_SECOND. Far above a real poll's
+ * output (a folder of 20,000 new files goes through at once, and 720,000 an hour), far below what
+ * would let one agent fill the events and the transfer queue.
+ */
+export const FOUND_BURST = 20_000;
+export const FOUND_PER_SECOND = 200;
+
+/** The versions a session may still report of a watcher now: FOUND_BURST, refilled at FOUND_PER_SECOND. */
+class FoundBudget {
+  private readonly buckets = new Map<string, { tokens: number; at: number }>();
+
+  /** Takes `n` from the watcher's bucket; false (nothing taken) when it holds fewer. */
+  take(watcherId: string, n: number, now = Date.now()): boolean {
+    const b = this.buckets.get(watcherId) ?? { tokens: FOUND_BURST, at: now };
+    b.tokens = Math.min(FOUND_BURST, b.tokens + ((now - b.at) / 1000) * FOUND_PER_SECOND);
+    b.at = now;
+    this.buckets.set(watcherId, b);
+    if (b.tokens < n) return false;
+    b.tokens -= n;
+    return true;
+  }
 }
 
 export interface WatcherEventsOptions {
@@ -85,9 +116,19 @@ export interface WatcherEventsOptions {
  * agent re-sends what a crash lost and nothing twice takes effect.
  */
 export class WatcherEvents {
+  /** What each session may still report, per watcher (FOUND_BURST); goes with the session. */
+  private readonly budgets = new WeakMap<AgentSession, FoundBudget>();
+  /** Reported versions refused since this instance started: over the rate, or not a file of the watcher (logged each time). */
+  refused = 0;
+
   constructor(private readonly o: WatcherEventsOptions) {}
 
-  /** Applies a `watch.found` of `session`'s agent, then acknowledges it. */
+  /**
+   * Applies a `watch.found` of `session`'s agent, then acknowledges it. A report past the
+   * session's rate for the watcher is refused whole, not acknowledged, and the session closed as
+   * for any frame out of bounds (4400): nothing of it is recorded, and the agent, which holds
+   * what was not acknowledged, re-sends it after it reconnects, at a pace the control plane sets.
+   */
   async found(session: AgentSession, payload: Found): Promise<void> {
     const watcher = await this.o.db.watchers.findById(payload.watcher_id).lean<StoredWatcher>();
     const refused = watcher ? await this.refusal(session, watcher) : 'the watcher no longer exists';
@@ -95,6 +136,13 @@ export class WatcherEvents {
       // Not a protocol error: a report held across a delete or a hand-over is normal. Dropped, and said so.
       this.o.log.info({ agentId: session.agent.id, watcherId: payload.watcher_id, files: payload.files.length, reason: refused }, 'watcher report dropped');
     } else {
+      let budget = this.budgets.get(session);
+      if (!budget) this.budgets.set(session, (budget = new FoundBudget()));
+      if (!budget.take(payload.watcher_id, payload.files.length)) {
+        this.refused += payload.files.length;
+        this.o.log.warn({ agentId: session.agent.id, watcherId: payload.watcher_id, files: payload.files.length, refused: this.refused }, 'watcher report over the rate refused; session closed');
+        return session.close(CloseCodes.protocolError, `watch.found over ${FOUND_PER_SECOND} file versions a second (burst ${FOUND_BURST}) for watcher ${payload.watcher_id}`);
+      }
       // The owner's authority is read once for the whole report (its files fire together).
       let authority: Promise<string | null> | undefined;
       const ownerCheck = () => (authority ??= this.ownerProblem(watcher));
@@ -128,7 +176,9 @@ export class WatcherEvents {
   private async record(session: AgentSession, watcher: StoredWatcher, file: FoundFile, ownerCheck: () => Promise<string | null>): Promise<void> {
     const foreign = foreignFile(watcher, file);
     if (foreign) {
-      this.o.log.warn({ agentId: session.agent.id, watcherId: String(watcher._id), path: file.path, reason: foreign }, 'watcher report of a file it does not watch dropped');
+      this.refused++;
+      // The path as a JSON string: its control characters escaped, never written raw to a log line.
+      this.o.log.warn({ agentId: session.agent.id, watcherId: String(watcher._id), path: JSON.stringify(file.path.slice(0, 512)), reason: foreign, refused: this.refused }, 'watcher report of a file it does not watch dropped');
       return;
     }
     const modified = file.modified_at ? new Date(file.modified_at) : null;
@@ -200,7 +250,9 @@ export class WatcherEvents {
       return await this.o.transfers.create(watcher.account_id, {
         name: `${watcher.name}: ${name}`.slice(0, 200),
         sourceConnectionId: String(watcher.connection_id),
-        sourcePath: `/${event.path}`,
+        // The found file's path is data an agent reported (a name anyone who may write to the
+        // folder chose): a Literal, never rendered (docs/security.md "Templates: data is never code").
+        sourcePath: new Literal(`/${event.path}`),
         destinationConnectionId: String(t.destination_connection_id),
         destinationPath: t.destination_path,
         options: t.options as TransferOptionsInput,
