@@ -95,6 +95,17 @@ function servedBy(conn: RunConnection, agents: AgentFacts[]): string {
   return 'any agent';
 }
 
+/**
+ * The online agents that would serve every one of `conns` but for their approval, named for a 503:
+ * the reason work waits may be an agent nobody approved yet.
+ */
+function pendingNote(conns: RunConnection[], agents: AgentFacts[]): string {
+  const wouldServe = (a: AgentFacts) => conns.every((c) => serves({ ...a, approved: true, labels: [...a.labels, ...(a.agent_labels ?? [])] }, c));
+  const pending = agents.filter((a) => a.online && !isApproved(a) && wouldServe(a));
+  if (pending.length === 0) return '';
+  return `; pending approval (POST /agents/:id/approve): ${pending.map((a) => `'${a.name}'`).join(', ')}`;
+}
+
 /** Why no online agent serves `conn` (503). */
 function unservable(conn: RunConnection, agents: AgentFacts[]): AppError {
   if (conn.agent_id) {
@@ -104,9 +115,9 @@ function unservable(conn: RunConnection, agents: AgentFacts[]): AppError {
     return new ServiceUnavailableError(`Agent '${agent.name}', which serves connection '${conn.name}', has no ${conn.type} connector`);
   }
   if (conn.agent_pool) {
-    return new ServiceUnavailableError(`No online agent of pool '${conn.agent_pool}' can serve connection '${conn.name}' (needs ${connectors([conn.type])})`);
+    return new ServiceUnavailableError(`No online agent of pool '${conn.agent_pool}' can serve connection '${conn.name}' (needs ${connectors([conn.type])})${pendingNote([conn], agents)}`);
   }
-  return new ServiceUnavailableError(`No online agent can serve connection '${conn.name}' (needs ${connectors([conn.type])})`);
+  return new ServiceUnavailableError(`No online agent can serve connection '${conn.name}' (needs ${connectors([conn.type])})${pendingNote([conn], agents)}`);
 }
 
 /**
@@ -142,7 +153,7 @@ export function chooseRun<A extends AgentFacts>(source: RunConnection, destinati
   if (anyAgent(source) && anyAgent(destination)) {
     const types = [...new Set([source.type, destination.type])];
     const what = source.id === destination.id ? `connection '${source.name}'` : `connections '${source.name}' and '${destination.name}'`;
-    return { mode: null, problem: new ServiceUnavailableError(`No online agent can serve ${what} (needs ${connectors(types)})`) };
+    return { mode: null, problem: new ServiceUnavailableError(`No online agent can serve ${what} (needs ${connectors(types)})${pendingNote([source, destination], agents)}`) };
   }
   for (const end of [source, destination]) {
     if (!online.some((a) => serves(a, end))) return { mode: null, problem: unservable(end, agents) };
