@@ -80,6 +80,7 @@ describe('agent approval', () => {
 
     // The narrow key cannot approve; an administrator can, once, audited; then the waiting transfer starts on it.
     expectError(await approve(narrow, pending.id), 403, /^Approving an agent needs an administrator/);
+    expect(await app.db.auditEvents.countDocuments({ action: 'agent.approve', 'resource.id': pending.id, outcome: 'denied' })).toBe(1);
     const res = await approve(admin, pending.id);
     expect(res.statusCode).toBe(200);
     expect(res.json().data).toMatchObject({ id: pending.id, approved: true, approved_by: { type: 'api_key' } });
@@ -115,6 +116,7 @@ describe('agent approval', () => {
     expect((await approve(admin, agent.id)).statusCode).toBe(200);
     expectError(await updateAgent(app, narrow, agent.id, { max_jobs: 50 }), 403, /^Changing max_jobs of an approved agent needs an administrator .*: the calling key does not hold every scope$/);
     expectError(await updateAgent(app, narrow, agent.id, { labels: ['edge', 'fra1'] }), 403, /^Changing labels of an approved agent needs an administrator/);
+    expect(await app.db.auditEvents.countDocuments({ action: 'agent.update', 'resource.id': agent.id, outcome: 'denied' })).toBe(2);
     // Unchanged values are no change.
     expect((await updateAgent(app, narrow, agent.id, { labels: ['edge'], max_jobs: 2, name: `renamed-${new Types.ObjectId()}` })).statusCode).toBe(200);
     expect(await getAgent(app, narrow, agent.id)).toMatchObject({ labels: ['edge'], max_jobs: 2, approved: true });

@@ -1,4 +1,4 @@
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
   Agent, AGENT_TOKEN_WARNING, CloseCodes, CreateAgentRequest, CreateAgentResponse, Deleted, Envelope, IdParams, ListAgentsQuery,
@@ -18,6 +18,16 @@ import connect from './connect.js';
  */
 const agents: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
+
+  /** An administrator's act (`requireAdministrator`); a refusal is recorded `denied` before the 403 goes out. */
+  const administratorOnly = async (request: FastifyRequest, what: string, action: string, id: string) => {
+    try {
+      requireAdministrator(principalOf(request), what);
+    } catch (err) {
+      await app.audit.recordRequest(request, { action, outcome: 'denied', resource: { type: 'agent', id }, details: { reason: 'not an administrator' } });
+      throw err;
+    }
+  };
 
   await app.register(connect);
 
@@ -67,7 +77,7 @@ const agents: FastifyPluginAsync = async (fastify) => {
     config: { access: { scope: 'agents:write' } },
   }, async (request) => {
     const principal = principalOf(request);
-    const mayChangeServing = (fields: string[]) => requireAdministrator(principal, `Changing ${fields.join(' and ')} of an approved agent`);
+    const mayChangeServing = (fields: string[]) => administratorOnly(request, `Changing ${fields.join(' and ')} of an approved agent`, 'agent.update', request.params.id);
     const doc = await app.audit.change(request, (announce) => app.agents.update(principal.accountId, request.params.id, request.body, mayChangeServing, ({ name, changed }) => announce({
       action: 'agent.update', outcome: 'success', resource: { type: 'agent', id: request.params.id }, details: { name, changed },
     })));
@@ -86,8 +96,8 @@ const agents: FastifyPluginAsync = async (fastify) => {
     schema: { params: IdParams, response: { 200: Envelope(Agent) } },
     config: { access: { scope: 'agents:write' } },
   }, async (request) => {
+    await administratorOnly(request, 'Approving an agent', 'agent.approve', request.params.id);
     const principal = principalOf(request);
-    requireAdministrator(principal, 'Approving an agent');
     const doc = await app.audit.change(request, (announce) => app.agents.approve(principal.accountId, request.params.id, principal.actor, (agent) => announce({
       action: 'agent.approve', outcome: 'success', resource: { type: 'agent', id: String(agent._id) }, details: { name: agent.name, token_prefix: agent.token_prefix },
     })));

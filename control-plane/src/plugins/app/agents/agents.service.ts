@@ -188,7 +188,7 @@ export class AgentsService {
    * `beforeWrite` gets what changed, for the audit record, right before the write.
    */
   async update(
-    accountId: AccountId, id: string, input: UpdateAgentRequest, mayChangeServing: (fields: string[]) => void,
+    accountId: AccountId, id: string, input: UpdateAgentRequest, mayChangeServing: (fields: string[]) => Promise<void>,
     beforeWrite: (details: { name: string; changed: AgentChanges }) => Promise<void> = async () => {},
   ): Promise<StoredAgent> {
     const { db, hub } = this.o;
@@ -210,7 +210,7 @@ export class AgentsService {
       changed.max_jobs = { from: doc.job_limit ?? null, to: input.max_jobs };
     }
     const serving = (['labels', 'max_jobs'] as const).filter((f) => changed[f]);
-    if (serving.length > 0 && isApproved(doc)) mayChangeServing(serving);
+    if (serving.length > 0 && isApproved(doc)) await mayChangeServing(serving);
     await beforeWrite({ name: name ?? doc.name, changed });
     if (Object.keys(set).length === 0) return doc;
     let updated: StoredAgent | null;
