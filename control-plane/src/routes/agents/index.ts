@@ -13,8 +13,9 @@ import connect from './connect.js';
 /**
  * Managed agents (decisions.md "Agents"): agents:read for reads, agents:write for create,
  * update, revoke and test; an administrator approves an agent, and changes the labels and limit
- * of an approved one (docs/security.md "Agents: approval"). The token is shown once, in the create response; it is stored as SHA-256 only and
- * never appears in a later response, a log line or an audit record.
+ * of an approved one (docs/security.md "Agents: approval"). The token is shown once, in the
+ * create response; it is stored as SHA-256 only and never appears in a later response, a log line
+ * or an audit record.
  */
 const agents: FastifyPluginAsync = async (fastify) => {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();

@@ -20,7 +20,8 @@ export type { AuthService, ConsoleUser, Principal, SessionClaims } from './auth.
 export type { Announce, AuditBy, AuditContext, AuditEntry, AuditService, RequestAuditEntry } from './audit.service.js';
 export type { RateLimitOptions, RateLimitService } from './rate-limit.service.js';
 export {
-  callerExpiresAt, isAdministrator, requireAdministrator, requireExpiryWithin, requireKeyWithin, requireRoleWithin, requireTransfersWrite, requireUserWithin, scopesBeyond,
+  callerExpiresAt, isAdministrator, requireAdministrator, requireExpiryWithin, requireKeyWithin, requireRoleWithin, requireTransfersWrite,
+  requireUserWithin, scopesBeyond,
 } from './grant-rules.js';
 export { requireTransfersWriteFor } from './automation-guard.js';
 export type { ApiKeysService } from './api-keys.service.js';

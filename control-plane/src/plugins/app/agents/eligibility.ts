@@ -100,7 +100,7 @@ function servedBy(conn: RunConnection, agents: AgentFacts[]): string {
  * the reason work waits may be an agent nobody approved yet.
  */
 function pendingNote(conns: RunConnection[], agents: AgentFacts[]): string {
-  const wouldServe = (a: AgentFacts) => conns.every((c) => serves({ ...a, approved: true, labels: [...a.labels, ...(a.agent_labels ?? [])] }, c));
+  const wouldServe = (a: AgentFacts) => conns.every((c) => serves({ ...a, approved: true }, c));
   const pending = agents.filter((a) => a.online && !isApproved(a) && wouldServe(a));
   if (pending.length === 0) return '';
   return `; pending approval (POST /agents/:id/approve): ${pending.map((a) => `'${a.name}'`).join(', ')}`;

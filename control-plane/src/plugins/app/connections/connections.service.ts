@@ -73,7 +73,6 @@ function assertCredentialsStayBound(doc: StoredConnection, input: UpdateConnecti
   }
 }
 
-/** Whether the account's agent `agentId` is in `pool` (its labels or its operator's). */
 /**
  * Whether agent `agentId` of the account serves the connection `doc` (eligibility.ts `serves`: the
  * one rule, approval included): credentials are opened for an agent, or taken from one, only then.
@@ -134,7 +133,7 @@ export interface ConnectionsServiceOptions {
 
 /**
  * The account's connections (decisions.md "Connections"): checked, stored with credentials sealed
- * bound to the record, and opened again only for the agent that serves one (`loadSettings`) or to
+ * bound to the record, and opened again only for the agent that serves one (`settingsFor`) or to
  * check a change. Throws the error classes of errors.ts (404 for other accounts' ids).
  */
 export class ConnectionsService {
