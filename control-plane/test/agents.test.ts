@@ -29,8 +29,8 @@ async function createAgent(body: Record<string, unknown> = {}, token = owner.api
 const getAgent = (id: string, token = owner.apiKey) => app.inject({ method: 'GET', url: `/api/v1/agents/${id}`, headers: auth(token) });
 
 const AGENT_FIELDS = [
-  'agent_labels', 'agent_max_jobs', 'connector_types', 'created_at', 'hostname', 'id', 'labels', 'last_seen_at', 'max_jobs', 'name', 'pools',
-  'relay', 'running_jobs', 'slots', 'status', 'version',
+  'agent_labels', 'agent_max_jobs', 'approved', 'approved_at', 'approved_by', 'connector_types', 'created_at', 'hostname', 'id', 'labels',
+  'last_seen_at', 'max_jobs', 'name', 'pools', 'relay', 'running_jobs', 'slots', 'status', 'version',
 ];
 
 describe('POST /agents', () => {

@@ -107,7 +107,8 @@ test("refused: another account's connection, another agent's, other fields, othe
   const pinned = await onedrive(owner.apiKey, first, { agent_id: otherAgent.id });
   const ours = await onedrive(owner.apiKey, first);
   const sftp = await makeConnection(app, owner.apiKey, 'sftp');
-  const { client } = await ProtocolClient.connect(app, agent.token, { connector_types: ['onedrive'] });
+  // It has the sftp connector, so it serves the sftp connection: what it may not do there is replace a field sftp does not rotate.
+  const { client } = await ProtocolClient.connect(app, agent.token, { connector_types: ['onedrive', 'sftp'] });
   const forged = token('forged');
   const previous = { refresh_token: sha256(first) };
   client.send('connection.credentials', { connection_id: theirs.id, credentials: { refresh_token: forged }, previous_sha256: previous });

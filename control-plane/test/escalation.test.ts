@@ -177,12 +177,29 @@ const DOORS: Record<string, Door> = {
     },
   },
   'POST /api/v1/agents': {
-    // An agent token authenticates only the agent socket (agents/connect.ts), never the API.
+    // An agent token authenticates only the agent socket (agents/connect.ts), never the API; an
+    // agent made by a narrow key is pending: it serves no connection it is not pinned to, so it
+    // carries no credential the key could not give it (docs/security.md "Agents: approval").
     probe: async () => {
       const key = await createKey(app, owner.apiKey, ['agents:write']);
       const res = await call('POST', '/agents', key, { name: `a-${new Types.ObjectId()}` });
       expect(res.statusCode).toBe(201);
+      expect(res.json().data).toMatchObject({ approved: false, approved_at: null, approved_by: null });
       await expectNoApiAccess(res.json().data.token);
+      const member = await userOf('member');
+      const bySession = await call('POST', '/agents', member.session, { name: `a-${new Types.ObjectId()}` });
+      expect(bySession.json().data).toMatchObject({ approved: false });
+    },
+  },
+  'POST /api/v1/agents/:id/approve': {
+    // Approving hands the agent every unpinned connection's credentials: an administrator's act.
+    probe: async () => {
+      const key = await createKey(app, owner.apiKey, ['agents:write']);
+      const id = (await call('POST', '/agents', key, { name: `a-${new Types.ObjectId()}` })).json().data.id as string;
+      expectError(await call('POST', `/agents/${id}/approve`, key), 403, /^Approving an agent needs an administrator .*: the calling key does not hold every scope$/);
+      const member = await userOf('member');
+      expectError(await call('POST', `/agents/${id}/approve`, member.session), 403, /^Approving an agent needs an administrator .*: your role \(member\) is neither owner nor admin$/);
+      expect(await app.db.agents.countDocuments({ _id: new Types.ObjectId(id), approved: false })).toBe(1);
     },
   },
   'POST /api/v1/files/:id/share': {
@@ -265,7 +282,16 @@ const DOORS: Record<string, Door> = {
   'DELETE /api/v1/connections/:id': { mintsNothing: 'removes' },
   'POST /api/v1/connections/:id/test': { mintsNothing: 'a reachability test' },
   'PUT /api/v1/agents/:id': {
-    mintsNothing: 'an agent\'s name, labels and job limit; no token. A pool is a scheduling choice, not a trust boundary (an agent\'s operator joins pools with --label): credentials bound to one machine name agent_id',
+    // An approved agent's labels (its pools) and job limit (how much work it wins) decide whose
+    // credentials it receives: an administrator's; its name stays agents:write.
+    probe: async () => {
+      const key = await createKey(app, owner.apiKey, ['agents:write']);
+      const id = (await call('POST', '/agents', owner.apiKey, { name: `a-${new Types.ObjectId()}` })).json().data.id as string;
+      expectError(await call('PUT', `/agents/${id}`, key, { labels: ['fra1'] }), 403, /^Changing labels of an approved agent needs an administrator/);
+      expectError(await call('PUT', `/agents/${id}`, key, { labels: ['fra1'], max_jobs: 50 }), 403, /^Changing labels and max_jobs of an approved agent needs an administrator/);
+      expect(await app.db.agents.findById(id, { labels: 1, job_limit: 1 }).lean()).toMatchObject({ labels: [], job_limit: null });
+      expect((await call('PUT', `/agents/${id}`, key, { name: `b-${new Types.ObjectId()}` })).statusCode).toBe(200);
+    },
   },
   'DELETE /api/v1/agents/:id': { mintsNothing: 'revokes an agent token' },
   'POST /api/v1/agents/:id/test': { mintsNothing: 'a ping' },

@@ -154,7 +154,7 @@ test('webhooks: a private URL is exit 2 with the server message; a given secret 
   expect(statuses).toEqual([2, 2, 2, 4]);
 }, 60_000);
 
-test('agents: create shows the token once, list shows it offline, update, test of an offline agent is exit 6 (503 after retries), delete', async () => {
+test('agents: create shows the token once, list shows it offline, a member\'s agent pending until approved, update, test of an offline agent is exit 6 (503 after retries), delete', async () => {
   const name = `cli agent ${run}`;
   const human = await xfer(['agents', 'create', '--name', `${name} human`]);
   expect(human.status).toBe(0);
@@ -169,7 +169,17 @@ test('agents: create shows the token once, list shows it offline, update, test o
   expect(await json(['agents', 'get', created.id])).toEqual(await stack.api.data('GET', `/agents/${created.id}`));
   expect((await json<any[]>(['agents', 'list', '--all'])).find((a) => a.id === created.id)).toEqual(agent);
   const table = await xfer(['agents', 'list', '--limit', '1000']);
-  expect(table.stdout).toMatch(new RegExp(`^${created.id} +${name} +offline +eu-west,dc=fra1 +0/0 +- +- +0 +-$`, 'm'));
+  expect(table.stdout).toMatch(new RegExp(`^${created.id} +${name} +offline +yes +eu-west,dc=fra1 +0/0 +- +- +0 +-$`, 'm'));
+
+  // approve: a member's agent is pending (no pools) until an administrator approves it; the member may not (exit 3).
+  const member = await newUser('member');
+  await sessionLogin('agent-member', member.email, member.password);
+  const pending = await json(['agents', 'create', '--name', `${name} pending`, '--label', 'edge', '--profile', 'agent-member']);
+  expect(pending).toMatchObject({ approved: false, approved_by: null, pools: [] });
+  expect((await xfer(['agents', 'list', '--limit', '1000'])).stdout).toMatch(new RegExp(`^${pending.id} +${name} pending +offline +pending +(- +)?0/0 `, 'm'));
+  const refused = await fails(['agents', 'approve', pending.id, '--profile', 'agent-member']);
+  expect(refused).toEqual({ status: 3, error: 'Approving an agent needs an administrator (an owner or admin session, or a key holding every scope): your role (member) is neither owner nor admin' });
+  expect(await json(['agents', 'approve', pending.id])).toMatchObject({ id: pending.id, approved: true, approved_by: { type: 'api_key' }, pools: ['edge'] });
 
   // update: only the flags given; --label replaces the account's labels; --clear-* sends null / [].
   expect(await json(['agents', 'update', created.id, '--max-jobs', '2', '--label', 'gpu'])).toMatchObject({ id: created.id, max_jobs: 2, labels: ['gpu'], pools: ['gpu'] });

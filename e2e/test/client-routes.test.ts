@@ -26,7 +26,7 @@ const CALLS: Array<(c: XferClient) => Promise<unknown>> = [
   (c) => c.activity.list(), (c) => c.activity.summary(),
   (c) => c.connections.list(), (c) => c.connections.create({ name: 'n', type: 'nfs', host: 'h' }), (c) => c.connections.get('ID'),
   (c) => c.connections.update('ID', { port: 1 }), (c) => c.connections.delete('ID'), (c) => c.connections.test('ID'),
-  (c) => c.agents.list(), (c) => c.agents.create({ name: 'a' }), (c) => c.agents.get('ID'), (c) => c.agents.update('ID', { max_jobs: 2 }), (c) => c.agents.delete('ID'), (c) => c.agents.test('ID'),
+  (c) => c.agents.list(), (c) => c.agents.create({ name: 'a' }), (c) => c.agents.get('ID'), (c) => c.agents.update('ID', { max_jobs: 2 }), (c) => c.agents.delete('ID'), (c) => c.agents.test('ID'), (c) => c.agents.approve('ID'),
   (c) => c.transfers.list(), (c) => c.transfers.get('ID'), (c) => c.transfers.execute('ID'), (c) => c.transfers.cancel('ID'),
   (c) => c.transfers.retry('ID'), (c) => c.transfers.delete('ID'), (c) => c.transfers.files('ID'),
   (c) => c.transfers.create({ name: 't', sourceConnectionId: 's', sourcePath: '/', destinationConnectionId: 'd', destinationPath: '/' }),

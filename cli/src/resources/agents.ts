@@ -6,6 +6,7 @@ export const agentColumns: Column<Agent>[] = [
   { header: 'id', get: (a) => a.id },
   { header: 'name', get: (a) => a.name },
   { header: 'status', get: (a) => a.status },
+  { header: 'approved', get: (a) => (a.approved ? 'yes' : 'pending') },
   { header: 'pools', get: (a) => a.pools.join(',') },
   { header: 'slots', get: (a) => `${a.slots.running}/${a.slots.total}` },
   { header: 'version', get: (a) => a.version },

@@ -132,7 +132,8 @@ async function ensureLocalAgentToken(app: App, dataDir: string): Promise<string>
   if (!account) throw new Error('no account to register the local agent in');
   const taken = await app.db.agents.exists({ account_id: account._id, name: 'local' });
   const name = taken ? `local-${randomBytes(3).toString('hex')}` : 'local';
-  const { token } = await app.agents.create(account._id, { name, labels: ['local'] }, { type: 'system', id: null });
+  // The operator of the server made it: approved (docs/security.md "Agents: approval").
+  const { token } = await app.agents.create(account._id, { name, labels: ['local'] }, { type: 'system', id: null }, true);
   await mkdir(dataDir, { recursive: true });
   await writeFile(file, `${token}\n`, { mode: 0o600 });
   return file;

@@ -30,6 +30,14 @@ const schema = new Schema(
     /** First characters of the token, for audit records and support (not a secret). */
     token_prefix: { type: String, required: true },
     created_by: { type: { type: String, required: true }, id: { type: String, default: null } },
+    /**
+     * Approved by an administrator (docs/security.md "Agents: approval"): only then does it serve
+     * connections not pinned to it. No default on purpose: an agent stored before approval existed
+     * has no field and counts as approved (eligibility.ts `isApproved`).
+     */
+    approved: { type: Boolean },
+    approved_at: { type: Date, default: null },
+    approved_by: { type: { type: String }, id: { type: String, default: null } },
     /** From the last `hello`. */
     version: { type: String, default: null },
     hostname: { type: String, default: null },

@@ -43,4 +43,6 @@ export class AgentsApi extends Resource {
   delete(id: string, s?: CallSettings): Promise<Deleted> { return this.remove(`/agents/${seg(id)}`, s); }
   /** A ping through the agent's socket; 503 when it is offline. */
   test(id: string, s?: CallSettings): Promise<TestResult> { return this.data('POST', `/agents/${seg(id)}/test`, s); }
+  /** Approves a pending agent: it serves connections not pinned to it from now on. An administrator's act (403 otherwise). */
+  approve(id: string, s?: CallSettings): Promise<Agent> { return this.data('POST', `/agents/${seg(id)}/approve`, s); }
 }

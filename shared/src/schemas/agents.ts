@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { AgentLabel, Id, Name, PageQuery, StringEnum, Timestamp } from './common.js';
 import { ConnectionTypeName } from './connections.js';
+import { Actor } from './activity.js';
 
 /** `online`: a session is open on some control-plane instance and was refreshed recently. */
 export const AGENT_STATUSES = ['online', 'offline'] as const;
@@ -40,6 +41,16 @@ export const Agent = Type.Object({
   slots: Type.Object({ total: Type.Integer(), running: Type.Integer(), free: Type.Integer() }),
   /** The agent can play either side of a relay (its last `hello`). */
   relay: Type.Boolean(),
+  /**
+   * Approved by an administrator (`POST /agents/:id/approve`, or created by one): only an approved
+   * agent serves connections not pinned to it (`agent_pool` or neither). A pending agent serves
+   * only connections pinned to it by `agent_id`, and belongs to no pool.
+   */
+  approved: Type.Boolean(),
+  /** When it was approved; null while pending, and for agents stored before approval existed. */
+  approved_at: Type.Union([Timestamp, Type.Null()]),
+  /** Who approved it (or created it approved); null while pending, and for agents stored before approval existed. */
+  approved_by: Type.Union([Actor, Type.Null()]),
   created_at: Timestamp,
 });
 export type Agent = Static<typeof Agent>;

@@ -1,5 +1,5 @@
-import type { Agent, ConnectionType } from '@xfer/shared';
-import { effectiveSlots, poolsOf, type AgentLoad, type StoredAgent } from '../../plugins/app/agents/index.js';
+import type { Actor, Agent, ConnectionType } from '@xfer/shared';
+import { effectiveSlots, isApproved, poolsOf, type AgentLoad, type StoredAgent } from '../../plugins/app/agents/index.js';
 
 /**
  * The read shape of an agent; `online` from AgentsService.isOnline, `load` from its loadOf. The
@@ -23,6 +23,9 @@ export function presentAgent(doc: StoredAgent, load: AgentLoad, online: boolean)
     agent_max_jobs: doc.max_jobs ?? null,
     slots: { total, running: load.slotsHeld, free: Math.max(0, total - load.slotsHeld) },
     relay: doc.relay === true,
+    approved: isApproved(doc),
+    approved_at: doc.approved_at ? doc.approved_at.toISOString() : null,
+    approved_by: doc.approved_by?.type ? { type: doc.approved_by.type as Actor['type'], id: doc.approved_by.id ?? null } : null,
     created_at: doc.created_at.toISOString(),
   };
 }

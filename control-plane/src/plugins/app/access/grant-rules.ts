@@ -133,3 +133,21 @@ export function requireEventsWithin(principal: Principal, events: readonly strin
       `this needs ${beyond.join(', ')}, which ${callerName(principal)} does not hold`,
   );
 }
+
+/**
+ * An administrator of the account: an owner or admin console session, or an API key holding every
+ * scope (the bootstrap key does). Acts that trust something with more than any one scope gives
+ * (approving an agent, which then receives connections' credentials: docs/security.md "Agents:
+ * approval") are theirs alone.
+ */
+export function isAdministrator(principal: Principal): boolean {
+  if (principal.kind === 'session') return principal.role === 'owner' || principal.role === 'admin';
+  return SCOPES.every((s) => principal.scopes.has(s));
+}
+
+/** 403 unless the caller is an administrator (`isAdministrator`), saying what needs one and why. */
+export function requireAdministrator(principal: Principal, what: string): void {
+  if (isAdministrator(principal)) return;
+  const who = principal.kind === 'api_key' ? 'the calling key does not hold every scope' : `your role (${principal.role}) is neither owner nor admin`;
+  throw new ForbiddenError(`${what} needs an administrator (an owner or admin session, or a key holding every scope): ${who}`);
+}

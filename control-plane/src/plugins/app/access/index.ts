@@ -20,8 +20,8 @@ export type { AuthService, ConsoleUser, Principal, SessionClaims } from './auth.
 export type { Announce, AuditBy, AuditContext, AuditEntry, AuditService, RequestAuditEntry } from './audit.service.js';
 export type { RateLimitOptions, RateLimitService } from './rate-limit.service.js';
 export {
-  callerExpiresAt, EVENT_READ_SCOPES, requireEventsWithin, requireExpiryWithin, requireKeyWithin, requireRoleWithin, requireRunWithin, requireUserWithin,
-  scopesBeyond, scopesToRun,
+  callerExpiresAt, EVENT_READ_SCOPES, isAdministrator, requireAdministrator, requireEventsWithin, requireExpiryWithin, requireKeyWithin,
+  requireRoleWithin, requireRunWithin, requireUserWithin, scopesBeyond, scopesToRun,
 } from './grant-rules.js';
 export {
   ownerAuthorityProblem, ownerOf, presentOwner, requireEventsReadableFor, requireRunAuthorityFor, type StoredOwner,

@@ -8,7 +8,7 @@ import { sha256Hex } from '../../../lib/crypto.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
 import type { AgentSlots, RunConnection } from '../transfers/index.js';
 import { onlineWindowMs, type AgentHub } from './hub.js';
-import { chooseFor, chooseRun, type AgentFacts } from './eligibility.js';
+import { chooseFor, chooseRun, isApproved, SERVES, type AgentFacts } from './eligibility.js';
 import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
 export type StoredAgent = AgentDoc & { _id: Types.ObjectId };
@@ -43,7 +43,7 @@ export interface AgentLoad {
 }
 
 /** Fields the choice of agents reads: never the token hash. */
-const FACTS = { name: 1, labels: 1, agent_labels: 1, connector_types: 1, relay: 1, watch: 1, settle: 1, max_jobs: 1, job_limit: 1, session: 1 } as const;
+const FACTS = { ...SERVES, name: 1, relay: 1, watch: 1, settle: 1, max_jobs: 1, job_limit: 1, session: 1 } as const;
 const sameList = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((v, i) => v === b[i]);
 
 /**
@@ -120,19 +120,20 @@ export class AgentsService {
 
   /**
    * Creates an agent and returns its token, the only time it exists outside the agent's hands.
-   * `beforeWrite` is called with what the audit record names, after the checks and right before
-   * the write (plugins/app/access/audit.service.ts `change`).
+   * `approved` when an administrator creates it (docs/security.md "Agents: approval"); pending
+   * otherwise. `beforeWrite` is called with what the audit record names, after the checks and
+   * right before the write (plugins/app/access/audit.service.ts `change`).
    */
   async create(
-    accountId: AccountId, input: CreateAgentRequest, createdBy: Actor,
-    beforeWrite: (id: string, details: { name: string; labels: string[]; token_prefix: string }) => Promise<void> = async () => {},
+    accountId: AccountId, input: CreateAgentRequest, createdBy: Actor, approved: boolean,
+    beforeWrite: (id: string, details: { name: string; labels: string[]; token_prefix: string; approved: boolean }) => Promise<void> = async () => {},
   ): Promise<{ doc: StoredAgent; token: string }> {
     const { db } = this.o;
     const name = input.name.trim();
     if (await db.agents.exists({ account_id: accountId, name })) throw duplicateName(name);
     const token = newToken();
     const _id = new Types.ObjectId();
-    await beforeWrite(String(_id), { name, labels: input.labels ?? [], token_prefix: `${token.slice(0, 12)}...` });
+    await beforeWrite(String(_id), { name, labels: input.labels ?? [], token_prefix: `${token.slice(0, 12)}...`, approved });
     try {
       const doc = await db.agents.create({
         _id,
@@ -142,6 +143,8 @@ export class AgentsService {
         token_hash: sha256Hex(token),
         token_prefix: `${token.slice(0, 12)}...`,
         created_by: createdBy,
+        approved,
+        ...(approved ? { approved_at: new Date(), approved_by: createdBy } : {}),
       });
       return { doc: doc.toObject() as StoredAgent, token };
     } catch (err) {
@@ -179,10 +182,13 @@ export class AgentsService {
   /**
    * Changes the given fields of the account's agent (`PUT /agents/:id`): `name` (409 when taken),
    * `labels` (the account's; the agent's own `--label`s stay), `max_jobs` (stored as `job_limit`;
-   * null removes it). `beforeWrite` gets what changed, for the audit record, right before the write.
+   * null removes it). Changing `labels` or `max_jobs` of an approved agent decides which shared
+   * connections it serves and how much work it wins: `mayChangeServing` is called with those
+   * fields first, and throws when the caller may not (docs/security.md "Agents: approval").
+   * `beforeWrite` gets what changed, for the audit record, right before the write.
    */
   async update(
-    accountId: AccountId, id: string, input: UpdateAgentRequest,
+    accountId: AccountId, id: string, input: UpdateAgentRequest, mayChangeServing: (fields: string[]) => Promise<void>,
     beforeWrite: (details: { name: string; changed: AgentChanges }) => Promise<void> = async () => {},
   ): Promise<StoredAgent> {
     const { db, hub } = this.o;
@@ -203,6 +209,8 @@ export class AgentsService {
       set.job_limit = input.max_jobs;
       changed.max_jobs = { from: doc.job_limit ?? null, to: input.max_jobs };
     }
+    const serving = (['labels', 'max_jobs'] as const).filter((f) => changed[f]);
+    if (serving.length > 0 && isApproved(doc)) await mayChangeServing(serving);
     await beforeWrite({ name: name ?? doc.name, changed });
     if (Object.keys(set).length === 0) return doc;
     let updated: StoredAgent | null;
@@ -214,6 +222,25 @@ export class AgentsService {
       if (isDuplicateKey(err) && name !== undefined) throw duplicateName(name);
       throw err;
     }
+    if (!updated) throw agentNotFound(id);
+    return updated;
+  }
+
+  /**
+   * Approves the account's agent (`POST /agents/:id/approve`; the route checks the caller is an
+   * administrator): from now on it serves connections not pinned to it. Already approved (or stored
+   * before approval existed): unchanged, and `beforeWrite` is not called (nothing to record).
+   */
+  async approve(
+    accountId: AccountId, id: string, by: Actor, beforeWrite: (doc: StoredAgent) => Promise<void> = async () => {},
+  ): Promise<StoredAgent> {
+    const { db, hub } = this.o;
+    const doc = await this.find(accountId, id);
+    if (isApproved(doc)) return doc;
+    await beforeWrite(doc);
+    const updated = await hub.writeAgent(String(doc._id), () => db.agents.findOneAndUpdate(
+      { _id: doc._id, account_id: doc.account_id }, { $set: { approved: true, approved_at: new Date(), approved_by: by } }, { new: true },
+    ).lean()) as StoredAgent | null;
     if (!updated) throw agentNotFound(id);
     return updated;
   }

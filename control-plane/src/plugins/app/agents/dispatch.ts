@@ -11,7 +11,7 @@ import type { AgentHub } from './hub.js';
 import type { AgentRequests } from './requests.js';
 import type { AgentSession } from './session.js';
 import { Scheduler } from './scheduler.js';
-import { serves } from './eligibility.js';
+import { serves, SERVES } from './eligibility.js';
 
 /** How long shutdown waits for agent sockets to finish their closing handshake. */
 const CLOSE_WAIT_MS = 2_000;
@@ -136,7 +136,7 @@ export class Dispatcher {
   private async settings(job: StoredTransfer, which: 'source' | 'destination'): Promise<ConnectionSettings | null> {
     const id = String(which === 'source' ? job.source_connection_id : job.destination_connection_id);
     try {
-      return await this.o.connections.loadSettings(job.account_id, id);
+      return await this.o.connections.settingsFor(job.account_id, id, String(job.agent_id));
     } catch (err) {
       const error = err instanceof NotFoundError
         ? `The ${which} connection ${id} was deleted before the job could start`
@@ -161,7 +161,7 @@ export class Dispatcher {
       throw err;
     }
     const [source, destination] = connections;
-    const agent = await this.o.db.agents.findById(session.agent.id, { labels: 1, agent_labels: 1, connector_types: 1 }).lean();
+    const agent = await this.o.db.agents.findById(session.agent.id, SERVES).lean();
     if (!agent) return false;
     const serving = job.mode === 'relay' ? [destination] : [source, destination];
     const lost = serving.find((c) => !serves(agent, c));

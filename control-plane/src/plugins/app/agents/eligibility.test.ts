@@ -1,7 +1,7 @@
 import { Types } from 'mongoose';
 import { ConflictError, ServiceUnavailableError } from '../../../errors.js';
 import type { RunConnection } from '../transfers/index.js';
-import { chooseFor, chooseRun, effectiveSlots, poolsOf, serves, type AgentFacts } from './eligibility.js';
+import { chooseFor, chooseRun, effectiveSlots, isApproved, poolsOf, serves, type AgentFacts } from './eligibility.js';
 
 const agent = (name: string, o: Partial<AgentFacts> = {}): AgentFacts => ({
   _id: new Types.ObjectId(), name, labels: [], agent_labels: [], connector_types: ['sftp', 's3'], relay: false, max_jobs: 4, job_limit: null, online: true, ...o,
@@ -64,5 +64,25 @@ describe('eligibility', () => {
     const x = agent('x', { labels: ['p'] });
     expect(chooseFor(conn('a', 'sftp', { agent_pool: 'p' }), [x, agent('y')])).toEqual([x]);
     expect((chooseFor(conn('a', 'sftp', { agent_pool: 'p' }), [{ ...x, online: false }]) as Error).message).toBe("No online agent of pool 'p' can serve connection 'a' (needs sftp connector)");
+  });
+
+  test('a pending agent serves only connections pinned to it, belongs to no pool, and is named when work waits for it; one stored before approval counts as approved', () => {
+    const pending = agent('p', { labels: ['fra1'], agent_labels: ['gpu'], approved: false });
+    expect(isApproved(pending)).toBe(false);
+    expect(isApproved(agent('old', { approved: undefined }))).toBe(true);
+    expect(isApproved(agent('old', { approved: null }))).toBe(true);
+    expect(poolsOf(pending)).toEqual([]);
+    expect(poolsOf({ ...pending, approved: true })).toEqual(['fra1', 'gpu']);
+    expect(serves(pending, conn('any', 'sftp'))).toBe(false);
+    expect(serves(pending, conn('pool', 'sftp', { agent_pool: 'fra1' }))).toBe(false);
+    expect(serves(pending, conn('pinned', 'sftp', { agent_id: String(pending._id) }))).toBe(true);
+    expect(serves(agent('old', { approved: undefined }), conn('any', 'sftp'))).toBe(true);
+
+    const refusal = chooseRun(conn('a', 'sftp'), conn('b', 's3'), [pending, agent('big', { approved: false, connector_types: ['sftp'] })], true);
+    expect(refusal.mode === null && refusal.problem.message).toBe("No online agent can serve connections 'a' and 'b' (needs sftp and s3 connectors); pending approval (POST /agents/:id/approve): 'p'");
+    expect((chooseFor(conn('a', 'sftp', { agent_pool: 'gpu' }), [pending]) as Error).message)
+      .toBe("No online agent of pool 'gpu' can serve connection 'a' (needs sftp connector); pending approval (POST /agents/:id/approve): 'p'");
+    const approved = agent('ok');
+    expect(chooseRun(conn('a', 'sftp'), conn('b', 's3'), [pending, approved], true)).toEqual({ mode: 'direct', agents: [approved] });
   });
 });

@@ -21,11 +21,26 @@ export interface AgentFacts {
   max_jobs?: number | null;
   /** The account's limit (`PUT /agents/:id {max_jobs}`). */
   job_limit?: number | null;
+  /** Approved by an administrator (`isApproved`). */
+  approved?: boolean | null;
   online: boolean;
 }
 
-/** The pools an agent belongs to: the account's labels and its operator's, each once. */
-export function poolsOf(agent: Pick<AgentFacts, 'labels' | 'agent_labels'>): string[] {
+/**
+ * Whether an administrator approved the agent (docs/security.md "Agents: approval"): only then may
+ * it carry the credentials of connections not pinned to it. An agent stored before approval
+ * existed has no `approved` field: it was made under the old rule and counts as approved.
+ */
+export function isApproved(agent: Pick<AgentFacts, 'approved'>): boolean {
+  return agent.approved !== false;
+}
+
+/**
+ * The pools an agent belongs to: the account's labels and its operator's, each once; none while it
+ * is pending (not approved): a pool's connections are shared, and a pending agent serves nothing shared.
+ */
+export function poolsOf(agent: Pick<AgentFacts, 'labels' | 'agent_labels' | 'approved'>): string[] {
+  if (!isApproved(agent)) return [];
   return [...new Set([...agent.labels, ...(agent.agent_labels ?? [])])];
 }
 
@@ -38,14 +53,24 @@ export function effectiveSlots(agent: Pick<AgentFacts, 'max_jobs' | 'job_limit'>
   return agent.job_limit ? Math.min(agent.job_limit, own) : own;
 }
 
+/** What `serves` reads of an agent. */
+export type ServingFacts = Pick<AgentFacts, '_id' | 'labels' | 'agent_labels' | 'connector_types' | 'approved'>;
+
+/** The projection of a stored agent that `serves` needs, for every place that reads agents to decide. */
+export const SERVES = { labels: 1, agent_labels: 1, connector_types: 1, approved: 1 } as const;
+
 /**
- * Whether `agent` may serve `conn` (online or not): it has the connector, and it is the agent the
- * connection names (`agent_id`), or in the pool it names (`agent_pool`), or the connection names
- * neither (any agent of the account: agents belong to one account, and only the account's are given).
+ * Whether `agent` may serve `conn` (online or not), and so receive its credentials: it has the
+ * connector, and it is the agent the connection names (`agent_id`: whoever pinned it gave the
+ * credentials to it), or, approved (`isApproved`), in the pool it names (`agent_pool`) or any agent
+ * of the account when the connection names neither (agents belong to one account, and only the
+ * account's are given). The one rule for every job, relay side, watcher, test and credential
+ * opened for an agent (docs/security.md "Agents: approval").
  */
-export function serves(agent: Pick<AgentFacts, '_id' | 'labels' | 'agent_labels' | 'connector_types'>, conn: RunConnection): boolean {
+export function serves(agent: ServingFacts, conn: RunConnection): boolean {
   if (!agent.connector_types.includes(conn.type)) return false;
   if (conn.agent_id) return String(agent._id) === conn.agent_id;
+  if (!isApproved(agent)) return false;
   if (conn.agent_pool) return poolsOf(agent).includes(conn.agent_pool);
   return true;
 }
@@ -70,6 +95,17 @@ function servedBy(conn: RunConnection, agents: AgentFacts[]): string {
   return 'any agent';
 }
 
+/**
+ * The online agents that would serve every one of `conns` but for their approval, named for a 503:
+ * the reason work waits may be an agent nobody approved yet.
+ */
+function pendingNote(conns: RunConnection[], agents: AgentFacts[]): string {
+  const wouldServe = (a: AgentFacts) => conns.every((c) => serves({ ...a, approved: true }, c));
+  const pending = agents.filter((a) => a.online && !isApproved(a) && wouldServe(a));
+  if (pending.length === 0) return '';
+  return `; pending approval (POST /agents/:id/approve): ${pending.map((a) => `'${a.name}'`).join(', ')}`;
+}
+
 /** Why no online agent serves `conn` (503). */
 function unservable(conn: RunConnection, agents: AgentFacts[]): AppError {
   if (conn.agent_id) {
@@ -79,9 +115,9 @@ function unservable(conn: RunConnection, agents: AgentFacts[]): AppError {
     return new ServiceUnavailableError(`Agent '${agent.name}', which serves connection '${conn.name}', has no ${conn.type} connector`);
   }
   if (conn.agent_pool) {
-    return new ServiceUnavailableError(`No online agent of pool '${conn.agent_pool}' can serve connection '${conn.name}' (needs ${connectors([conn.type])})`);
+    return new ServiceUnavailableError(`No online agent of pool '${conn.agent_pool}' can serve connection '${conn.name}' (needs ${connectors([conn.type])})${pendingNote([conn], agents)}`);
   }
-  return new ServiceUnavailableError(`No online agent can serve connection '${conn.name}' (needs ${connectors([conn.type])})`);
+  return new ServiceUnavailableError(`No online agent can serve connection '${conn.name}' (needs ${connectors([conn.type])})${pendingNote([conn], agents)}`);
 }
 
 /**
@@ -117,7 +153,7 @@ export function chooseRun<A extends AgentFacts>(source: RunConnection, destinati
   if (anyAgent(source) && anyAgent(destination)) {
     const types = [...new Set([source.type, destination.type])];
     const what = source.id === destination.id ? `connection '${source.name}'` : `connections '${source.name}' and '${destination.name}'`;
-    return { mode: null, problem: new ServiceUnavailableError(`No online agent can serve ${what} (needs ${connectors(types)})`) };
+    return { mode: null, problem: new ServiceUnavailableError(`No online agent can serve ${what} (needs ${connectors(types)})${pendingNote([source, destination], agents)}`) };
   }
   for (const end of [source, destination]) {
     if (!online.some((a) => serves(a, end))) return { mode: null, problem: unservable(end, agents) };

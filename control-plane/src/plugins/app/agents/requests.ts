@@ -203,7 +203,7 @@ export class AgentRequests {
     }
     let connection;
     try {
-      connection = await this.o.connections.loadSettings(String(request.account_id), String(request.connection_id));
+      connection = await this.o.connections.settingsFor(String(request.account_id), String(request.connection_id), String(request.agent_id));
     } catch (err) {
       this.o.log.warn({ err, connectionId: String(request.connection_id), kind }, 'agent request: connection could not be loaded');
       return this.answer(id, failed(kind, 'The connection no longer exists or its credentials cannot be decrypted', 0));

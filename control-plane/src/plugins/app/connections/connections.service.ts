@@ -10,7 +10,9 @@ import type { ConnectionDoc } from '../../../models/connection.model.js';
 import type { Sealed, Vault } from '../../../lib/vault.js';
 import { boundTo } from '../../../lib/sealed-fields.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
-import { BadRequestError, ConflictError, NotFoundError } from '../../../errors.js';
+import { BadRequestError, ConflictError, ForbiddenError, NotFoundError } from '../../../errors.js';
+import { serves, SERVES } from '../agents/eligibility.js';
+import { runConnection } from '../transfers/transfers.service.js';
 import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
 /** A connection as stored: its credentials sealed (never put it in a response: routes/connections presents it). */
@@ -71,10 +73,14 @@ function assertCredentialsStayBound(doc: StoredConnection, input: UpdateConnecti
   }
 }
 
-/** Whether the account's agent `agentId` is in `pool` (its labels or its operator's). */
-async function agentInPool(db: Models, accountId: AccountId, agentId: string, pool: string): Promise<boolean> {
-  const agent = await db.agents.findOne({ _id: new Types.ObjectId(agentId), account_id: accountId }, { labels: 1, agent_labels: 1 }).lean();
-  return !!agent && (agent.labels.includes(pool) || (agent.agent_labels ?? []).includes(pool));
+/**
+ * Whether agent `agentId` of the account serves the connection `doc` (eligibility.ts `serves`: the
+ * one rule, approval included): credentials are opened for an agent, or taken from one, only then.
+ */
+async function servedBy(db: Models, accountId: AccountId, agentId: string, doc: StoredConnection): Promise<boolean> {
+  const _id = toObjectId(agentId);
+  const agent = _id && await db.agents.findOne({ _id, account_id: accountId }, SERVES).lean();
+  return !!agent && serves(agent, runConnection(doc));
 }
 
 /** `agent_id` must name an agent of the account (unknown and other accounts' agents alike). */
@@ -127,7 +133,7 @@ export interface ConnectionsServiceOptions {
 
 /**
  * The account's connections (decisions.md "Connections"): checked, stored with credentials sealed
- * bound to the record, and opened again only for the agent that serves one (`loadSettings`) or to
+ * bound to the record, and opened again only for the agent that serves one (`settingsFor`) or to
  * check a change. Throws the error classes of errors.ts (404 for other accounts' ids).
  */
 export class ConnectionsService {
@@ -261,13 +267,31 @@ export class ConnectionsService {
   }
 
   /**
-   * Everything a connector needs, credentials decrypted: for the dispatch of tests and transfers
-   * to the agent serving the connection. Never put the result in a response, log or audit record.
-   * Throws NotFoundError for ids that are not the account's.
+   * Everything a connector needs, credentials decrypted, for agent `agentId`, which must serve the
+   * connection (eligibility.ts `serves`, approval included; ForbiddenError otherwise): the one way
+   * credentials leave for an agent (a job, a relay's source side, a watcher's set, a test, a
+   * settle). Its callers chose the agent by the same rule: this is the last check before the
+   * secret leaves. Never put the result in a response, log or audit record.
+   */
+  async settingsFor(accountId: AccountId, id: string, agentId: string): Promise<ConnectionSettings> {
+    const doc = await findOwned(this.o.db, accountId, id);
+    if (!(await servedBy(this.o.db, accountId, agentId, doc))) {
+      throw new ForbiddenError(`Agent ${agentId} does not serve connection '${doc.name}': its credentials go only to an agent that does`);
+    }
+    return this.settingsOf(doc);
+  }
+
+  /**
+   * Everything a connector needs, credentials decrypted, with no agent named: for checks of the
+   * stored record. What goes to an agent goes through `settingsFor`. Throws NotFoundError for ids
+   * that are not the account's.
    */
   async loadSettings(accountId: AccountId, id: string): Promise<ConnectionSettings> {
-    const { db, vault } = this.o;
-    const doc = await findOwned(db, accountId, id);
+    return this.settingsOf(await findOwned(this.o.db, accountId, id));
+  }
+
+  private settingsOf(doc: StoredConnection): ConnectionSettings {
+    const { vault } = this.o;
     const type = doc.type as ConnectionType;
     const spec = CONNECTION_TYPE_SPECS[type];
     const credentials = openCredentials(vault, doc);
@@ -289,8 +313,8 @@ export class ConnectionsService {
    * the other credential fields and sealed again with the vault. Compare-and-swap twice over: each
    * field must still hold the value the rotation replaced (`previousSha256`, compared in constant
    * time), and the update is conditional on the revision read, so a concurrent edit of the
-   * connection is never lost. Only connections of the agent's account that it serves (not pinned
-   * to another agent, not of a pool it is not in: NotFoundError otherwise), only the type's
+   * connection is never lost. Only connections of the agent's account that it serves
+   * (eligibility.ts `serves`: NotFoundError otherwise), only the type's
    * rotating fields (BadRequestError).
    */
   async storeRotatedCredentials(
@@ -301,8 +325,7 @@ export class ConnectionsService {
     const { db, vault } = this.o;
     for (let attempt = 0; attempt < 3; attempt++) {
       const doc = await findOwned(db, accountId, id);
-      if (doc.agent_id && String(doc.agent_id) !== agentId) throw connectionNotFound(id);
-      if (doc.agent_pool && !(await agentInPool(db, accountId, agentId, doc.agent_pool))) throw connectionNotFound(id);
+      if (!(await servedBy(db, accountId, agentId, doc))) throw connectionNotFound(id);
       const type = doc.type as ConnectionType;
       const allowed = ROTATING_CREDENTIALS[type] ?? [];
       const fields = Object.keys(credentials);

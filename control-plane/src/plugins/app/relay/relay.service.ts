@@ -27,7 +27,7 @@ const MAX_STALE_ANSWERS = 256;
 export interface RelayServiceOptions {
   db: Models;
   hub: Pick<AgentHub, 'get' | 'instanceId'>;
-  connections: Pick<ConnectionsService, 'loadSettings'>;
+  connections: Pick<ConnectionsService, 'settingsFor'>;
   /** HMAC keys of peer-link tokens, the signing key first (Vault.derivedKeys). */
   linkKeys: Buffer[];
   /** Whether an agent's registered session is fresh (AgentsService.isOnline). */
@@ -276,7 +276,7 @@ export class RelayService implements RelayTraffic {
     const connectionId = String(job.source_connection_id);
     let source;
     try {
-      source = await this.o.connections.loadSettings(job.account_id, connectionId);
+      source = await this.o.connections.settingsFor(job.account_id, connectionId, session.agent.id);
     } catch (err) {
       if (!(err instanceof NotFoundError)) this.o.log.error({ err, jobId: relay.jobId }, 'could not prepare a relay source connection');
       const error = err instanceof NotFoundError

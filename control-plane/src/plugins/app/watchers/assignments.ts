@@ -17,7 +17,7 @@ export interface WatcherAssignmentsOptions {
   db: Models;
   hub: Pick<AgentHub, 'openSessions'>;
   agents: Pick<AgentsService, 'factsOf'>;
-  connections: Pick<ConnectionsService, 'loadSettings'>;
+  connections: Pick<ConnectionsService, 'settingsFor'>;
   log: FastifyBaseLogger;
 }
 
@@ -132,7 +132,7 @@ export class WatcherAssignments {
       const id = String(w.connection_id);
       if (!settings.has(id)) {
         try {
-          settings.set(id, await this.o.connections.loadSettings(session.agent.accountId, id));
+          settings.set(id, await this.o.connections.settingsFor(session.agent.accountId, id, session.agent.id));
         } catch (err) {
           this.o.log.warn({ err, watcherId: String(w._id) }, 'a watcher\'s connection could not be loaded; it is left out of its agent\'s set');
           continue;

@@ -9,7 +9,7 @@ import type { WatcherEventDoc } from '../../../models/watcher-event.model.js';
 import type { StoredTransfer, TransferOutcome, TransfersService } from '../transfers/index.js';
 import type { WorkflowRuns } from '../workflows/index.js';
 import { ownerAuthorityProblem, type AuditService } from '../access/index.js';
-import { serves, type AgentSession } from '../agents/index.js';
+import { serves, SERVES, type AgentSession } from '../agents/index.js';
 import { runConnection } from '../transfers/index.js';
 import { AppError } from '../../../errors.js';
 import { isDuplicateKey } from '../../../lib/duplicate-key.js';
@@ -158,7 +158,7 @@ export class WatcherEvents {
     if (watcher.agent_id && String(watcher.agent_id) === session.agent.id) return null;
     // A hand-over: the previous agent's held reports are taken if it still may serve the connection.
     const [agent, connection] = await Promise.all([
-      this.o.db.agents.findById(session.agent.id, { labels: 1, agent_labels: 1, connector_types: 1 }).lean(),
+      this.o.db.agents.findById(session.agent.id, SERVES).lean(),
       this.o.db.connections.findOne({ _id: watcher.connection_id, account_id: watcher.account_id }, { name: 1, type: 1, agent_id: 1, agent_pool: 1 }).lean(),
     ]);
     if (!agent || !connection) return 'the agent or the watcher\'s connection no longer exists';
