@@ -260,8 +260,15 @@ describe('runs', () => {
     // The transfer ends behind this instance's back (as on another instance): the sweep moves the run on.
     await app.db.transfers.updateOne({ _id: transferId }, { $set: { status: 'completed', completed_at: new Date() } });
     expect((await s.getRun(started.id)).status).toBe('running');
-    await app.workflowRuns.sweep();
-    expect(await s.getRun(started.id)).toMatchObject({ status: 'completed', steps: [{ status: 'completed' }] });
+    // The dispatcher may still write the queued transfer (FerretDB writes whole documents back) and
+    // the app's own loop may hold the sweep: end it again until the sweep has seen it ended.
+    const ended = await eventually(async () => {
+      await app.db.transfers.updateOne({ _id: transferId, status: { $ne: 'completed' } }, { $set: { status: 'completed', completed_at: new Date() } });
+      await app.workflowRuns.sweep();
+      const r = await s.getRun(started.id);
+      return r.status !== 'running' && r;
+    }, 'the sweep moved the run on');
+    expect(ended).toMatchObject({ status: 'completed', steps: [{ status: 'completed' }] });
   });
 
   test('a run parameter holding {{…}} lands verbatim in the path: a value is inserted as text, never rendered again (docs/security.md "Templates: data is never code")', async () => {
@@ -362,8 +369,8 @@ describe('triggers', () => {
       _id: eventId, watcher_id: new Types.ObjectId(watcher.id), account_id: new Types.ObjectId(s.account.accountId), path: 'inbox/report.csv',
       version: 'size:5:mtime:1', size: 5, modified_at: null, agent_id: null, seen_at: seen, state: 'pending', transfer_id: null, workflow_run_id: null, error: null,
     });
-    await app.watcherEvents.sweepPending();
-    const run = await s.getRun(String(eventId));
+    // The app's own watcher loop may sweep it at the same moment: wait for the run, whichever started it.
+    const run = await eventually(async () => { await app.watcherEvents.sweepPending(); return s.getRun(String(eventId)); }, 'the sweep started the event');
     expect(run).toMatchObject({ status: 'running', trigger: { type: 'watcher', id: watcher.id }, file: { name: 'report.csv', path: 'inbox/report.csv' } });
     const job = await app.db.transfers.findById(run.steps[0].transfer_id).lean();
     expect(job).toMatchObject({ source_path: '/inbox/report.csv', destination_path: '/archive/report.csv' });
