@@ -247,6 +247,8 @@ describe('relay sftp → s3 between two agents', () => {
       const before = process.memoryUsage();
       let peakRss = before.rss;
       let peakBuffers = before.arrayBuffers;
+      const live = (m: NodeJS.MemoryUsage) => m.heapUsed + m.arrayBuffers;
+      let peakLive = live(before);
       // What stays live, not what the collector has yet to return: freed frames linger for as long
       // as the runtime's heuristics like (Node 24 let them reach +149 MiB of array buffers where
       // Node 20 stopped near +100), which says nothing about the relay holding the file.
@@ -255,6 +257,7 @@ describe('relay sftp → s3 between two agents', () => {
         const now = process.memoryUsage();
         peakRss = Math.max(peakRss, now.rss);
         peakBuffers = Math.max(peakBuffers, now.arrayBuffers);
+        peakLive = Math.max(peakLive, live(now));
       }, 1000);
       const started = Date.now();
       start(pair, id);
@@ -277,15 +280,19 @@ describe('relay sftp → s3 between two agents', () => {
       expect(pair.forwarder.sent).toBeGreaterThan(size);
       const rssGrowth = peakRss - before.rss;
       const buffersGrowth = peakBuffers - before.arrayBuffers;
+      const liveGrowth = peakLive - live(before);
       process.stdout.write(
         `relay: ${(size / MiB).toFixed(0)} MiB sftp → agent → forwarder → agent → s3 in ${seconds.toFixed(1)} s ` +
         `(${(size / MiB / seconds).toFixed(0)} MiB/s, both agents in this process), ${pair.forwarder.frames} frames, ` +
         `at most ${(pair.forwarder.maxInFlight / MiB).toFixed(1)} MiB in flight of the ${RELAY_WINDOW_BYTES / MiB} MiB window; ` +
-        `peak RSS +${(rssGrowth / MiB).toFixed(1)} MiB, peak array buffers +${(buffersGrowth / MiB).toFixed(1)} MiB\n`,
+        `peak RSS +${(rssGrowth / MiB).toFixed(1)} MiB, peak live (heap + array buffers) +${(liveGrowth / MiB).toFixed(1)} MiB, ` +
+        `peak array buffers +${(buffersGrowth / MiB).toFixed(1)} MiB\n`,
       );
       // Both agents, the forwarder and the s3 multipart upload (4 parts of 8 MiB) together: far below
-      // the 200 MiB file.
-      expect(rssGrowth).toBeLessThan(128 * MiB);
+      // the 200 MiB file. Live memory, as the scanner's and the control plane's relay tests measure
+      // it: RSS also holds what the allocator keeps after it was freed (+128 to +175 MiB seen on
+      // one machine for the same run), which says nothing about the relay holding the file.
+      expect(liveGrowth).toBeLessThan(128 * MiB);
       // (Node 24's V8 frees array buffers on a background sweeper: a sample may count some about to go.)
       expect(buffersGrowth).toBeLessThan(128 * MiB);
     } finally {
