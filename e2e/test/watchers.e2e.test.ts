@@ -133,3 +133,26 @@ test('an s3 prefix: 20 objects written again and again for 3 s each and a contro
   const copied = await digestDir(join(sftpRoot, 'landed'));
   expect(treeDiff(digests, copied.files)).toEqual([]);
 }, 400_000);
+
+test('a file named {{params.X}}.csv in a watched sftp folder is copied under that very name, never as the path X spells (docs/security.md "Templates: data is never code")', async () => {
+  // The attack of issue 24: X names a file in a sub-folder the watcher does not watch, under a
+  // name its pattern would match. Rendered as a template, the found name would copy that file.
+  const folder = join(sftpRoot, 'drop');
+  mkdirSync(join(folder, 'private'), { recursive: true });
+  writeFileSync(join(folder, 'private', 'salaries.csv'), 'never to leave this folder');
+  const decoy = Buffer.from('the file that was dropped');
+  writeFileSync(join(folder, '{{params.X}}.csv'), decoy);
+  spawnSync('chown', ['-R', `${env.XFER_TEST_SFTP_USER}:`, folder]);
+  await stack.api.data('POST', '/parameters', { name: 'X', value: 'private/salaries' });
+  const watcher = await stack.api.data<{ id: string }>('POST', '/watchers', {
+    name: `drop ${run}`, connectionId: ids.sftp, path: '/drop', pattern: '*.csv', include_existing: true, poll_interval_seconds: 10, stable_seconds: 1,
+    action: { transfer: { destinationConnectionId: ids.s3, destinationPath: '/from-drop' } },
+  });
+  const [event] = await waitFor('the dropped file acted on', async () => stack.liveApi().data<Event[]>('GET', `/watchers/${watcher.id}/events`),
+    (e) => e.length > 0 && e.every((x) => ['completed', 'failed', 'cancelled', 'unknown'].includes(x.action_status)), 120_000);
+  expect(event).toMatchObject({ path: 'drop/{{params.X}}.csv', action_status: 'completed' });
+  const job = await stack.api.data<{ sourcePath: string }>('GET', `/transfers/${event!.transfer_id}`);
+  expect(job.sourcePath).toBe('/drop/{{params.X}}.csv');
+  const copied = await digestBucket(s3, bucket, 'from-drop');
+  expect([...copied.files]).toEqual([['{{params.X}}.csv', digest(decoy)]]);
+}, 200_000);
