@@ -16,6 +16,7 @@ const schema = new Schema(
     sha256: { type: String, default: null },
     verified_by: { type: String, default: null },
     error: { type: String, default: null },
+    reason: { type: String, default: null },
     created_at: { type: Date, required: true, default: () => new Date() },
   },
   { collection: 'transfer_files', autoIndex: false, versionKey: false },

@@ -1,5 +1,5 @@
 import { Schema, type Connection, type InferSchemaType } from 'mongoose';
-import { OVERWRITE_POLICIES, TRANSFER_STATUSES, VERIFY_MODES } from '@xfer/shared';
+import { COMPARE_MODES, CUTOFF_MODES, OVERWRITE_POLICIES, RUN_MODES, TRANSFER_STATUSES, VERIFY_MODES } from '@xfer/shared';
 
 /**
  * Who looks after a running job: the instance holding its agent's socket renews `expires_at`
@@ -43,6 +43,16 @@ const schema = new Schema(
       overwrite: { type: String, enum: OVERWRITE_POLICIES, required: true },
       verify: { type: String, enum: VERIFY_MODES, required: true },
       concurrency: { type: Number, required: true },
+      // Issue 25 (shared/src/protocol/agent-protocol.ts JobOptions): validated by the API schema and
+      // the filter parser before they are stored; absent on transfers from before them.
+      mode: { type: String, enum: RUN_MODES },
+      compare: { type: String, enum: COMPARE_MODES },
+      filters: { type: Schema.Types.Mixed, default: undefined },
+      max_delete: { type: Schema.Types.Mixed, default: undefined },
+      bandwidth_limit: { type: Number },
+      max_duration: { type: Number },
+      window: { type: Schema.Types.Mixed, default: undefined },
+      cutoff: { type: String, enum: CUTOFF_MODES },
     },
     status: { type: String, enum: TRANSFER_STATUSES, required: true, default: 'queued' },
     /** Run number: 1, one more per retry and per takeover. */
@@ -60,10 +70,13 @@ const schema = new Schema(
     files_transferred: { type: Number, required: true, default: 0 },
     files_skipped: { type: Number, required: true, default: 0 },
     files_failed: { type: Number, required: true, default: 0 },
+    files_deleted: { type: Number, required: true, default: 0 },
     bytes_transferred: { type: Number, required: true, default: 0 },
     started_at: { type: Date, default: null },
     completed_at: { type: Date, default: null },
     error: { type: String, default: null },
+    /** Set when the run stopped at the end of its window or max_duration (issue 25). */
+    cutoff: { type: String, enum: ['window', 'max_duration', null], default: null },
     /**
      * The agent running the current attempt: the one agent of a direct run, the destination side
      * of a relayed one (it plans, writes and reports).

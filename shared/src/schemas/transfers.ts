@@ -1,6 +1,8 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Id, Name, PageQuery, StringEnum, Timestamp } from './common.js';
-import { JobOptions, OVERWRITE_POLICIES, VERIFY_MODES } from '../protocol/agent-protocol.js';
+import {
+  COMPARE_MODES, CUTOFF_MODES, FilterOptions, JobOptions, MaxDelete, OVERWRITE_POLICIES, RUN_MODES, RunWindow, VERIFY_MODES,
+} from '../protocol/agent-protocol.js';
 
 /** Transfer job states (api.md "States and transitions"). */
 export const TRANSFER_STATUSES = ['queued', 'in-progress', 'completed', 'failed', 'cancelled'] as const;
@@ -47,11 +49,15 @@ export const Transfer = Type.Object({
   /** Files left alone because the destination already had them (overwrite policy, or a retry resuming). */
   files_skipped: Type.Integer(),
   files_failed: Type.Integer(),
+  /** Files deleted by the run (`sync`: at the destination; `move`: at the source). */
+  files_deleted: Type.Integer(),
   bytes_transferred: Type.Integer(),
   started_at: Type.Union([Timestamp, Type.Null()]),
   completed_at: Type.Union([Timestamp, Type.Null()]),
   /** Why the job failed; null otherwise. */
   error: Type.Union([Type.String(), Type.Null()]),
+  /** Set when the run stopped because its `window` or `max_duration` ended (status `failed`): a retry or the next scheduled run resumes from the verified files. */
+  cutoff: Type.Union([StringEnum(['window', 'max_duration'] as const), Type.Null()]),
   /**
    * The agent running (or that ran) the current attempt, null while it waits: the one agent of a
    * direct run, the destination side of a relayed one (it writes, verifies and reports).
@@ -90,6 +96,14 @@ export const TransferOptionsInput = Type.Object(
     overwrite: Type.Optional(StringEnum(OVERWRITE_POLICIES)),
     verify: Type.Optional(StringEnum(VERIFY_MODES)),
     concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
+    mode: Type.Optional(StringEnum(RUN_MODES)),
+    compare: Type.Optional(StringEnum(COMPARE_MODES)),
+    filters: Type.Optional(FilterOptions),
+    max_delete: Type.Optional(MaxDelete),
+    bandwidth_limit: Type.Optional(Type.Integer({ minimum: 1024 })),
+    max_duration: Type.Optional(Type.Integer({ minimum: 1 })),
+    window: Type.Optional(RunWindow),
+    cutoff: Type.Optional(StringEnum(CUTOFF_MODES)),
   },
   { additionalProperties: false },
 );
@@ -140,7 +154,7 @@ export const ExecuteTransferResult = Type.Object({
 });
 export type ExecuteTransferResult = Static<typeof ExecuteTransferResult>;
 
-export const TRANSFER_FILE_STATUSES = ['copied', 'skipped', 'failed'] as const;
+export const TRANSFER_FILE_STATUSES = ['copied', 'skipped', 'failed', 'deleted'] as const;
 
 /** The outcome of one file in one run of a job (from the agent's `job.progress`). */
 export const TransferFile = Type.Object({
@@ -152,6 +166,8 @@ export const TransferFile = Type.Object({
   sha256: Type.Union([Type.String(), Type.Null()]),
   verified_by: Type.Union([Type.String(), Type.Null()]),
   error: Type.Union([Type.String(), Type.Null()]),
+  /** Why the file was skipped or not acted on; null otherwise. */
+  reason: Type.Union([Type.String(), Type.Null()]),
   created_at: Timestamp,
 });
 export type TransferFile = Static<typeof TransferFile>;

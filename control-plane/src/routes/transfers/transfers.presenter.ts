@@ -17,10 +17,12 @@ export function presentTransfer(doc: StoredTransfer, queuePosition: number | nul
     files_transferred: doc.files_transferred,
     files_skipped: doc.files_skipped,
     files_failed: doc.files_failed,
+    files_deleted: doc.files_deleted ?? 0,
     bytes_transferred: doc.bytes_transferred,
     started_at: doc.started_at ? doc.started_at.toISOString() : null,
     completed_at: doc.completed_at ? doc.completed_at.toISOString() : null,
     error: doc.error ?? null,
+    cutoff: (doc.cutoff as Transfer['cutoff'] | null | undefined) ?? null,
     agent_id: doc.agent_id ? String(doc.agent_id) : null,
     mode: (doc.mode as TransferMode | null | undefined) ?? null,
     source_agent_id: doc.source_agent_id ? String(doc.source_agent_id) : null,
@@ -51,6 +53,7 @@ export function presentTransferFile(doc: TransferFileDoc): TransferFile {
     sha256: doc.sha256 ?? null,
     verified_by: doc.verified_by ?? null,
     error: doc.error ?? null,
+    reason: doc.reason ?? null,
     created_at: doc.created_at.toISOString(),
   };
 }
