@@ -25,3 +25,5 @@ export * from './protocol/watch-protocol.js';
 export * from './protocol/settle-protocol.js';
 export * from './client/index.js';
 export * from './name-pattern.js';
+export * from './protocol/plan-protocol.js';
+export * from './filters/index.js';

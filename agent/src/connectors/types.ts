@@ -52,7 +52,7 @@ export interface Connector {
    * engine writes to a temporary name, verifies, then `rename`s; on failure or abort the
    * connector removes what it wrote before rejecting.
    */
-  write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal }): Promise<WriteResult>;
+  write(path: string, body: Readable, options: WriteOptions): Promise<WriteResult>;
 
   /** Creates the directory and its parents; succeeds when it exists. Object stores may write a `dir/` marker. */
   mkdir(path: string, options?: { signal?: AbortSignal }): Promise<void>;
@@ -86,6 +86,18 @@ export interface Connector {
   abortUpload?(upload: OpenUpload, options?: { signal?: AbortSignal }): Promise<void>;
 }
 
+export interface WriteOptions {
+  size?: number;
+  signal?: AbortSignal;
+  /**
+   * The source file's modification time, to keep (issue 25): set on the written file where the
+   * store can (`capabilities.modTime` `set`; a temporary name keeps it through the rename), stored
+   * as the object's `mtime` metadata where it cannot (`metadata`, rclone's key and format, so each
+   * reads the other's), ignored where neither works (`none`).
+   */
+  modifiedAt?: Date;
+}
+
 /** An open multipart upload: the object path it would create, the store's upload id, when it started (store clock). */
 export interface OpenUpload {
   path: string;
@@ -104,6 +116,12 @@ export interface ConnectorCapabilities {
    * engine then computes no MD5 of its own to compare with the store's.
    */
   verifiesWrites?: boolean;
+  /**
+   * How a written file keeps its source's modification time (`WriteOptions.modifiedAt`): `set` on
+   * the file itself, `metadata` on the object (`mtime`), `none` (the store's write time stands).
+   * Absent: `none`. docs/connectors.md "Modification times" says which connector does what.
+   */
+  modTime?: 'set' | 'metadata' | 'none';
 }
 
 export interface Entry {
@@ -112,8 +130,17 @@ export interface Entry {
   kind: 'file' | 'directory';
   /** Bytes (0 for directories). */
   size: number;
-  /** Last modification, when the store knows it. */
+  /**
+   * Last modification, when the store knows it: the kept one where there is one (a file's own
+   * mtime; an object's `mtime` metadata), else the store's write time.
+   */
   modifiedAt?: Date;
+  /**
+   * Set on listing entries whose `modifiedAt` is the store's write time although the object may
+   * hold a kept `mtime` that only `stat` returns (S3 listings carry no metadata): a comparison by
+   * modification time stats such a file when the sizes match, as rclone does.
+   */
+  modifiedAtNeedsStat?: boolean;
   /** The store's own checksum of the content, when it has one the engine can compare. */
   checksum?: Checksum;
   /**

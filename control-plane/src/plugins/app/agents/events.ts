@@ -33,6 +33,8 @@ export class Events<M extends EventMap> {
 
 /** Watcher reports (shared/src/protocol/watch-protocol.ts). */
 export type WatchReport = Extract<AgentMessage, { type: 'watch.found' | 'watch.polled' }>;
+/** Plan reports and the apply side's page requests (shared/src/protocol/plan-protocol.ts). */
+export type PlanMessage = Extract<AgentMessage, { type: 'plan.items' | 'plan.done' | 'plan.failed' | 'job.plan.query' }>;
 
 /** Answers to requests (requests.ts: `ping`, `connection.test`, `source.settle`). */
 export type Reply = Extract<AgentMessage, { type: 'pong' | 'connection.test.result' | 'source.settle.result' }>;
@@ -52,6 +54,8 @@ export type HubEvents = {
    * session's order (a throw closes the session with 1011).
    */
   watch: (session: AgentSession, report: WatchReport) => Promise<void>;
+  /** A plan frame arrived (plugins/app/plans/); awaited in the session's message order. */
+  plan: (session: AgentSession, message: PlanMessage) => Promise<void>;
   /** A session closed and its registration was cleared; awaited before shutdown's wait ends. */
   closed: (session: AgentSession) => Promise<void>;
 };

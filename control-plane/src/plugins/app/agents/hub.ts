@@ -227,6 +227,9 @@ export class AgentHub {
     if (message.type === 'connection.credentials') return this.rotatedCredentials(session, message.payload);
     if (message.type === 'job.verified.query') return answerVerifiedQuery(session, message.payload, this.o.transfers, this.o.log);
     if (message.type === 'watch.found' || message.type === 'watch.polled') return this.events.emit('watch', session, message);
+    if (message.type === 'plan.items' || message.type === 'plan.done' || message.type === 'plan.failed' || message.type === 'job.plan.query') {
+      return this.events.emit('plan', session, message);
+    }
     await this.runs.report(session, message);
   }
 

@@ -6,7 +6,7 @@ import type { AgentSession } from './session.js';
 import type { Events, HubEvents } from './events.js';
 
 /** Reports on a run (the resume lookup `job.verified.query` is a request, answered by verified-lookup.ts). */
-type JobReport = Exclude<Extract<AgentMessage, { type: `job.${string}` }>, { type: 'job.verified.query' }>;
+type JobReport = Exclude<Extract<AgentMessage, { type: `job.${string}` }>, { type: 'job.verified.query' | 'job.plan.query' }>;
 type Progress = Extract<AgentMessage, { type: 'job.progress' }>['payload'];
 
 /** Progress of one run not yet written, and the writer draining it. */
