@@ -69,6 +69,10 @@ function samples() {
         spec: { path: '', pattern: '*', recursive: false, stable_seconds: 0, include_existing: false },
       }],
     }],
+    // A plan against nowhere answers plan.failed; a cancel of a plan not running and a page nobody asked for change nothing.
+    'plan.assign': [{ plan_id: 'constructor', source: nowhere, source_path: '/a', destination: nowhere, destination_path: '/b', options: { ...options, mode: 'sync' } }],
+    'plan.cancel': [{ plan_id: 'x' }, { plan_id: '__proto__' }],
+    'job.plan.page': [{ request_id: 'pq-x', items: [], done: true }, { request_id: 'constructor', items: [{ path: 'a', action: 'delete', reason: 'x', destination: { size: 1 } }], done: false }],
     // Settling files on nowhere answers a whole-request error; hostile paths are refused per file.
     'source.settle': [
       { request_id: 'ss', connection: nowhere, action: 'delete', source_path: '/a', files: [{ path: 'a', size: 1 }] },

@@ -72,6 +72,11 @@ function samples() {
     // About jobs this agent does not run: answered with no files.
     'job.verified.query': perJob((job_id) => ({ job_id, request_id: oid(), paths: ['a/b.txt', 'constructor', '__proto__'] })),
     'connection.credentials': [{ connection_id: ids.source || oid(), credentials: { refresh_token: 't' }, previous_sha256: {} }, { connection_id: oid(), credentials: { password: 'p' }, previous_sha256: { password: 'b'.repeat(64) } }],
+    // Plans nobody asked this agent for, and page requests of jobs it does not run: dropped, nothing stored.
+    'plan.items': [{ plan_id: oid(), seq: 1, items: [{ path: 'a/b.txt', action: 'copy', reason: 'new', source: { size: 1 } }] }, { plan_id: 'constructor', seq: 2, items: [{ path: '__proto__', action: 'delete', reason: 'x', destination: { size: 0 } }] }],
+    'plan.done': [{ plan_id: oid(), batches: 1, summary: { copy: 1, update: 0, delete: 0, skip: 0, copy_bytes: 1, update_bytes: 0, delete_bytes: 0 }, fingerprint: 'a'.repeat(64) }],
+    'plan.failed': [{ plan_id: oid(), error: 'broken' }, { plan_id: '__proto__', error: 'x' }],
+    'job.plan.query': perJob((job_id) => ({ job_id, request_id: oid(), limit: 1000, after: 'constructor' })),
     // Reports of watchers that are nobody's: dropped (and acknowledged), nothing stored.
     'watch.found': [{ watcher_id: oid(), revision: 1, seq: 1, files: [{ path: 'in/a.csv', name: 'a.csv', size: 1, version: 'etag:"x"' }] }, { watcher_id: oid(), revision: 2, files: [{ path: 'constructor', name: 'constructor', size: 0, version: '__proto__' }] }],
     'watch.polled': [{ watcher_id: oid(), revision: 1, started_at: new Date().toISOString(), duration_ms: 1, listed: 0, matched: 0, reported: 0, waiting: 0, state_bytes: 0, error: 'gone' }],

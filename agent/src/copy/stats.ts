@@ -12,7 +12,7 @@ const MAX_ERROR_CHARS = 4000;
  */
 export class CopyStats {
   readonly counters: CopyCounters = {
-    files_total: 0, files_transferred: 0, files_skipped: 0, files_failed: 0, bytes_transferred: 0, listing_done: false,
+    files_total: 0, files_transferred: 0, files_skipped: 0, files_failed: 0, files_deleted: 0, bytes_transferred: 0, listing_done: false,
   };
   private readonly named: { path: string; reason: string }[] = [];
   private failures = 0;
@@ -38,6 +38,7 @@ export class CopyStats {
   fileDone(result: FileResult): void {
     if (result.status === 'copied') this.counters.files_transferred++;
     else if (result.status === 'skipped') this.counters.files_skipped++;
+    else if (result.status === 'deleted') this.counters.files_deleted++;
     else {
       this.counters.files_failed++;
       this.failed(result.path, result.error ?? 'failed');

@@ -10,6 +10,8 @@ export interface CopyCounters {
   files_transferred: number;
   files_skipped: number;
   files_failed: number;
+  /** Files deleted (`sync`: at the destination; `move`: at the source). */
+  files_deleted: number;
   /**
    * Bytes of copied files plus the bytes of files in flight. The bytes of an attempt that fails
    * are taken back out, so the counter can step back on a retry; at the end it is exactly the
@@ -70,6 +72,20 @@ export interface CopyRun {
   signal: AbortSignal;
   observer?: CopyObserver;
   tuning?: Partial<CopyTuning>;
+  /** The run's bandwidth limit and soft cutoff (options.bandwidth_limit, the agent's timetable, window, max_duration); none: unlimited. */
+  limits?: RunLimits;
+}
+
+/**
+ * What limits a run while it goes (issue 25): the bytes per second of all its streams together,
+ * and whether a new file may still start. A hard cutoff is no business of the engine's: the job
+ * runner aborts the run's signal, as for a cancel, and reports the cutoff.
+ */
+export interface RunLimits {
+  /** `body` paced to the run's (and the agent's) bandwidth limit; `body` itself when there is none. Errors of `body` come out of the result. */
+  pace(body: Readable, signal: AbortSignal): Readable;
+  /** False once a soft cutoff passed: the engine starts no new file (files already started finish). */
+  mayStart(): boolean;
 }
 
 /** How a run ended. `error` names the failing files (first few) or the job-level cause. */
