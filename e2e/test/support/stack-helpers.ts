@@ -37,7 +37,7 @@ export async function sftpAndS3(stack: Pick<Stack, 'api'>, name: string, sftpRoo
 }
 
 /** One file's result in one run (GET /transfers/:id/files). */
-export interface FileRecord { path: string; attempt: number; status: string; size: number; sha256: string | null; verified_by: string | null }
+export interface FileRecord { path: string; attempt: number; status: string; size: number; sha256: string | null; verified_by: string | null; reason?: string | null; error?: string | null }
 
 /** Every per-file result of one attempt, all pages, by path. */
 export async function fileResults(api: Api, id: string, attempt: number): Promise<Map<string, FileRecord>> {
