@@ -46,6 +46,8 @@ export async function sftpToS3(name) {
 
   return {
     env: e, rclone, srcRoot, bucket, s3,
+    /** rclone's environment: remotes `src:` (the sshd) and `dst:` (the S3 server). */
+    rcloneEnv,
     rcloneVersion: () => spawnSync(rclone, ['version'], { encoding: 'utf8' }).stdout.split('\n')[0],
 
     /**
