@@ -75,6 +75,15 @@ async function sync(api: Api, from: Side, to: Side, options: Record<string, unkn
 const withStatus = (results: Map<string, FileRecord>, status: string) => [...results.values()].filter((f) => f.status === status).map((f) => f.path).sort();
 const sorted = (paths: Iterable<string>) => [...paths].sort();
 
+/**
+ * Waits until a write would change `place`'s stamps taken at `stampedAt`: a stamp of whole seconds
+ * (an object's last-modified time) does not show a rewrite within the second it was taken in.
+ */
+async function pastStampSpan(place: TreePlace, stampedAt: number): Promise<void> {
+  const span = place.stampResolutionMs;
+  if (span > 0) await waitFor('the next span of the stamps\' clock', async () => Date.now(), (now) => Math.floor(now / span) > Math.floor(stampedAt / span), 5_000);
+}
+
 /** Expects the destination to hold exactly the source's files, byte for byte. */
 async function expectEqualTrees(from: Side, to: Side): Promise<void> {
   const [source, destination] = await Promise.all([from.tree.digests(), to.tree.digests()]);
@@ -125,7 +134,9 @@ describe.each(PAIRS)('%s → %s', (fromType, toType) => {
 
   test('10 changed, 10 deleted, 10 added: the second sync does exactly those 30 and writes nothing else', async () => {
     const before = await to.tree.stamps();
+    const stampedAt = Date.now();
     const changes: TreeChanges = await changeTree(from.tree, paths, 10);
+    await pastStampSpan(to.tree, stampedAt);
     const second = await sync(stack.api, from, to);
 
     expect(second.done).toMatchObject({ success: true, files_transferred: 20 });
@@ -325,6 +336,7 @@ describe('plans (sftp → s3)', () => {
   test('`xfer sync --dry-run` prints what it would do and writes nothing; `--json` gives the plan', async () => {
     // The plan test left two differences: the file changed after its plan, and the file added after it.
     const before = await to.tree.stamps();
+    await pastStampSpan(to.tree, Date.now());
     const src = `${from.id}:/tree`;
     const dst = `${to.id}:/tree`;
 

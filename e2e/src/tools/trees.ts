@@ -151,6 +151,8 @@ export interface TreePlace {
   remove(rel: string): Promise<void>;
   digests(): Promise<Digests>;
   stamps(): Promise<Map<string, string>>;
+  /** How coarse a stamp's time is: a write within the same span may leave the stamp as it was. */
+  readonly stampResolutionMs: number;
 }
 
 /**
@@ -166,6 +168,7 @@ export function localPlace(root: string, owner?: string): TreePlace {
   };
   return {
     label: root,
+    stampResolutionMs: 0,
     async write(rel, data, mtime) {
       const full = join(root, rel);
       // Each directory made is handed to the owner too: the server's user deletes in it.
@@ -208,6 +211,8 @@ export function localPlace(root: string, owner?: string): TreePlace {
 export function s3Place(s3: S3Client, bucket: string, prefix: string): TreePlace {
   return {
     label: `s3://${bucket}/${prefix}`,
+    // Last-modified times are whole seconds (and the same bytes give the same ETag).
+    stampResolutionMs: 1000,
     async write(rel, data, mtime) {
       await s3.send(new PutObjectCommand({
         Bucket: bucket, Key: `${prefix}/${rel}`, Body: data,
