@@ -204,6 +204,23 @@ export function localPlace(root: string, owner?: string): TreePlace {
   };
 }
 
+/** What writes and deletes a server's files through the server itself (a connector, say). */
+export interface TreeWriter {
+  write(rel: string, data: Buffer, mtime?: Date): Promise<void>;
+  remove(rel: string): Promise<void>;
+}
+
+/**
+ * A tree a server serves from the local directory `root` but caches: nfs-ganesha keeps
+ * attributes and directory entries it has seen, so a file changed or deleted on disk behind its
+ * back is not seen by its clients for a minute. Changes go through the server (`writer`); what is
+ * on disk is the truth to compare, so digests and stamps are read there.
+ */
+export function servedPlace(root: string, writer: TreeWriter): TreePlace {
+  const disk = localPlace(root);
+  return { ...disk, label: `${root} (through its server)`, write: (rel, data, mtime) => writer.write(rel, data, mtime), remove: (rel) => writer.remove(rel) };
+}
+
 /**
  * A tree under `prefix/` of a bucket. An object's `mtime` is stored as rclone stores it (user
  * metadata `mtime`, seconds since the epoch), so both tools read it as the file's time.
