@@ -26,7 +26,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startStack, stopProc } from '../e2e/dist/stack.js';
-import { load, log, peakRssMiB, rssMiB, sftpToS3, writeSmallFiles } from './support/sftp-s3.mjs';
+import { cpuBetween, cpuSnapshot, load, log, peakRssMiB, rssMiB, sftpToS3, writeSmallFiles } from './support/sftp-s3.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -143,8 +143,15 @@ async function measureSync() {
   }
   log(`${onePercent} files changed and ${onePercent} deleted at the source; measured runs (load ${load()})`);
 
+  // A fresh agent for the measured run, as rclone starts fresh: its peak is the sync's own (an
+  // allocator keeps what the first full sync took), and no session is warm.
+  const firstRss = peakRssMiB(agent.proc.child.pid);
+  await stopProc(agent.proc);
+  agent = await stack.startAgent('syncbench-measured');
   const stopWatch = rssWatch(agent.proc.child.pid);
+  const cpuBefore = cpuSnapshot();
   const xferRun = await xferSync(stack.api, transfer('xfer'));
+  const cpu = cpuBetween(cpuBefore, cpuSnapshot(), { [agent.proc.child.pid]: 'xfer-agent', [stack.server.child.pid]: 'xfer-server' });
   const syncRss = stopWatch();
   log(`measured: xfer ${xferRun.seconds.toFixed(2)} s (${xferRun.job.files_transferred} copied, ${xferRun.job.files_deleted} deleted)`);
   const rcloneRun = await timed(bench.rclone, rcloneSync, rcloneEnv);
@@ -160,7 +167,7 @@ async function measureSync() {
     throw new Error(`xfer's measured run copied ${xferRun.job.files_transferred} and deleted ${xferRun.job.files_deleted}, expected ${onePercent} each`);
   }
   rmSync(join(srcRoot, 'tree'), { recursive: true, force: true });
-  return { xferFirst: xferFirst.seconds, rcloneFirst, xfer: xferRun.seconds, rclone: rcloneRun, rss: syncRss, changed: onePercent, command: `rclone ${rcloneSync.join(' ')}` };
+  return { xferFirst: xferFirst.seconds, rcloneFirst, xfer: xferRun.seconds, rclone: rcloneRun, rss: syncRss, firstRss, cpu: cpu.slice(0, 6), changed: onePercent, command: `rclone ${rcloneSync.join(' ')}` };
 }
 
 let agent;
@@ -220,7 +227,9 @@ console.log('run                     | xfer s  | rclone s | rclone/xfer');
 console.log(`first full sync         | ${s.xferFirst.toFixed(2).padStart(7)} | ${s.rcloneFirst.toFixed(2).padStart(8)} | ${(s.rcloneFirst / s.xferFirst).toFixed(2)}×`);
 console.log(`measured sync (1%/1%)   | ${s.xfer.toFixed(2).padStart(7)} | ${s.rclone.toFixed(2).padStart(8)} | ${ratio.toFixed(2)}×`);
 console.log(`target xfer ≥ ${TARGETS.ratio}× rclone: ${ratio.toFixed(2)}× ${verdict(ratio >= TARGETS.ratio)}`);
-console.log(`target agent peak RSS ≤ ${TARGETS.syncRssMiB} MiB during the measured sync: ${s.rss.toFixed(0)} MiB ${verdict(s.rss <= TARGETS.syncRssMiB)}`);
+console.log(`target agent peak RSS ≤ ${TARGETS.syncRssMiB} MiB during the measured sync (a fresh agent): ${s.rss.toFixed(0)} MiB ${verdict(s.rss <= TARGETS.syncRssMiB)}`);
+console.log(`agent peak RSS over the first full sync: ${s.firstRss.toFixed(0)} MiB`);
+console.log(`CPU seconds during xfer's measured run: ${s.cpu.map(([name, sec]) => `${name} ${sec.toFixed(1)}`).join(', ')}`);
 }
 if (results.list) {
   const l = results.list;
