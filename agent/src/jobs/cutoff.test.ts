@@ -87,7 +87,7 @@ describe('cutoff plan', () => {
       'run window 19:00–06:00 Europe/Berlin ended (hard cutoff): 120 of 300 files done; the next run resumes',
     );
     expect(cutoffMessage(planCutoff({ max_duration: 2, cutoff: 'soft' }, night), { max_duration: 2 }, { ...counters(3, 40, false), files_skipped: 2, files_failed: 1 })).toBe(
-      'max_duration of 2 s reached (soft cutoff: the running files finished): 5 of 40 listed so far files done, 1 failed; the next run resumes',
+      'max_duration of 2 s reached (soft cutoff: the running files finished): 5 files done of the 40 listed so far, 1 failed; the next run resumes',
     );
   });
 

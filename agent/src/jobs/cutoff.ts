@@ -94,9 +94,9 @@ export function cutoffMessage(plan: CutoffPlan, options: Pick<JobOptions, 'max_d
   const what = plan.cause === 'window' && options.window ? `${describeWindow(options.window)} ended` : `max_duration of ${options.max_duration ?? 0} s reached`;
   const done = counters.files_transferred + counters.files_skipped;
   const failed = counters.files_failed > 0 ? `, ${counters.files_failed} failed` : '';
-  const of = counters.listing_done ? `${counters.files_total}` : `${counters.files_total} listed so far`;
+  const progress = counters.listing_done ? `${done} of ${counters.files_total} files done` : `${done} files done of the ${counters.files_total} listed so far`;
   const how = plan.mode === 'soft' ? 'soft cutoff: the running files finished' : 'hard cutoff';
-  return `${what} (${how}): ${done} of ${of} files done${failed}; the next run resumes`;
+  return `${what} (${how}): ${progress}${failed}; the next run resumes`;
 }
 
 function describeWindow(w: RunWindow): string {
