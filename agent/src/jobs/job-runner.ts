@@ -160,11 +160,10 @@ export class JobRunner {
     this.send('job.accepted', { job_id: job.id });
     const sourceType = assign.source?.type ?? assign.relay?.source_type ?? 'unknown';
     log.info({ attempt: assign.attempt, source: sourceType, destination: assign.destination.type, resume: assign.resume }, 'job started');
+    const ends = { source: sourceType, destination: assign.destination.type };
     if (job.cutoff.plan.outsideUntil !== null) {
-      // Started outside its window: nothing runs; the next run (retry, schedule) resumes.
-      const error = cutoffMessage(job.cutoff.plan, assign.options, { ...ZERO_COUNTERS, listing_done: false });
-      log.warn({ error }, 'job not run: outside its window');
-      this.send('job.failed', { job_id: job.id, ...ZERO_COUNTERS, error, cutoff: 'window' });
+      // Started outside its window: nothing runs (report() says when it opens); the next run (retry, schedule) resumes.
+      this.report(job, { status: 'failed', counters: { ...ZERO_COUNTERS, listing_done: false } }, log, ends, assign.relay !== undefined, assign.options);
       return;
     }
     // A hard cutoff aborts the run like a cancel (the engine removes partial files); a soft one only stops new files (mayStart).
@@ -216,15 +215,15 @@ export class JobRunner {
       relay?.finish(outcome === null || outcome.status === 'completed' ? undefined : outcome.status === 'cancelled' ? `job stopped: ${job.reason ?? 'cancel'}` : truncate(outcome.error ?? 'failed', 4000));
       await Promise.all(opened.map((c) => c.close().catch((e: unknown) => log.warn({ err: reasonOf(e) }, 'closing a connector failed'))));
     }
-    this.report(job, outcome, log, { source: sourceType, destination: assign.destination.type }, assign.relay !== undefined, assign.options);
+    this.report(job, outcome, log, ends, assign.relay !== undefined, assign.options);
   }
 
   private report(job: RunningJob, outcome: CopyOutcome, log: Logger, ends: JobEnds, relayed: boolean, options: JobAssign['options']): void {
     const counters: Counters = countersOf(outcome.counters);
-    // Cut off: hard (aborted at the cutoff) or soft (no file started after it, and some were left).
+    // Cut off: outside its window from the start, hard (aborted at the cutoff) or soft (no file started after it, and some were left).
     const { cutoff } = job;
-    const cutShort = job.reason === 'cutoff' ? outcome.status === 'cancelled'
-      : job.reason === null && cutoff.plan.mode === 'soft' && outcome.status !== 'cancelled' && cutoff.passed() && workLeft(outcome.counters);
+    const cutShort = cutoff.plan.outsideUntil !== null || (job.reason === 'cutoff' ? outcome.status === 'cancelled'
+      : job.reason === null && cutoff.plan.mode === 'soft' && outcome.status !== 'cancelled' && cutoff.passed() && workLeft(outcome.counters));
     if (cutShort && cutoff.plan.cause) {
       const status = 'failed';
       this.o.metrics?.jobEnded(status, ends, counters);
