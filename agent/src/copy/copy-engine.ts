@@ -10,6 +10,8 @@ import { withEarlierResults } from './earlier-results.js';
 import { WriteSide } from './write-side.js';
 
 const MAX_ERROR_CHARS = 4000;
+/** The error of a run a soft cutoff left unfinished (the job runner reports the cutoff in its place: jobs/cutoff.ts). */
+export const SOFT_CUTOFF_ERROR = 'soft cutoff: no new file was started';
 
 /** The source's items; on a resume run, each with what an earlier attempt verified of it (earlier-results.ts). */
 function listed(request: CopyRequest, log?: Logger): AsyncIterable<SourceItem> {
@@ -66,7 +68,10 @@ export async function copyTree(request: CopyRequest, log?: Logger): Promise<Copy
         cutOff = true;
         break;
       }
-      void queue.add(async () => { if (mayStart()) await writer.consume(item); });
+      void queue.add(async () => {
+        if (mayStart()) await writer.consume(item);
+        else cutOff = true;
+      });
     }
     await prepared;
     if (!signal.aborted && !cutOff) stats.listingDone();
@@ -85,5 +90,6 @@ export async function copyTree(request: CopyRequest, log?: Logger): Promise<Copy
     return { status: 'failed', counters, error: truncate(`${jobError}${files}`, MAX_ERROR_CHARS) };
   }
   if (stats.failureCount > 0) return { status: 'failed', counters, error: stats.failureMessage() };
+  if (cutOff) return { status: 'failed', counters, error: SOFT_CUTOFF_ERROR };
   return { status: 'completed', counters };
 }

@@ -3,7 +3,7 @@ import { AgentToServer, frame } from '@xfer/shared';
 import type { Logger } from 'pino';
 import type { ConnectorSource } from '../lib/connector-source.js';
 import type { Connector } from '../connectors/types.js';
-import { copyTree } from '../copy/copy-engine.js';
+import { copyTree, SOFT_CUTOFF_ERROR } from '../copy/copy-engine.js';
 import { reasonOf } from '../copy/errors.js';
 import { truncate } from '../copy/stats.js';
 import type { CopyOutcome, CopyTuning, RunLimits } from '../copy/types.js';
@@ -228,7 +228,7 @@ export class JobRunner {
       const status = 'failed';
       this.o.metrics?.jobEnded(status, ends, counters);
       if (relayed) this.o.metrics?.relayEnded('destination', ends.source, status);
-      const failures = outcome.status === 'failed' && outcome.error ? `; ${outcome.error}` : '';
+      const failures = outcome.status === 'failed' && outcome.error && outcome.error !== SOFT_CUTOFF_ERROR ? `; ${outcome.error}` : '';
       const error = truncate(cutoffMessage(cutoff.plan, options, outcome.counters) + failures, 4000);
       log.warn({ ...counters, error, cutoff: cutoff.plan.cause }, 'job cut off');
       this.send('job.failed', { job_id: job.id, ...counters, error, cutoff: cutoff.plan.cause });
