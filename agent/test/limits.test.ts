@@ -125,3 +125,17 @@ test('the agent-wide --bwlimit paces a run that has no limit of its own (cut off
   await agent.shutdown('test');
   await running;
 });
+
+test('a window in a zone this agent does not know fails the job, naming the option (the agent goes on)', async () => {
+  writeTree(src, tree(1, 10));
+  const { agent, running, conn } = await connected();
+  conn.send('job.assign', assignPayload('job-z', src, dst, { options: options({ window: { start: '00:00', end: '23:59', tz: 'Mars/Olympus' } }) }));
+  const failed = (await conn.next('job.failed')).payload;
+  expect(failed).toMatchObject({ job_id: 'job-z', files_total: 0, error: 'options.window.tz: unknown time zone "Mars/Olympus" (an IANA zone such as Europe/Berlin)' });
+  expect(failed.cutoff).toBeUndefined();
+  // The next job runs.
+  conn.send('job.assign', assignPayload('job-ok', src, dst));
+  expect((await conn.next('job.completed')).payload).toMatchObject({ job_id: 'job-ok', files_transferred: 1 });
+  await agent.shutdown('test');
+  await running;
+});

@@ -64,6 +64,12 @@ describe('cutoff plan', () => {
     expect(planCutoff({}, start)).toEqual({ mode: 'hard', at: null, cause: null, outsideUntil: null });
   });
 
+  test('a window in a zone the runtime does not know is refused, naming the option', () => {
+    expect(() => planCutoff({ window: { start: '08:00', end: '09:00', tz: 'Mars/Olympus' } }, start)).toThrow(
+      'options.window.tz: unknown time zone "Mars/Olympus" (an IANA zone such as Europe/Berlin)',
+    );
+  });
+
   test('whichever comes first of the window end and max_duration; the mode defaults to hard', () => {
     const window = { start: '08:00', end: '13:00', tz: 'UTC' };
     expect(planCutoff({ max_duration: 600 }, start)).toEqual({ mode: 'hard', at: start + 600_000, cause: 'max_duration', outsideUntil: null });

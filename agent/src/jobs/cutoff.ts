@@ -1,7 +1,7 @@
 import type { CutoffMode, JobOptions, RunWindow } from '@xfer/shared';
 import type { Clock } from '../copy/bandwidth.js';
 import type { CopyCounters } from '../copy/types.js';
-import { addDays, formatWall, instantOf, minuteOfDay, wallClock } from '../lib/zoned-time.js';
+import { addDays, formatWall, instantOf, isTimeZone, minuteOfDay, wallClock } from '../lib/zoned-time.js';
 
 /**
  * When a run must stop (issue 25, docs/agent.md "Bandwidth limits and run windows"): at the end of
@@ -60,6 +60,7 @@ export function planCutoff(options: Pick<JobOptions, 'max_duration' | 'window' |
   let at: number | null = null;
   let cause: CutoffCause | null = null;
   if (options.window) {
+    if (!isTimeZone(options.window.tz)) throw new Error(`options.window.tz: unknown time zone ${JSON.stringify(options.window.tz)} (an IANA zone such as Europe/Berlin)`);
     const state = windowAt(options.window, startMs);
     if (!state.inside) return { mode, at: startMs, cause: 'window', outsideUntil: state.opensAt };
     if (state.closesAt !== null) {

@@ -55,8 +55,6 @@ interface RunningJob {
   reason: StopReason | null;
   /** What interrupted it (reason `interrupted`). */
   interruption: string | null;
-  /** Its window / max_duration (options.window, options.max_duration, options.cutoff). */
-  cutoff: RunCutoff;
   done: Promise<void>;
 }
 
@@ -99,10 +97,7 @@ export class JobRunner {
       this.send('job.failed', { job_id: job.job_id, ...ZERO_COUNTERS, error: this.slots.busyMessage() });
       return;
     }
-    const running: RunningJob = {
-      id: job.job_id, controller: new AbortController(), reason: null, interruption: null, done: Promise.resolve(),
-      cutoff: new RunCutoff(planCutoff(job.options, Date.now())),
-    };
+    const running: RunningJob = { id: job.job_id, controller: new AbortController(), reason: null, interruption: null, done: Promise.resolve() };
     this.jobs.set(job.job_id, running);
     running.done = this.run(running, job)
       .catch((err: unknown) => {
@@ -161,16 +156,25 @@ export class JobRunner {
     const sourceType = assign.source?.type ?? assign.relay?.source_type ?? 'unknown';
     log.info({ attempt: assign.attempt, source: sourceType, destination: assign.destination.type, resume: assign.resume }, 'job started');
     const ends = { source: sourceType, destination: assign.destination.type };
-    if (job.cutoff.plan.outsideUntil !== null) {
-      // Started outside its window: nothing runs (report() says when it opens); the next run (retry, schedule) resumes.
-      this.report(job, { status: 'failed', counters: { ...ZERO_COUNTERS, listing_done: false } }, log, ends, assign.relay !== undefined, assign.options);
+    const relayed = assign.relay !== undefined;
+    const nothingDone = { ...ZERO_COUNTERS, listing_done: false };
+    let cutoff: RunCutoff;
+    try {
+      cutoff = new RunCutoff(planCutoff(assign.options, Date.now()));
+    } catch (err) {
+      this.report(job, { status: 'failed', counters: nothingDone, error: reasonOf(err) }, log, ends, relayed, assign.options, null);
+      return;
+    }
+    if (cutoff.plan.outsideUntil !== null) {
+      // Started outside its window: nothing runs (report() says when it opens); the next run resumes.
+      this.report(job, { status: 'failed', counters: nothingDone }, log, ends, relayed, assign.options, cutoff);
       return;
     }
     // A hard cutoff aborts the run like a cancel (the engine removes partial files); a soft one only stops new files (mayStart).
-    job.cutoff.arm(() => this.stop(job.id, 'cutoff'));
+    cutoff.arm(() => this.stop(job.id, 'cutoff'));
     const limits: RunLimits = {
       pace: runPacer(assign.options.bandwidth_limit, this.o.bandwidth ?? null),
-      mayStart: () => job.cutoff.mayStart(),
+      mayStart: () => cutoff.mayStart(),
     };
     const reporter = new ProgressReporter(job.id, (payload) => this.send('job.progress', payload), this.o.progress);
     const opened: Connector[] = [];
@@ -209,22 +213,21 @@ export class JobRunner {
       if (err instanceof RelayInterrupted) this.stop(job.id, 'interrupted', err.message);
       outcome = { status: job.reason === 'interrupted' ? 'cancelled' : 'failed', counters: { ...ZERO_COUNTERS, listing_done: false }, error: reasonOf(err) };
     } finally {
-      job.cutoff.disarm();
+      cutoff.disarm();
       reporter.stop();
       // The source side stops at once (it also would when the relay ends some other way).
       relay?.finish(outcome === null || outcome.status === 'completed' ? undefined : outcome.status === 'cancelled' ? `job stopped: ${job.reason ?? 'cancel'}` : truncate(outcome.error ?? 'failed', 4000));
       await Promise.all(opened.map((c) => c.close().catch((e: unknown) => log.warn({ err: reasonOf(e) }, 'closing a connector failed'))));
     }
-    this.report(job, outcome, log, ends, assign.relay !== undefined, assign.options);
+    this.report(job, outcome, log, ends, relayed, assign.options, cutoff);
   }
 
-  private report(job: RunningJob, outcome: CopyOutcome, log: Logger, ends: JobEnds, relayed: boolean, options: JobAssign['options']): void {
+  private report(job: RunningJob, outcome: CopyOutcome, log: Logger, ends: JobEnds, relayed: boolean, options: JobAssign['options'], cutoff: RunCutoff | null): void {
     const counters: Counters = countersOf(outcome.counters);
     // Cut off: outside its window from the start, hard (aborted at the cutoff) or soft (no file started after it, and some were left).
-    const { cutoff } = job;
-    const cutShort = cutoff.plan.outsideUntil !== null || (job.reason === 'cutoff' ? outcome.status === 'cancelled'
-      : job.reason === null && cutoff.plan.mode === 'soft' && outcome.status !== 'cancelled' && cutoff.passed() && workLeft(outcome.counters));
-    if (cutShort && cutoff.plan.cause) {
+    const cutShort = cutoff !== null && (cutoff.plan.outsideUntil !== null || (job.reason === 'cutoff' ? outcome.status === 'cancelled'
+      : job.reason === null && cutoff.plan.mode === 'soft' && outcome.status !== 'cancelled' && cutoff.passed() && workLeft(outcome.counters)));
+    if (cutoff && cutShort && cutoff.plan.cause) {
       const status = 'failed';
       this.o.metrics?.jobEnded(status, ends, counters);
       if (relayed) this.o.metrics?.relayEnded('destination', ends.source, status);
