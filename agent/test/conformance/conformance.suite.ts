@@ -43,6 +43,12 @@ export interface ConformanceTarget {
   largeBytes?: number;
   /** What a large write reports as `storeVerified` (object stores that confirm multipart uploads). */
   largeStoreVerified?: string;
+  /**
+   * How finely the store keeps a modification time set on a file (`capabilities.modTime` `set`),
+   * in milliseconds: 1000 (whole seconds, the default: SFTP v3, FTP MFMT, HTTP dates), 1 where
+   * it keeps more than JavaScript dates hold. `metadata` stores keep milliseconds.
+   */
+  modTimePrecisionMs?: number;
   cleanup(): Promise<void>;
 }
 
@@ -244,6 +250,54 @@ export function runConformance(name: string, setup: () => Promise<ConformanceTar
         await expect(c.write('write/failed/file.bin', failingBody(12 * MiB, new Error('source broke')), {})).rejects.toBeInstanceOf(ConnectorError);
         expect(await target.raw.list('write/failed')).toEqual([]);
         if (target.raw.openUploads) expect(await target.raw.openUploads()).toBe(0);
+      });
+    });
+
+    describe('modification times', () => {
+      // Before 2001 and with milliseconds: no write time of the store can be mistaken for it.
+      const kept = new Date('1999-03-04T05:06:07.891Z');
+      /** `kept` as the store keeps it: truncated to its precision. */
+      const expected = () => {
+        const precision = c.capabilities.modTime === 'metadata' ? 1 : target.modTimePrecisionMs ?? 1000;
+        return new Date(Math.floor(kept.getTime() / precision) * precision).toISOString();
+      };
+      const listed = async (dir: string, rel: string) => (await collect(c.list(dir, { recursive: false }))).find((e) => e.path === rel);
+
+      it('keeps the modification time a write is given (stat and list), or says it cannot', async () => {
+        await c.write('mtime/kept.txt', bodyOf('kept'), { size: 4, modifiedAt: kept });
+        await c.write('mtime/large.bin', randomBody(12 * MiB + 5).body, { modifiedAt: kept });
+        // Read after the write: a store whose support is learnt by using it (ftp FEAT, webdav's
+        // answer to X-OC-Mtime) says so by then.
+        const mode = c.capabilities.modTime ?? 'none';
+        for (const rel of ['mtime/kept.txt', 'mtime/large.bin']) {
+          const stat = await c.stat(rel);
+          const entry = await listed('mtime', rel);
+          if (mode === 'none') {
+            expect(stat?.modifiedAt?.toISOString()).not.toBe(expected());
+            continue;
+          }
+          expect({ rel, stat: stat?.modifiedAt?.toISOString() }).toEqual({ rel, stat: expected() });
+          // A listing that carries no metadata says so (S3): the kept time is then stat's.
+          if (entry?.modifiedAtNeedsStat) expect(mode).toBe('metadata');
+          else expect({ rel, listed: entry?.modifiedAt?.toISOString() }).toEqual({ rel, listed: expected() });
+        }
+      });
+
+      it('a written file without a given time has the time of its write', async () => {
+        const before = Date.now();
+        await c.write('mtime/now.txt', bodyOf('now'), { size: 3 });
+        const at = (await c.stat('mtime/now.txt'))?.modifiedAt?.getTime();
+        // Within a day: the store's clock, not the client's, and whole seconds or coarser.
+        expect(Math.abs((at ?? 0) - before)).toBeLessThan(24 * 3600_000);
+      });
+
+      it('keeps it through the rename the engine makes after writing a temporary name', async () => {
+        if (!c.capabilities.rename) return;
+        await c.write('mtime/.part-renamed.txt', bodyOf('renamed'), { size: 7, modifiedAt: kept });
+        await c.rename('mtime/.part-renamed.txt', 'mtime/renamed.txt');
+        const at = (await c.stat('mtime/renamed.txt'))?.modifiedAt?.toISOString();
+        if ((c.capabilities.modTime ?? 'none') === 'none') expect(at).not.toBe(expected());
+        else expect(at).toBe(expected());
       });
     });
 
