@@ -1,5 +1,6 @@
-import { randomBytes } from 'node:crypto';
-import { ConnectorError, type Connector, type ConnectorErrorCode, type Entry } from '../../src/connectors/types.js';
+import { createHash, randomBytes } from 'node:crypto';
+import { QuickXorHash } from '../../src/connectors/onedrive/quickxorhash.js';
+import { ConnectorError, type Checksum, type Connector, type ConnectorErrorCode, type Entry } from '../../src/connectors/types.js';
 import { bodyOf, collect, expectCode, failingBody, randomBody, readAll, sha256, sha256Of, stallingBody } from './helpers.js';
 
 /**
@@ -43,12 +44,6 @@ export interface ConformanceTarget {
   largeBytes?: number;
   /** What a large write reports as `storeVerified` (object stores that confirm multipart uploads). */
   largeStoreVerified?: string;
-  /**
-   * How finely the store keeps a modification time set on a file (`capabilities.modTime` `set`),
-   * in milliseconds: 1000 (whole seconds, the default: SFTP v3, FTP MFMT, HTTP dates), 1 where
-   * it keeps more than JavaScript dates hold. `metadata` stores keep milliseconds.
-   */
-  modTimePrecisionMs?: number;
   /** What `capabilities.modTime` says once the connector wrote with a time: how this server keeps one (default `none`). */
   modTime?: 'set' | 'metadata' | 'none';
   cleanup(): Promise<void>;
@@ -210,6 +205,17 @@ export function runConformance(name: string, setup: () => Promise<ConformanceTar
         if (result.checksum?.algorithm === 'etag') expect(result.checksum.value).toMatch(/^[0-9a-f]{32}$/);
         const stat = await c.stat('write/checked.txt');
         if (stat?.checksum?.algorithm === 'sha256') expect(stat.checksum.value).toBe(sha256('checked content'));
+        // The checksums stores report without reading the bytes (docs/connectors.md "Checksums").
+        const content = Buffer.from('checked content');
+        const expected: Partial<Record<Checksum['algorithm'], string>> = {
+          md5: createHash('md5').update(content).digest('hex'),
+          etag: createHash('md5').update(content).digest('hex'),
+          quickxor: new QuickXorHash().update(content).digest().toString('hex'),
+        };
+        const listed = (await collect(c.list('write', { recursive: false }))).find((e) => e.path === 'write/checked.txt');
+        for (const sum of [result.checksum, stat?.checksum, listed?.checksum]) {
+          if (sum && expected[sum.algorithm]) expect(sum).toEqual({ algorithm: sum.algorithm, value: expected[sum.algorithm] });
+        }
       });
 
       it('writes and reads back a large file of unknown length (past the multipart threshold)', async () => {
@@ -260,7 +266,7 @@ export function runConformance(name: string, setup: () => Promise<ConformanceTar
       const kept = new Date('1999-03-04T05:06:07.891Z');
       /** `kept` as the store keeps it: truncated to its precision. */
       const expected = () => {
-        const precision = c.capabilities.modTime === 'metadata' ? 1 : target.modTimePrecisionMs ?? 1000;
+        const precision = c.capabilities.modTimePrecision ?? 1000;
         return new Date(Math.floor(kept.getTime() / precision) * precision).toISOString();
       };
       const listed = async (dir: string, rel: string) => (await collect(c.list(dir, { recursive: false }))).find((e) => e.path === rel);

@@ -9,7 +9,7 @@ import { BlobConnector } from '../../src/connectors/blob/blob.connector.js';
 import { S3Connector } from '../../src/connectors/s3/s3.connector.js';
 import type { Connector } from '../../src/connectors/types.js';
 import { RawBlob } from './blob.raw.js';
-import { bodyOf, randomBody, uniqueName } from './helpers.js';
+import { bodyOf, collect, randomBody, uniqueName } from './helpers.js';
 import { RawS3 } from './s3.raw.js';
 
 // The kept modification time of objects is rclone's `mtime` metadata (connectors/mtime-metadata.ts,
@@ -85,7 +85,7 @@ describe('modification times kept as object metadata, read by the real rclone an
     try {
       await interop(c, remote, bucket);
       // A listing has no metadata: it says so, and stat has the kept time.
-      const listed = (await collectAll(c.list('xfer', { recursive: true }))).find((e) => e.path === 'xfer/small.txt');
+      const listed = (await collect(c.list('xfer', { recursive: true }))).find((e) => e.path === 'xfer/small.txt');
       expect(listed?.modifiedAtNeedsStat).toBe(true);
     } finally {
       await c.close();
@@ -106,7 +106,7 @@ describe('modification times kept as object metadata, read by the real rclone an
     try {
       await interop(c, remote, container);
       // List Blobs with include=metadata: the kept time without a stat.
-      const listed = (await collectAll(c.list('rclone', { recursive: true }))).find((e) => e.path === 'rclone/by-rclone.txt');
+      const listed = (await collect(c.list('rclone', { recursive: true }))).find((e) => e.path === 'rclone/by-rclone.txt');
       expect({ time: listed?.modifiedAt?.toISOString(), needsStat: listed?.modifiedAtNeedsStat }).toEqual({ time: BY_RCLONE.toISOString(), needsStat: undefined });
     } finally {
       await c.close();
@@ -114,9 +114,3 @@ describe('modification times kept as object metadata, read by the real rclone an
     }
   }, 120_000);
 });
-
-async function collectAll<T>(items: AsyncIterable<T>): Promise<T[]> {
-  const out: T[] = [];
-  for await (const item of items) out.push(item);
-  return out;
-}

@@ -54,9 +54,7 @@ function smbTarget(s: Server, dirName: (name: string) => string = (name) => name
       readOnly: () => new SmbConnector(settings({}, `/${s.readonlyShare}`)),
       unreachable: () => new SmbConnector(settings({ port })),
       listPastOnePage: true,
-      // FileBasicInformation's LastWriteTime: 100 ns ticks, more than a JavaScript date holds.
       modTime: 'set',
-      modTimePrecisionMs: 1,
       largeBytes: 24 * 1024 * 1024,
       cleanup: () => raw.destroy(),
     };

@@ -38,7 +38,7 @@ const WRITE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC |
  */
 export class FsConnector implements Connector {
   readonly type: ConnectionType;
-  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, modTime: 'set' };
+  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, modTime: 'set', modTimePrecision: 1 };
   private readonly root: string;
   private readonly fsync: boolean;
   private realRoot: Promise<string> | undefined;

@@ -29,7 +29,7 @@ export class FtpConnector implements Connector {
    * first login's FEAT lists neither MFMT nor MDTM, or a two-argument MDTM (vsftpd's way, where
    * MFMT is missing) is refused; `none` from then on.
    */
-  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, modTime: 'set' };
+  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, modTime: 'set', modTimePrecision: 1000 };
   private readonly base: string;
   private readonly endpoint: FtpEndpoint;
   private readonly pool: FtpPool;
@@ -149,17 +149,13 @@ export class FtpConnector implements Connector {
 
   /**
    * Sets the file's modification time (whole seconds, UTC): MFMT where FEAT lists it, else the
-   * two-argument MDTM that vsftpd takes (`mdtm_write`, its default). A refusal of MDTM's form
-   * means the server cannot: the connector stops trying and says `none`; the file stays written.
+   * two-argument MDTM that vsftpd takes (`mdtm_write`, its default). A refusal means the server
+   * cannot (or will not for this user): the connector stops trying and says `none`; the file stays written.
    */
   private async setModifiedAt(client: FtpLease['client'], remote: string, time: Date): Promise<void> {
     if (this.setTime === undefined || this.setTime === 'none') return;
     const stamp = time.toISOString().replace(/[-:T]/g, '').slice(0, 14);
-    if (this.setTime === 'mfmt') {
-      await client.send(`MFMT ${stamp} ${remote}`);
-      return;
-    }
-    const answer = await client.sendIgnoringError(`MDTM ${stamp} ${remote}`);
+    const answer = await client.sendIgnoringError(this.setTime === 'mfmt' ? `MFMT ${stamp} ${remote}` : `MDTM ${stamp} ${remote}`);
     if (answer.code >= 200 && answer.code < 300) return;
     this.setTime = 'none';
     this.capabilities.modTime = 'none';

@@ -39,7 +39,7 @@ interface Session {
  */
 export class NfsConnector implements Connector {
   readonly type = 'nfs' as const;
-  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, modTime: 'set' };
+  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, modTime: 'set', modTimePrecision: 1 };
   private readonly endpoint: NfsEndpoint;
   private readonly tuning: NfsTuning;
   private session: Promise<Session> | null = null;

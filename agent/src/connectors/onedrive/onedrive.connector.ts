@@ -3,7 +3,7 @@ import { Readable } from 'node:stream';
 import type { ConnectionSettings } from '@xfer/shared';
 import { baseName, joinRel, parentOf, relativePath } from '../paths.js';
 import { closedAccess } from '../access.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteOptions, type WriteResult } from '../types.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type Checksum, type ConnectorContext, type Entry, type WriteOptions, type WriteResult } from '../types.js';
 import { onedriveConfig, type OnedriveConfig } from './onedrive.config.js';
 import { requestError, type GraphErrorContext } from './onedrive.errors.js';
 import { bodyChunks } from '../io/http-body.js';
@@ -34,7 +34,7 @@ export interface OnedriveConnectorOptions {
  */
 export class OnedriveConnector implements Connector {
   readonly type = 'onedrive' as const;
-  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, verifiesWrites: true, modTime: 'set' };
+  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, verifiesWrites: true, modTime: 'set', modTimePrecision: 1000 };
   private readonly config: OnedriveConfig;
   private readonly http: HttpsClient;
   private readonly graph: GraphClient;
@@ -150,7 +150,7 @@ export class OnedriveConnector implements Connector {
       throw new ConnectorError('TRANSIENT', `write ${JSON.stringify(rel)} on ${this.config.endpoint}: the QuickXorHash Graph computed differs from the bytes sent`);
     }
     // Graph hashed what it stored, the connector what it sent: equal, every byte arrived.
-    return { size, storeVerified: 'quickxorhash' };
+    return { size, checksum: quickXorChecksum(stored), storeVerified: 'quickxorhash' };
   }
 
   /**
@@ -272,12 +272,20 @@ export class OnedriveConnector implements Connector {
     // The file's own time (what a client set, rclone's modification time) before the upload's.
     const time = item.fileSystemInfo?.lastModifiedDateTime ?? item.lastModifiedDateTime;
     const modified = time ? new Date(time) : undefined;
+    const checksum = item.file?.hashes?.quickXorHash ? quickXorChecksum(item.file.hashes.quickXorHash) : undefined;
     return {
       path: rel, kind: item.folder || item.root ? 'directory' : 'file', size: item.folder ? 0 : item.size ?? 0,
       ...(modified && !Number.isNaN(modified.getTime()) ? { modifiedAt: modified } : {}),
+      ...(checksum ? { checksum } : {}),
       ...(item.eTag ? { etag: item.eTag } : {}),
     };
   }
+}
+
+/** Graph's QuickXorHash (base64 of 20 bytes) as a Checksum (lower-case hex); undefined when malformed. */
+function quickXorChecksum(base64: string): Checksum | undefined {
+  const bytes = Buffer.from(base64, 'base64');
+  return bytes.length === 20 ? { algorithm: 'quickxor', value: bytes.toString('hex') } : undefined;
 }
 
 /** The relative path of a child named `name` of `rel`; null for a name no connector path can name. */

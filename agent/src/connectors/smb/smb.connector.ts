@@ -24,7 +24,7 @@ const READ_ATTRS = Access.READ_ATTRIBUTES | Access.SYNCHRONIZE;
  */
 export class SmbConnector implements Connector {
   readonly type = 'smb' as const;
-  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, modTime: 'set' };
+  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, modTime: 'set', modTimePrecision: 1 };
   private readonly endpoint: SmbEndpoint;
   private readonly tuning: SmbTuning;
   private readonly session: SmbSession;

@@ -24,7 +24,7 @@ export class WebdavConnector implements Connector {
    * any other ignores it (Apache mod_dav: RFC 4918 makes getlastmodified a protected property,
    * so PROPPATCH cannot set it either) and the connector says `none` from then on.
    */
-  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, modTime: 'set' };
+  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, modTime: 'set', modTimePrecision: 1000 };
   /** Whether the server keeps X-OC-Mtime: unknown until the first write with a time shows it. */
   private ocMtime: boolean | undefined;
   private readonly config: WebdavConfig;
@@ -152,7 +152,13 @@ export class WebdavConnector implements Connector {
    * without saying so); otherwise the server ignores the header.
    */
   private async learnOcMtime(rel: string, time: Date, accepted: boolean, signal: AbortSignal | undefined): Promise<void> {
-    const kept = accepted || (await this.stat(rel, { signal }))?.modifiedAt?.getTime() === Math.floor(time.getTime() / 1000) * 1000;
+    let kept = accepted;
+    if (!kept) {
+      // The file is written: a failed look leaves the question open for the next write.
+      const stat = await this.stat(rel, { signal }).catch(() => undefined);
+      if (stat === undefined) return;
+      kept = stat?.modifiedAt?.getTime() === Math.floor(time.getTime() / 1000) * 1000;
+    }
     this.ocMtime = kept;
     if (!kept) this.capabilities.modTime = 'none';
   }
