@@ -304,6 +304,8 @@ describe('plans (sftp → s3)', () => {
   let to: Side;
   let paths: string[];
   let home: string;
+  /** The file the apply left (changed since its plan). */
+  let late: string;
 
   beforeAll(async () => {
     from = await side('sftp', 'plan-src');
@@ -333,7 +335,7 @@ describe('plans (sftp → s3)', () => {
     expect(destinationBefore.has(changes.added[0]!)).toBe(false);
 
     // Changed again after the plan: the apply must leave it.
-    const late = changes.changed[0]!;
+    late = changes.changed[0]!;
     await from.tree.write(late, randomBytes(4321), new Date());
     // A file that appears after the plan is not in it: the apply must not copy it.
     await from.tree.write('after-the-plan.bin', randomBytes(10), new Date());
@@ -369,18 +371,21 @@ describe('plans (sftp → s3)', () => {
     const dry = xfer(['sync', src, dst, '--dry-run']);
     expect(dry.stderr).not.toMatch(/Error/);
     expect(dry.status).toBe(0);
-    expect(dry.stdout).toContain('after-the-plan.bin');
-    expect(dry.stdout).toMatch(/copy/);
-    expect(dry.stdout).toMatch(/update/);
+    const row = (path: string) => dry.stdout.split('\n').find((l) => l.includes(path)) ?? '';
+    expect(row('after-the-plan.bin')).toMatch(/^\s*copy\b/);
+    expect(row(late)).toMatch(/^\s*update\b/);
 
-    const json = jsonOf<{ summary: Record<string, number>; items?: PlanItem[] }>(xfer(['sync', src, dst, '--dry-run', '--json']));
-    expect(json.summary).toMatchObject({ copy: 1, update: 1, delete: 0 });
+    const json = jsonOf<{ transfer: { id: string }; plan: { id: string; summary: Record<string, number> }; items: PlanItem[] }>(xfer(['sync', src, dst, '--dry-run', '--json']));
+    expect(json.plan.summary).toMatchObject({ copy: 1, update: 1, delete: 0 });
+    // The items it prints are the plan's, unchanged files left out (they are counted in the summary).
+    expect(json.items.map((i) => `${i.action} ${i.path}`).sort()).toEqual([`update ${late}`, 'copy after-the-plan.bin'].sort());
+    expect((await planItems(stack.api, json.transfer.id)).filter((i) => i.action !== 'skip')).toEqual(json.items);
+    // Nothing was written by either dry run.
     expect(await to.tree.stamps()).toEqual(before);
 
-    // And without --dry-run it runs: the trees are then equal.
-    const real = xfer(['sync', src, dst, '--json']);
-    expect(real.stderr).not.toMatch(/Error/);
-    expect(real.status).toBe(0);
+    // Without --dry-run it applies the plan: the trees are then equal.
+    const done = jsonOf<{ status: string; files_transferred: number; files_deleted: number }>(xfer(['sync', src, dst, '--json']));
+    expect(done).toMatchObject({ status: 'completed', files_transferred: 2, files_deleted: 0 });
     await expectEqualTrees(from, to);
   }, 240_000);
 });
