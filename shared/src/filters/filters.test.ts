@@ -186,6 +186,22 @@ describe('compileFilters (rclone filter_test.go)', () => {
     expect(f.includeDirectory('a.tmp')).toBe(true);
   });
 
+  it('says whether a directory may be pruned (TestNewFilterUsesDirectoryFilters)', () => {
+    const table: [string[], boolean][] = [
+      [[], false],
+      [['+ *'], false],
+      [['+ *.jpg', '- *'], false],
+      [['- *.jpg'], false],
+      [['- *.jpg', '+ *'], false],
+      [['+ dir/*.jpg', '- *'], true],
+      [['+ dir/**'], true],
+      [['- dir/**'], true],
+      [['- /dir/**'], true],
+    ];
+    for (const [rules, want] of table) expect([rules, compileFilters({ rules }, new Date()).prunes]).toEqual([rules, want]);
+    expect(compileFilters({ min_size: 1 }, new Date()).prunes).toBe(false);
+  });
+
   it('throws on a rule that does not parse', () => {
     expect(() => compileFilters({ rules: ['+ ok', '- [a'] }, new Date())).toThrow('rules[1] "- [a" is not a valid pattern: unclosed [');
   });
@@ -193,7 +209,7 @@ describe('compileFilters (rclone filter_test.go)', () => {
 
 describe('checkFilterOptions', () => {
   it('accepts valid options', () => {
-    expect(checkFilterOptions({ rules: ['+ *.jpg', '- /tmp/', '- **'], min_size: 1, max_size: 1, min_age: 5, max_age: 5 })).toBeNull();
+    expect(checkFilterOptions({ rules: ['+ *.jpg', '- /tmp/', '- **'], min_size: 1, max_size: 1, min_age: 5, max_age: 6 })).toBeNull();
     expect(checkFilterOptions({})).toBeNull();
   });
 
@@ -216,6 +232,8 @@ describe('checkFilterOptions', () => {
     ['+ \\q', 'invalid escape sequence \\q'],
     ['+ \\pL', 'escape \\p is not supported'],
     ['+ {{.*}}', 'raw regular expressions {{…}} are not supported'],
+    ['- a ', 'ends with whitespace'],
+    ['+  ', 'ends with whitespace'],
   ])('refuses %s', (rule, reason) => {
     expect(checkFilterOptions({ rules: [rule] })).toContain(reason);
     expect(checkFilterOptions({ rules: [rule] })).toMatch(/^options\.filters\.rules\[0\]: /);
@@ -223,6 +241,7 @@ describe('checkFilterOptions', () => {
 
   it('refuses bounds that keep nothing', () => {
     expect(checkFilterOptions({ min_size: 10, max_size: 9 })).toBe('options.filters.min_size (10) is larger than options.filters.max_size (9)');
-    expect(checkFilterOptions({ min_age: 10, max_age: 9 })).toMatch(/^options\.filters\.min_age \(10\) is larger than options\.filters\.max_age \(9\)/);
+    expect(checkFilterOptions({ min_age: 10, max_age: 9 })).toMatch(/^options\.filters\.min_age \(10\) must be smaller than options\.filters\.max_age \(9\)/);
+    expect(checkFilterOptions({ min_age: 10, max_age: 10 }, 'f')).toMatch(/^f\.min_age \(10\) must be smaller than f\.max_age \(10\)/);
   });
 });

@@ -19,6 +19,11 @@ import { buildRules, RuleSet } from './rules.js';
 export interface FileFilter {
   /** No rule and no bound: everything passes (callers may skip the matcher). */
   readonly empty: boolean;
+  /**
+   * Some directory may be pruned (rclone's UsesDirectoryFilters): false means includeDirectory
+   * always says yes, so a caller may list the tree in one go (rclone then uses ListR).
+   */
+  readonly prunes: boolean;
   /** The file at `path` is part of the run. `modifiedAt` unknown: the age bounds let it pass. */
   includeFile(path: string, size: number, modifiedAt?: Date): boolean;
   /**
@@ -28,7 +33,7 @@ export interface FileFilter {
   includeDirectory(path: string): boolean;
 }
 
-const PASS_ALL: FileFilter = { empty: true, includeFile: () => true, includeDirectory: () => true };
+const PASS_ALL: FileFilter = { empty: true, prunes: false, includeFile: () => true, includeDirectory: () => true };
 
 function hasNoFilter(options: FilterOptions | undefined): boolean {
   return !options || ((options.rules?.length ?? 0) === 0 && options.min_size === undefined && options.max_size === undefined
@@ -49,8 +54,10 @@ export function compileFilters(options: FilterOptions | undefined, now: Date): F
   // rclone: --min-age keeps files modified at or before now - min_age, --max-age at or after now - max_age.
   const modifiedTo = options.min_age === undefined ? undefined : now.getTime() - options.min_age * 1000;
   const modifiedFrom = options.max_age === undefined ? undefined : now.getTime() - options.max_age * 1000;
+  const firstDirRule = built.dirs.list[0];
   return {
     empty: false,
+    prunes: firstDirRule !== undefined && !(firstDirRule.include && firstDirRule.re.source === '^.*$'),
     includeFile(path: string, size: number, modifiedAt?: Date): boolean {
       if (modifiedAt) {
         const t = modifiedAt.getTime();
@@ -75,8 +82,9 @@ export function checkFilterOptions(options: FilterOptions, field = 'options.filt
   if (options.min_size !== undefined && options.max_size !== undefined && options.min_size > options.max_size) {
     return `${field}.min_size (${options.min_size}) is larger than ${field}.max_size (${options.max_size})`;
   }
-  if (options.min_age !== undefined && options.max_age !== undefined && options.min_age > options.max_age) {
-    return `${field}.min_age (${options.min_age}) is larger than ${field}.max_age (${options.max_age}): no file is both older than min_age and younger than max_age`;
+  // rclone refuses equal ages too (it reads the clock once per bound, so the window is negative).
+  if (options.min_age !== undefined && options.max_age !== undefined && options.min_age >= options.max_age) {
+    return `${field}.min_age (${options.min_age}) must be smaller than ${field}.max_age (${options.max_age}): no file is both older than min_age and younger than max_age`;
   }
   const built = buildRules(options.rules ?? []);
   if (built instanceof RuleSet) return null;

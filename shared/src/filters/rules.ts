@@ -49,6 +49,9 @@ export class RuleSet {
 
   /** Adds one `+ glob` / `- glob` line; throws RuleError. */
   addRule(rule: string): void {
+    // rclone drops trailing whitespace from a rule in some places (a --filter-from line, the last
+    // --filter flag) and keeps it in others: refused, so a rule means one thing.
+    if (/\s$/u.test(rule)) throw new RuleError('it ends with whitespace, which rclone drops: remove it');
     if (rule === '!') throw new RuleError('"!" (clear the rules) is not supported: list only the rules that apply');
     if (rule.startsWith('+ ')) this.add(true, rule.slice(2));
     else if (rule.startsWith('- ')) this.add(false, rule.slice(2));
