@@ -254,8 +254,12 @@ class Parser {
   }
 }
 
-/** Most DFA states one rule keeps cached before starting over (memory stays bounded). */
-const MAX_DFA_STATES = 2000;
+/**
+ * Most automaton states one rule's DFA cache holds (summed over its DFA states) before it starts
+ * over: memory stays bounded (about 160 KB a rule) even for a rule built to blow the DFA up; a
+ * usual rule needs a few dozen.
+ */
+const MAX_CACHED_IDS = 20_000;
 
 /** A DFA state: the automaton states it stands for, whether a match ends here / at the end of the text. */
 interface DState { ids: number[]; matched: boolean; accepting: boolean; next: Map<number, DState> }
@@ -265,6 +269,7 @@ export class GoRegexp {
   private readonly states: State[];
   private readonly start: number;
   private cache = new Map<string, DState>();
+  private cachedIds = 0;
   private initial: DState | undefined;
   private restart: number[] | undefined;
   /** No state of the restart set consumes or accepts: once the run is empty it stays empty. */
@@ -311,10 +316,12 @@ export class GoRegexp {
     const key = ids.join(',');
     let d = this.cache.get(key);
     if (!d) {
-      if (this.cache.size >= MAX_DFA_STATES) {
+      if (this.cachedIds + ids.length > MAX_CACHED_IDS) {
         this.cache = new Map();
+        this.cachedIds = 0;
         this.initial = undefined;
       }
+      this.cachedIds += ids.length;
       d = { ids, matched: ids.some((i) => this.states[i]!.kind === 'match'), accepting: this.acceptsAtEnd(ids), next: new Map() };
       this.cache.set(key, d);
     }
