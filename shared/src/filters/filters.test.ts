@@ -202,6 +202,14 @@ describe('compileFilters (rclone filter_test.go)', () => {
     expect(compileFilters({ min_size: 1 }, new Date()).prunes).toBe(false);
   });
 
+  it('prunes a directory whose files the file rules alone would include (callers walk with includeDirectory)', () => {
+    const f = compileFilters({ rules: ['+ x/y', '- **'] }, new Date());
+    expect(f.includeFile('a/x/y', 1)).toBe(true);
+    expect(f.includeDirectory('a')).toBe(false);
+    expect(f.includeDirectory('x')).toBe(true);
+    expect(f.includeFile('x/y', 1)).toBe(true);
+  });
+
   it('throws on a rule that does not parse', () => {
     expect(() => compileFilters({ rules: ['+ ok', '- [a'] }, new Date())).toThrow('rules[1] "- [a" is not a valid pattern: unclosed [');
   });

@@ -24,7 +24,11 @@ export interface FileFilter {
    * always says yes, so a caller may list the tree in one go (rclone then uses ListR).
    */
   readonly prunes: boolean;
-  /** The file at `path` is part of the run. `modifiedAt` unknown: the age bounds let it pass. */
+  /**
+   * The file at `path` is part of the run. `modifiedAt` unknown: the age bounds let it pass. A file
+   * below a directory `includeDirectory` refuses is out whatever this says (rclone never lists it:
+   * `+ x/y` then `- **` says yes to `a/x/y` but no to `a`), so walk the tree with includeDirectory.
+   */
   includeFile(path: string, size: number, modifiedAt?: Date): boolean;
   /**
    * The directory at `path` may hold files the rules include: false means the whole subtree is
