@@ -87,7 +87,7 @@ describe('a job on an agent', () => {
     const page1 = (await app.inject({ method: 'GET', url: `/api/v1/transfers/${ctx.job.id}/files?limit=6`, headers: auth(ctx.key) })).json();
     expect(page1.data).toHaveLength(6);
     expect(page1.data[0]).toEqual({
-      path: 'dir/file-9.bin', attempt: 1, status: 'copied', size: 100, sha256: sha(9), verified_by: 'sha256', error: null, created_at: expect.any(String),
+      path: 'dir/file-9.bin', attempt: 1, status: 'copied', size: 100, sha256: sha(9), verified_by: 'sha256', error: null, reason: null, created_at: expect.any(String),
     });
     const page2 = (await app.inject({ method: 'GET', url: `/api/v1/transfers/${ctx.job.id}/files?limit=6&cursor=${page1.next_cursor}`, headers: auth(ctx.key) })).json();
     expect(page2.data).toHaveLength(4);
