@@ -317,8 +317,12 @@ describe('plans', () => {
     expectError(await post(ctx.key, `/transfers/${ctx.job.id}/execute`, { plan_id: planId }), 409, /is still being computed/);
     await app.db.transferPlans.updateOne({ _id: planOid }, { $set: { status: 'ready' } });
 
-    // The destination connection changed since the plan.
-    await app.db.connections.updateOne({ _id: new Types.ObjectId(ctx.dst.id) }, { $set: { updated_at: new Date() } });
+    // A rotated credential changes nothing the plan saw; the destination's path does.
+    await app.db.connections.updateOne({ _id: new Types.ObjectId(ctx.dst.id) }, { $set: { updated_at: new Date() }, $inc: { revision: 1 } });
+    const stored = await app.transfers.find(ctx.account.accountId, ctx.job.id);
+    expect(String((await app.plans.executable(ctx.account.accountId, stored, planId))._id)).toBe(planId);
+    const moved = await app.inject({ method: 'PUT', url: `/api/v1/connections/${ctx.dst.id}`, headers: auth(ctx.key), payload: { path: '/elsewhere' } });
+    expect(moved.statusCode).toBe(200);
     expectError(await post(ctx.key, `/transfers/${ctx.job.id}/execute`, { plan_id: planId }), 409, /changed since plan .* was made/);
     expect((await getTransfer(app, ctx.key, ctx.job.id)).queued_at).toBeNull();
     expect(ctx.client.all('job.assign')).toEqual([]);

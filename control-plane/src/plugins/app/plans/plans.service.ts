@@ -83,15 +83,21 @@ export class PlansService {
 
   constructor(private readonly o: PlansServiceOptions) {}
 
-  /** What the transfer is, for telling at execute time whether it changed since it was planned. */
+  /**
+   * What the transfer is, for telling at execute time whether it changed since it was planned: its
+   * paths and options, and where its connections point (type, host, port, path, options). Not the
+   * connections' credentials: an agent rotating a refresh token (`connection.credentials`) changes
+   * nothing a plan saw, and each item is checked against both sides when it is applied anyway.
+   */
   private async definition(job: StoredTransfer): Promise<string> {
     const ids = [job.source_connection_id, job.destination_connection_id];
-    const conns = await this.o.db.connections.find({ _id: { $in: ids }, account_id: job.account_id }, { updated_at: 1 }).lean();
-    const changed = ids.map((id) => conns.find((c) => c._id.equals(id))?.updated_at?.toISOString() ?? null);
+    const conns = await this.o.db.connections.find({ _id: { $in: ids }, account_id: job.account_id }, { type: 1, host: 1, port: 1, path: 1, options: 1 }).lean();
+    const where = ids.map((id) => {
+      const c = conns.find((d) => d._id.equals(id));
+      return c ? [String(id), c.type, c.host ?? null, c.port ?? null, c.path, c.options ?? null] : [String(id)];
+    });
     return createHash('sha256').update(JSON.stringify({
-      source: [String(job.source_connection_id), job.source_path, changed[0]],
-      destination: [String(job.destination_connection_id), job.destination_path, changed[1]],
-      options: presentedOptions(job.options),
+      source: [...where[0]!, job.source_path], destination: [...where[1]!, job.destination_path], options: presentedOptions(job.options),
     })).digest('hex');
   }
 
