@@ -36,6 +36,7 @@ const get = (key: string, url: string) => app.inject({ method: 'GET', url: `/api
 const item = (path: string, action: 'copy' | 'update' | 'delete' | 'skip', size = 10) => ({
   path, action, reason: `${action} reason`, ...(action === 'delete' ? { destination: { size } } : { source: { size, mtime: '2026-01-01T00:00:00.000Z' } }),
 });
+type PlanItemLike = { path: string };
 const SUMMARY = { copy: 3, update: 1, delete: 1, skip: 0, copy_bytes: 30, update_bytes: 10, delete_bytes: 10 };
 const FINGERPRINT = 'a'.repeat(64);
 
@@ -204,6 +205,46 @@ describe('plans', () => {
     expect(audit?.details).toMatchObject({ plan_id: planId, agent_id: ctx.agent.id });
   });
 
+  test('a plan of several full batches is paged in order across them, by the API and to the agent', async () => {
+    const ctx = await setup();
+    const res = await post(ctx.key, `/transfers/${ctx.job.id}/plan?wait=false`);
+    const planId = res.json().data.id as string;
+    await ctx.client.next('plan.assign');
+    const name = (n: number) => `f${String(n).padStart(5, '0')}`;
+    const batches = [1000, 1000, 5].map((size, b) => Array.from({ length: size }, (_, i) => {
+      const n = b * 1000 + i;
+      return item(name(n), n % 400 === 7 ? 'delete' : 'copy');
+    }));
+    batches.forEach((items, b) => ctx.client.send('plan.items', { plan_id: planId, seq: b + 1, items }));
+    ctx.client.send('plan.done', { plan_id: planId, batches: 3, summary: SUMMARY, fingerprint: FINGERPRINT });
+    await eventually(async () => (await get(ctx.key, `/transfers/${ctx.job.id}/plan`)).json().data.status === 'ready', 'plan ready');
+    const all = batches.flat();
+
+    const paths: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: { data: PlanItemLike[]; next_cursor: string | null } = (await get(ctx.key, `/transfers/${ctx.job.id}/plan/items?limit=300${cursor ? `&cursor=${cursor}` : ''}`)).json();
+      paths.push(...page.data.map((i: PlanItemLike) => i.path));
+      cursor = page.next_cursor;
+    } while (cursor);
+    expect(paths).toEqual(all.map((i) => i.path));
+    const deletes = (await get(ctx.key, `/transfers/${ctx.job.id}/plan/items?action=delete&limit=1000`)).json();
+    expect(deletes).toEqual({ data: all.filter((i) => i.action === 'delete'), next_cursor: null });
+
+    expect((await post(ctx.key, `/transfers/${ctx.job.id}/execute?wait=false`, { plan_id: planId })).statusCode).toBe(202);
+    await ctx.client.next('job.assign');
+    const got: string[] = [];
+    let after: string | undefined;
+    for (let n = 0; ; n++) {
+      ctx.client.send('job.plan.query', { job_id: ctx.job.id, request_id: `q${n}`, limit: 999, ...(after ? { after } : {}) });
+      const page = (await eventually(async () => ctx.client.all('job.plan.page').find((m) => m.payload.request_id === `q${n}`), 'a page')).payload;
+      got.push(...page.items.map((i) => i.path));
+      after = got[got.length - 1];
+      if (page.done) break;
+    }
+    expect(got).toEqual(all.map((i) => i.path));
+  });
+
   test('a blocking plan request answers once the agent is done; a failed plan says why', async () => {
     const ctx = await setup();
     const pending = post(ctx.key, `/transfers/${ctx.job.id}/plan`);
@@ -232,7 +273,10 @@ describe('plans', () => {
     ctx.client.send('plan.items', { plan_id: planId, seq: 1, items: [item('../etc/passwd', 'copy')] });
     await eventually(async () => (await get(ctx.key, `/transfers/${ctx.job.id}/plan`)).json().data.status === 'failed', 'failed');
     expect((await get(ctx.key, `/transfers/${ctx.job.id}/plan`)).json().data.error).toMatch(/not relative to the transfer's root: "..\/etc\/passwd"/);
-    expect(await app.db.transferPlanItems.countDocuments({ plan_id: new Types.ObjectId(planId) })).toBe(0);
+    expect(await app.db.transferPlanBatches.countDocuments({ plan_id: new Types.ObjectId(planId) })).toBe(0);
+    // More items of a plan that failed meanwhile: the agent is told to stop.
+    ctx.client.send('plan.items', { plan_id: planId, seq: 2, items: [item('x.txt', 'copy')] });
+    expect((await ctx.client.next('plan.cancel')).payload).toEqual({ plan_id: planId });
 
     const next = (await post(ctx.key, `/transfers/${ctx.job.id}/plan?wait=false`)).json().data.id;
     await eventually(async () => ctx.client.all('plan.assign').some((m) => m.payload.plan_id === next), 'second assign');
@@ -334,7 +378,7 @@ describe('plans', () => {
     await post(ctx.key, `/transfers/${ctx.job.id}/cancel`);
     expect((await app.inject({ method: 'DELETE', url: `/api/v1/transfers/${ctx.job.id}`, headers: auth(ctx.key) })).statusCode).toBe(200);
     expect(await app.db.transferPlans.countDocuments({ _id: new Types.ObjectId(planId) })).toBe(0);
-    expect(await app.db.transferPlanItems.countDocuments({ plan_id: new Types.ObjectId(planId) })).toBe(0);
+    expect(await app.db.transferPlanBatches.countDocuments({ plan_id: new Types.ObjectId(planId) })).toBe(0);
   });
 
   test('planning needs transfers:write, reading a plan transfers:read', async () => {

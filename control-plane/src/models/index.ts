@@ -13,7 +13,7 @@ import { agentRequestModel } from './agent-request.model.js';
 import { transferModel } from './transfer.model.js';
 import { transferFileModel } from './transfer-file.model.js';
 import { transferPlanModel } from './transfer-plan.model.js';
-import { transferPlanItemModel } from './transfer-plan-item.model.js';
+import { transferPlanBatchModel } from './transfer-plan-batch.model.js';
 import { relayedAttemptModel } from './relayed-attempt.model.js';
 import { relaySentFileModel } from './relay-sent-file.model.js';
 import { transferQueueModel } from './transfer-queue.model.js';
@@ -62,7 +62,7 @@ export function registerModels(conn: Connection) {
     transfers: transferModel(conn),
     transferFiles: transferFileModel(conn),
     transferPlans: transferPlanModel(conn),
-    transferPlanItems: transferPlanItemModel(conn),
+    transferPlanBatches: transferPlanBatchModel(conn),
     relaySentFiles: relaySentFileModel(conn),
     relayedAttempts: relayedAttemptModel(conn),
     transferQueue: transferQueueModel(conn),

@@ -5,8 +5,9 @@ import { PLAN_STATUSES } from '@xfer/shared';
  * A plan of a transfer (issue 25; docs/api.md "Sync, move and plans"; plugins/app/plans/): what a
  * run would do, computed by one agent, its items in `transfer_plan_items`. Written by the request
  * that creates it and by the session of its agent (`plan.done`/`plan.failed`), one conditional
- * update each from `planning`. Items are never written here: FerretDB writes a whole document back,
- * so a document grown per batch would cost each batch everything before it.
+ * update each from `planning`. Items are never written here (`transfer_plan_batches`, insert-only):
+ * FerretDB writes a whole document back, so a document grown per batch would cost each batch
+ * everything before it.
  */
 const schema = new Schema(
   {
@@ -35,6 +36,8 @@ const schema = new Schema(
 );
 // The latest plan of a transfer.
 schema.index({ transfer_id: 1, _id: -1 });
+// Plans waiting to be sent, and those past their expiry while planning (plans.service.ts `pump`).
+schema.index({ status: 1, agent_id: 1 });
 
 export type TransferPlanDoc = InferSchemaType<typeof schema>;
 export const transferPlanModel = (conn: Connection) => conn.model('TransferPlan', schema);

@@ -4,9 +4,9 @@ import { Types } from 'mongoose';
 import type { ListPlanItemsQuery, Page, PlanItem, PlanSummary } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import type { TransferPlanDoc } from '../../../models/transfer-plan.model.js';
-import type { TransferPlanItemDoc } from '../../../models/transfer-plan-item.model.js';
+import { planBatchId } from '../../../models/transfer-plan-batch.model.js';
 import { BadRequestError, ConflictError, GoneError, NotFoundError } from '../../../errors.js';
-import { onlyDuplicateKeys } from '../../../lib/duplicate-key.js';
+import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 import { Notifier } from '../../../lib/notifier.js';
 import { toObjectId } from '../../../lib/pagination.js';
 import type { ConnectionsService } from '../connections/index.js';
@@ -16,7 +16,8 @@ import { chooseRun } from '../agents/index.js';
 import type { PlanMessage } from '../agents/events.js';
 
 export type StoredPlan = TransferPlanDoc & { _id: Types.ObjectId };
-type StoredItem = TransferPlanItemDoc & { _id: Types.ObjectId };
+/** Where a walk through a plan's items is: batch `seq`, position `index` in it. */
+interface Place { seq: number; index: number }
 type AccountId = string | Types.ObjectId;
 type Payload<T extends PlanMessage['type']> = Extract<PlanMessage, { type: T }>['payload'];
 
@@ -38,19 +39,21 @@ export interface PlansServiceOptions {
 
 const planNotFound = (id: string) => new NotFoundError(`Plan ${id} not found`);
 
-/** The API's cursor of plan items: the last item's place (`seq`.`index`), base64url. */
-function encodeCursor(item: Pick<StoredItem, 'seq' | 'index'>): string {
-  return Buffer.from(`${item.seq}.${item.index}`, 'utf8').toString('base64url');
+/** The API's cursor of plan items: the place of the last item looked at (`seq`.`index`), base64url. */
+function encodeCursor(at: Place): string {
+  return Buffer.from(`${at.seq}.${at.index}`, 'utf8').toString('base64url');
 }
-function decodeCursor(cursor: string): { seq: number; index: number } {
-  const m = /^(\d{1,9})\.(\d{1,9})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+function decodeCursor(cursor: string): Place {
+  const m = /^(\d{1,9})\.(-1|\d{1,9})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
   if (!m) throw new BadRequestError('cursor is not a cursor returned by this list');
   return { seq: Number(m[1]), index: Number(m[2]) };
 }
-const after = (at: { seq: number; index: number }) => ({ $or: [{ seq: { $gt: at.seq } }, { seq: at.seq, index: { $gt: at.index } }] });
+
+/** Batches one page of `GET …/plan/items?action=` reads at most: a rare action in a large plan gives short pages, never a long request. */
+const MAX_BATCHES_PER_PAGE = 20;
 
 /** A stored item as the API and `job.plan.page` carry it (plan-protocol.ts PlanItem). */
-export function presentItem(doc: StoredItem): PlanItem {
+export function presentItem(doc: PlanItem): PlanItem {
   const side = (s: { size?: number | null; mtime?: string | null; checksum?: string | null } | null | undefined) =>
     s ? { size: s.size ?? 0, ...(s.mtime ? { mtime: s.mtime } : {}), ...(s.checksum ? { checksum: s.checksum } : {}) } : undefined;
   const source = side(doc.source);
@@ -135,7 +138,7 @@ export class PlansService {
     const old = await this.o.db.transferPlans.find({ transfer_id: job._id, _id: { $nin: [keep, ...inUse] } }, { _id: 1 }).lean();
     if (old.length === 0) return;
     const ids = old.map((p) => p._id);
-    await this.o.db.transferPlanItems.deleteMany({ plan_id: { $in: ids } });
+    await this.o.db.transferPlanBatches.deleteMany({ plan_id: { $in: ids } });
     await this.o.db.transferPlans.deleteMany({ _id: { $in: ids } });
   }
 
@@ -215,14 +218,47 @@ export class PlansService {
     return plan;
   }
 
-  /** One page of a plan's items in path order; `action` narrows them. */
+  /** Batch `seq` of a plan's items (a bare `_id` read), or null past the last. */
+  private async batch(planId: Types.ObjectId, seq: number): Promise<PlanItem[] | null> {
+    const doc = await this.o.db.transferPlanBatches.collection.findOne<{ items: PlanItem[] }>({ _id: planBatchId(planId, seq) }, { projection: { items: 1 } });
+    return doc?.items ?? null;
+  }
+
+  /**
+   * Up to `limit` items after `from` (the place of the last one taken; null: from the first) that
+   * `keep` accepts, reading at most `maxBatches` batches; `next` is where the walk stopped (null:
+   * nothing follows).
+   */
+  private async walk(planId: Types.ObjectId, from: Place | null, limit: number, keep: (i: PlanItem) => boolean, maxBatches = Number.POSITIVE_INFINITY) {
+    const taken: Array<PlanItem & { place: Place }> = [];
+    let seq = from?.seq ?? 1;
+    let index = from ? from.index + 1 : 0;
+    for (let read = 0; read < maxBatches; read++, seq++, index = 0) {
+      const items = await this.batch(planId, seq);
+      if (!items) return { taken, next: null };
+      for (; index < items.length; index++) {
+        if (taken.length === limit) return { taken, next: { seq, index: index - 1 } };
+        if (keep(items[index]!)) taken.push({ ...items[index]!, place: { seq, index } });
+      }
+    }
+    // The batch budget is spent: go on from the start of the next batch.
+    return { taken, next: { seq, index: -1 } };
+  }
+
+  /** One page of a plan's items in path order; `action` narrows them (a page may then be short before the end). */
   async items(plan: StoredPlan, query: ListPlanItemsQuery): Promise<Page<PlanItem>> {
-    const limit = query.limit ?? 50;
-    const filter: Record<string, unknown> = { plan_id: plan._id, ...(query.action ? { action: query.action } : {}), ...(query.cursor ? after(decodeCursor(query.cursor)) : {}) };
-    const docs = await this.o.db.transferPlanItems.find(filter).sort({ seq: 1, index: 1 }).limit(limit + 1).lean<StoredItem[]>();
-    const page = docs.slice(0, limit);
-    const last = page[page.length - 1];
-    return { data: page.map(presentItem), next_cursor: docs.length > limit && last ? encodeCursor(last) : null };
+    const { taken, next } = await this.walk(plan._id, query.cursor ? decodeCursor(query.cursor) : null, query.limit ?? 50,
+      (i) => !query.action || i.action === query.action, MAX_BATCHES_PER_PAGE);
+    const data = taken.map(({ place: _place, ...item }) => presentItem(item));
+    // The walk may have stopped right before the end of the plan: no cursor to an empty page then.
+    return { data, next_cursor: next && (await this.hasMore(plan._id, next)) ? encodeCursor(next) : null };
+  }
+
+  /** Whether an item follows `at`. */
+  private async hasMore(planId: Types.ObjectId, at: Place): Promise<boolean> {
+    const items = await this.batch(planId, at.seq);
+    if (items && at.index + 1 < items.length) return true;
+    return (await this.batch(planId, at.seq + 1)) !== null;
   }
 
   /**
@@ -261,37 +297,44 @@ export class PlansService {
     }
   }
 
-  /** The plan `planId` being computed by this session's agent, of its account; null (logged) for any other. */
-  private async planOf(session: AgentSession, planId: string): Promise<StoredPlan | null> {
+  /**
+   * The plan `planId` being computed by this session's agent, of its account; null (logged) for
+   * any other. `cancel`: tell the agent to stop computing it (it failed, expired, or went with its
+   * transfer meanwhile), instead of listing on for nothing.
+   */
+  private async planOf(session: AgentSession, planId: string, cancel = false): Promise<StoredPlan | null> {
     const _id = toObjectId(planId);
     const plan = _id && await this.o.db.transferPlans.findById(_id).lean<StoredPlan>();
-    if (plan && plan.status === 'planning' && String(plan.agent_id) === session.agent.id && String(plan.account_id) === session.agent.accountId) return plan;
+    const own = plan && String(plan.agent_id) === session.agent.id && String(plan.account_id) === session.agent.accountId;
+    if (own && plan.status === 'planning') return plan;
     this.o.log.warn({ agentId: session.agent.id, planId }, 'a plan frame for a plan this agent is not computing: ignored');
+    if (cancel) session.send('plan.cancel', { plan_id: planId });
     return null;
   }
 
   private async stored(session: AgentSession, p: Payload<'plan.items'>): Promise<void> {
-    const plan = await this.planOf(session, p.plan_id);
+    const plan = await this.planOf(session, p.plan_id, true);
     if (!plan) return;
     const outside = p.items.find((i) => !relativePath(i.path));
     if (outside) {
       await this.end(plan._id, session.agent.id, { status: 'failed', error: `The agent sent a plan item whose path is not relative to the transfer's root: ${JSON.stringify(outside.path.slice(0, 200))}` });
       return;
     }
-    const docs = p.items.map((item, index) => ({ plan_id: plan._id, transfer_id: plan.transfer_id, seq: p.seq, index, ...item }));
     try {
-      await this.o.db.transferPlanItems.insertMany(docs, { ordered: false, lean: true });
+      await this.o.db.transferPlanBatches.collection.insertOne({ _id: planBatchId(plan._id, p.seq), plan_id: plan._id, seq: p.seq, items: p.items });
     } catch (err) {
-      if (!onlyDuplicateKeys(err)) throw err;
+      if (!isDuplicateKey(err)) throw err;
     }
   }
 
   private async done(session: AgentSession, p: Payload<'plan.done'>): Promise<void> {
     const plan = await this.planOf(session, p.plan_id);
     if (!plan) return;
-    const last = await this.o.db.transferPlanItems.findOne({ plan_id: plan._id }, { seq: 1 }).sort({ seq: -1 }).lean();
-    if ((last?.seq ?? 0) !== p.batches) {
-      await this.end(plan._id, session.agent.id, { status: 'failed', error: `The plan is incomplete: the agent announced ${p.batches} batches of items, ${last?.seq ?? 0} arrived` });
+    // Frames of a session arrive in order: every batch is stored by now, or it never came.
+    let arrived = 0;
+    while (arrived < p.batches && await this.batch(plan._id, arrived + 1)) arrived++;
+    if (arrived !== p.batches || await this.batch(plan._id, p.batches + 1)) {
+      await this.end(plan._id, session.agent.id, { status: 'failed', error: `The plan is incomplete: the agent announced ${p.batches} batches of items, ${arrived} arrived` });
       return;
     }
     await this.end(plan._id, session.agent.id, { status: 'ready', summary: p.summary satisfies PlanSummary, fingerprint: p.fingerprint });
@@ -318,25 +361,30 @@ export class PlansService {
     }
     let cursors = this.cursors.get(session);
     if (!cursors) this.cursors.set(session, (cursors = new Map()));
-    let from: { seq: number; index: number } | null = null;
+    let from: Place | null = null;
     if (q.after !== undefined) {
       const known = cursors.get(q.job_id);
-      if (known && known.path === q.after) from = known;
-      else {
-        const at = await this.o.db.transferPlanItems.findOne({ plan_id: job.plan_id, path: q.after }, { seq: 1, index: 1 }).lean();
-        if (!at) {
-          this.o.log.warn({ agentId: session.agent.id, jobId: q.job_id }, 'plan items asked after a path the plan does not have: answered empty');
-          none();
-          return;
-        }
-        from = { seq: at.seq, index: at.index };
+      from = known && known.path === q.after ? known : await this.find(job.plan_id, q.after);
+      if (!from) {
+        this.o.log.warn({ agentId: session.agent.id, jobId: q.job_id }, 'plan items asked after a path the plan does not have: answered empty');
+        none();
+        return;
       }
     }
-    const docs = await this.o.db.transferPlanItems.find({ plan_id: job.plan_id, ...(from ? after(from) : {}) })
-      .sort({ seq: 1, index: 1 }).limit(q.limit + 1).lean<StoredItem[]>();
-    const items = docs.slice(0, q.limit);
-    const last = items[items.length - 1];
-    if (last) cursors.set(q.job_id, { path: last.path, seq: last.seq, index: last.index });
-    session.send('job.plan.page', { request_id: q.request_id, items: items.map(presentItem), done: docs.length <= q.limit });
+    const { taken, next } = await this.walk(job.plan_id, from, q.limit, () => true);
+    const last = taken[taken.length - 1];
+    if (last) cursors.set(q.job_id, { path: last.path, ...last.place });
+    const done = !next || !(await this.hasMore(job.plan_id, next));
+    session.send('job.plan.page', { request_id: q.request_id, items: taken.map(({ place: _place, ...item }) => presentItem(item)), done });
+  }
+
+  /** The place of `path` in a plan (a walk through its batches: only for an agent that lost its place, a reconnect). */
+  private async find(planId: Types.ObjectId, path: string): Promise<Place | null> {
+    for (let seq = 1; ; seq++) {
+      const items = await this.batch(planId, seq);
+      if (!items) return null;
+      const index = items.findIndex((i) => i.path === path);
+      if (index >= 0) return { seq, index };
+    }
   }
 }

@@ -149,7 +149,7 @@ export class TransferStates {
       // Its plans go with it (plugins/app/plans/).
       if (doc) {
         const plans = (await this.o.db.transferPlans.find({ transfer_id: id }, { _id: 1 }).lean()).map((p) => p._id);
-        if (plans.length > 0) await this.o.db.transferPlanItems.deleteMany({ plan_id: { $in: plans } });
+        if (plans.length > 0) await this.o.db.transferPlanBatches.deleteMany({ plan_id: { $in: plans } });
         await this.o.db.transferPlans.deleteMany({ transfer_id: id });
       }
       if (doc) await Promise.all([this.o.db.relaySentFiles.deleteMany({ job_id: id }), this.o.db.relayedAttempts.deleteMany({ job_id: id })]);
