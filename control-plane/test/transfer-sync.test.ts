@@ -285,6 +285,17 @@ describe('plans', () => {
     expect((await get(ctx.key, `/transfers/${ctx.job.id}/plan`)).json().data.error).toMatch(/disconnected while computing the plan/);
   });
 
+  test('a plan still planning at its expiry fails, and its agent is told to stop', async () => {
+    const ctx = await setup();
+    const planId = (await post(ctx.key, `/transfers/${ctx.job.id}/plan?wait=false`)).json().data.id as string;
+    await ctx.client.next('plan.assign');
+    await app.db.transferPlans.updateOne({ _id: new Types.ObjectId(planId) }, { $set: { expires_at: new Date(Date.now() - 1) } });
+    expect((await ctx.client.next('plan.cancel')).payload).toEqual({ plan_id: planId });
+    expect((await get(ctx.key, `/transfers/${ctx.job.id}/plan`)).json().data).toMatchObject({
+      status: 'failed', error: 'The plan was not complete before it expired (XFER_PLAN_TTL)', expired: true,
+    });
+  });
+
   test('no plan without an agent with hello.sync (503), nor for a transfer only a relay could run (409)', async () => {
     const ctx = await setup(SYNC, {});
     expectError(await post(ctx.key, `/transfers/${ctx.job.id}/plan`), 503, /hello\.sync/);

@@ -39,6 +39,14 @@ export interface PlansServiceOptions {
 
 const planNotFound = (id: string) => new NotFoundError(`Plan ${id} not found`);
 
+/**
+ * A plan not sent to its agent this long after it was made fails: the agent went offline (or its
+ * instance died) before the instance holding its socket could send it.
+ */
+const UNSENT_GRACE_MS = 30_000;
+/** How often `pump` looks for plans to fail (expired, never sent). */
+const SWEEP_EVERY_MS = 5_000;
+
 /** The API's cursor of plan items: the place of the last item looked at (`seq`.`index`), base64url. */
 function encodeCursor(at: Place): string {
   return Buffer.from(`${at.seq}.${at.index}`, 'utf8').toString('base64url');
@@ -73,14 +81,16 @@ function relativePath(path: string): boolean {
  *
  * A plan is created `planning` with its agent; the instance holding that agent's socket sends the
  * `plan.assign` (`pump`, on this instance at once, on the others by their loop), and the agent's
- * frames arrive there. Items are insert-only documents, one per item, keyed by (plan, batch, index):
- * path order without a sort on paths, and a batch sent twice stored once. Only the latest plan of a
+ * frames arrive there. Items are insert-only batch documents keyed by (plan, batch number)
+ * (models/transfer-plan-batch.model.ts): path order without a sort on paths, a batch sent twice
+ * stored once, every read a bare `_id` lookup. Only the latest plan of a
  * transfer is kept, and the one its current run applies; the rest go when a new plan is made, and
  * all of them with the transfer.
  */
 export class PlansService {
   /** Notified with the plan id when a plan made on this instance ends. */
   private readonly changes = new Notifier();
+  private lastSweep = 0;
   /** Where each session's `job.plan.query` of each job left off: the next query usually goes on from there. */
   private readonly cursors = new WeakMap<AgentSession, Map<string, { path: string; seq: number; index: number }>>();
 
@@ -144,14 +154,22 @@ export class PlansService {
 
   /**
    * Sends `plan.assign` for the plans waiting for an agent whose socket is here (each claimed by
-   * a conditional update, so sent once), and fails those past their expiry while still planning.
+   * a conditional update, so sent once); every few seconds, fails the plans still planning past
+   * their expiry, and those no instance sent within UNSENT_GRACE_MS.
    */
   async pump(): Promise<void> {
     const now = new Date();
-    const stale = await this.o.db.transferPlans.find({ status: 'planning', expires_at: { $lte: now } }, { _id: 1, agent_id: 1 }).lean();
-    for (const p of stale) {
-      if (await this.end(p._id, null, { status: 'failed', error: 'The plan was not complete before it expired (XFER_PLAN_TTL)' })) {
-        this.o.hub.get(String(p.agent_id))?.send('plan.cancel', { plan_id: String(p._id) });
+    if (now.getTime() - this.lastSweep >= SWEEP_EVERY_MS) {
+      this.lastSweep = now.getTime();
+      const stale = await this.o.db.transferPlans.find(
+        { status: 'planning', $or: [{ expires_at: { $lte: now } }, { sent_at: null, created_at: { $lte: new Date(now.getTime() - UNSENT_GRACE_MS) } }] },
+        { _id: 1, agent_id: 1, sent_at: 1 },
+      ).lean();
+      for (const p of stale) {
+        const error = p.sent_at
+          ? 'The plan was not complete before it expired (XFER_PLAN_TTL)'
+          : 'The agent chosen to compute the plan went offline before it could be sent the plan';
+        if (await this.end(p._id, null, { status: 'failed', error })) this.o.hub.get(String(p.agent_id))?.send('plan.cancel', { plan_id: String(p._id) });
       }
     }
     const local = this.o.hub.openSessions();
