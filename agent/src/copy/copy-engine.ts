@@ -8,6 +8,7 @@ import { CopyStats, truncate } from './stats.js';
 import { DEFAULT_TUNING, type CopyOutcome, type CopyRequest, type SourceItem } from './types.js';
 import { withEarlierResults } from './earlier-results.js';
 import { WriteSide } from './write-side.js';
+import { comparesListings, syncTree } from './sync-engine.js';
 
 const MAX_ERROR_CHARS = 4000;
 
@@ -35,6 +36,8 @@ function listed(request: CopyRequest, log?: Logger): AsyncIterable<SourceItem> {
  * Resolves (never rejects) with the outcome and the final counters.
  */
 export async function copyTree(request: CopyRequest, log?: Logger): Promise<CopyOutcome> {
+  // sync, move, filters, compare, or a plan: both listings in order, compared (sync-engine.ts).
+  if (request.plan || comparesListings(request.options)) return syncTree(request, log, request.plan);
   const { signal, options } = request;
   const tuning = { ...DEFAULT_TUNING, ...request.tuning };
   const stats = new CopyStats(request.observer);
@@ -46,6 +49,7 @@ export async function copyTree(request: CopyRequest, log?: Logger): Promise<Copy
   const swept = sweepTemporaries(request.destination, relativePath(request.destinationPath), request.run, signal, log);
   const queue = new PQueue({ concurrency: options.concurrency });
   let jobError: string | null = null;
+  let cutoff = false;
   // The destination is prepared while the source connects and lists its first page; nothing is
   // written before it is ready. (Awaited below; the catch only keeps an early failure from being
   // reported as unhandled meanwhile.)
@@ -55,14 +59,21 @@ export async function copyTree(request: CopyRequest, log?: Logger): Promise<Copy
     for await (const item of listed(request, log)) {
       await prepared;
       if (signal.aborted) break;
-      if (item.entry.kind === 'file') stats.fileListed();
+      if (item.entry.kind === 'file') {
+        stats.fileListed();
+        // A soft cutoff (window, max_duration): no new file starts; those started finish.
+        if (!(request.limits?.mayStart() ?? true)) {
+          cutoff = true;
+          break;
+        }
+      }
       // Back-pressure on the listing: take the next entry only when the queue has room.
       await queue.onSizeLessThan(options.concurrency);
       if (signal.aborted) break;
       void queue.add(() => writer.consume(item));
     }
     await prepared;
-    if (!signal.aborted) stats.listingDone();
+    if (!signal.aborted && !cutoff) stats.listingDone();
   } catch (err) {
     if (!signal.aborted) {
       jobError = reasonOf(err);
@@ -77,6 +88,7 @@ export async function copyTree(request: CopyRequest, log?: Logger): Promise<Copy
     const files = stats.failureCount > 0 ? `; ${stats.failureMessage()}` : '';
     return { status: 'failed', counters, error: truncate(`${jobError}${files}`, MAX_ERROR_CHARS) };
   }
+  if (cutoff) return { status: 'failed', counters, cutoff: true, error: "stopped at the run's cutoff: no new file started" };
   if (stats.failureCount > 0) return { status: 'failed', counters, error: stats.failureMessage() };
   return { status: 'completed', counters };
 }
