@@ -54,7 +54,7 @@ export function deleteRefusal(maxDelete: MaxDelete | undefined, count: number, i
 }
 
 /** The two listings of a run or a plan: the source's (from a connector or a relay) and the destination's. */
-interface Sides {
+export interface Sides {
   sourceItems: AsyncIterable<SourceItem>;
   destinationEntries: AsyncIterable<ListedEntry>;
   /** A single-file source: nothing else at the destination is the run's business (no deletion). */
@@ -333,16 +333,20 @@ export interface PlanOutput {
  */
 export async function computePlan(request: CopyRequest, out: PlanOutput, log?: Logger): Promise<{ summary: PlanSummary; fingerprint: string }> {
   const { signal, options } = request;
-  const mode = options.mode ?? 'copy';
-  const summary: PlanSummary = { copy: 0, update: 0, delete: 0, skip: 0, copy_bytes: 0, update_bytes: 0, delete_bytes: 0 };
-  const fingerprint = createHash('sha256');
-  let destinationFilesInScope = 0;
   const srcRoot = request.source ? relativePath(request.sourcePath) : '';
   const top = request.source ? await request.source.stat(srcRoot, { signal }) : null;
   if (request.source && !top) throw new CopyJobError(`source path ${request.sourcePath} does not exist`);
   const filter = compileFilters(options.filters, new Date());
-  const sides = sidesOf(request, filter, signal, top);
-  const ctx = contextOf(request, signal);
+  return planOf(sidesOf(request, filter, signal, top), contextOf(request, signal), out, log);
+}
+
+/** `computePlan` once both listings are open (the memory test feeds generated ones). */
+export async function planOf(sides: Sides, ctx: DecideContext, out: PlanOutput, log?: Logger): Promise<{ summary: PlanSummary; fingerprint: string }> {
+  const { signal, options } = ctx;
+  const mode = options.mode ?? 'copy';
+  const summary: PlanSummary = { copy: 0, update: 0, delete: 0, skip: 0, copy_bytes: 0, update_bytes: 0, delete_bytes: 0 };
+  const fingerprint = createHash('sha256');
+  let destinationFilesInScope = 0;
   const seen = (side: 'source' | 'destination', l: ListedEntry) => {
     const e = l.entry;
     fingerprint.update(`${side}\u0000${l.key}\u0000${e.size}\u0000${e.modifiedAt?.toISOString() ?? ''}\u0000${e.checksum ? `${e.checksum.algorithm}:${e.checksum.value}` : ''}\n`);
