@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { CopyTuning } from './copy/types.js';
 import { closedAccess, type AgentAccess } from './connectors/access.js';
 import { JobRunner } from './jobs/job-runner.js';
+import { AgentBandwidth, type BandwidthTimetable } from './copy/bandwidth.js';
 import { Slots } from './jobs/slots.js';
 import { VerifiedLookup } from './jobs/verified-lookup.js';
 import { PlanPages } from './jobs/plan-pages.js';
@@ -51,6 +52,8 @@ export interface AgentOptions {
   verifiedQueryTimeoutMs?: number;
   /** The agent's metrics (`--metrics-port`), fed by the job runner; none: not measured. */
   metrics?: AgentMetrics;
+  /** The agent-wide bandwidth timetable (`--bwlimit`), shared by all its runs; none: each run's own limit alone. */
+  bwlimit?: BandwidthTimetable | null;
   /** Watcher polling knobs (concurrent polls; tests shorten the waits). */
   watch?: Pick<WatchRunnerOptions, 'maxConcurrentPolls' | 'firstPollDelayMs' | 'pollIntervalMs'>;
 }
@@ -119,7 +122,7 @@ export class Agent {
     this.plans = new PlanRunner({ link: this.session, connectors: this.connectors, log: o.log });
     this.runner = new JobRunner({
       maxJobs: o.maxJobs, slots, relays: this.relays, send: (m) => this.session.send(m), verified: this.verified, plans: this.planPages, connectors: this.connectors, log: o.log,
-      progress: o.progress, tuning: o.tuning, metrics: o.metrics,
+      progress: o.progress, tuning: o.tuning, metrics: o.metrics, bandwidth: o.bwlimit ? new AgentBandwidth(o.bwlimit) : null,
     });
     this.watches = new WatchRunner({
       ...o.watch, connectors: this.connectors, send: (m) => this.session.send(m), connected: () => this.session.connected, log: o.log,

@@ -18,7 +18,26 @@ describe('agent config', () => {
       allowRoots: [], allowHosts: [], denyHosts: [],
       // No metrics listener unless asked for; loopback when it is.
       metricsPort: null, metricsHost: '127.0.0.1',
+      // No agent-wide bandwidth limit.
+      bwlimit: null,
     });
+  });
+
+  test('--bwlimit and --bwlimit-tz: the rclone syntax, checked at start with the flag named', () => {
+    const base = ['--url', 'http://127.0.0.1:8080', '--token', TOKEN];
+    const flag = parse([...base, '--bwlimit', '08:00,10M 19:00,off', '--bwlimit-tz', 'Europe/Berlin']).bwlimit!;
+    expect(flag.spec).toBe('08:00,10M 19:00,off');
+    expect(flag.tz).toBe('Europe/Berlin');
+    // 12:00 in Berlin (winter, UTC+1) is 11:00 UTC: the 08:00 entry holds.
+    expect(flag.rateAt(Date.parse('2026-01-14T11:00:00Z'))).toBe(10 * 1024 * 1024);
+    expect(flag.rateAt(Date.parse('2026-01-14T19:00:00Z'))).toBeNull();
+    expect(parse(base, { XFER_AGENT_BWLIMIT: '512k' }).bwlimit!.rateAt(0)).toBe(512 * 1024);
+    files['/etc/xfer/bw.json'] = JSON.stringify({ bwlimit: '1M', bwlimit_tz: 'UTC' });
+    expect(parse([...base, '--config', '/etc/xfer/bw.json']).bwlimit).toMatchObject({ spec: '1M', tz: 'UTC' });
+    expect(() => parse([...base, '--bwlimit', '08:00,10X'])).toThrow(/^--bwlimit: invalid bandwidth "10X"/);
+    expect(() => parse(base, { XFER_AGENT_BWLIMIT: '25:00,1M' })).toThrow(/^XFER_AGENT_BWLIMIT: invalid time "25:00"/);
+    expect(() => parse([...base, '--bwlimit', '1M', '--bwlimit-tz', 'Mars/Olympus'])).toThrow(/--bwlimit-tz .* is not a known IANA time zone: "Mars\/Olympus"/);
+    expect(() => parse([...base, '--bwlimit-tz', 'UTC'])).toThrow(new UsageError('--bwlimit-tz needs --bwlimit'));
   });
 
   test('--metrics-port and --metrics-host, from flags, the environment or the file', () => {

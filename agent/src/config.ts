@@ -2,6 +2,8 @@ import { isAbsolute } from 'node:path';
 import { parseArgs } from 'node:util';
 import { AgentLabel } from '@xfer/shared';
 import { parseHostList } from './connectors/network-guard.js';
+import { BandwidthTimetable } from './copy/bandwidth.js';
+import { isTimeZone, localTimeZone } from './lib/zoned-time.js';
 
 /** Typed configuration of `xfer-agent start`, parsed once by the binary (docs/agent.md). */
 export interface AgentConfig {
@@ -34,6 +36,11 @@ export interface AgentConfig {
   metricsPort: number | null;
   /** Its address; loopback unless set (it has no authentication). */
   metricsHost: string;
+  /**
+   * The agent-wide bandwidth limit or timetable (`--bwlimit`, rclone's syntax) across all its runs,
+   * in `--bwlimit-tz` (default: the process's zone); null: none (docs/agent.md "Bandwidth limits and run windows").
+   */
+  bwlimit: BandwidthTimetable | null;
   /** The config file read, if any. */
   configFile: string | null;
 }
@@ -67,6 +74,8 @@ const SETTINGS = {
   denyHosts: { flag: 'deny-hosts', env: 'XFER_AGENT_DENY_HOSTS', key: 'deny_hosts' },
   metricsPort: { flag: 'metrics-port', env: 'XFER_AGENT_METRICS_PORT', key: 'metrics_port' },
   metricsHost: { flag: 'metrics-host', env: 'XFER_AGENT_METRICS_HOST', key: 'metrics_host' },
+  bwlimit: { flag: 'bwlimit', env: 'XFER_AGENT_BWLIMIT', key: 'bwlimit' },
+  bwlimitTz: { flag: 'bwlimit-tz', env: 'XFER_AGENT_BWLIMIT_TZ', key: 'bwlimit_tz' },
 } satisfies Record<string, Setting>;
 
 const FILE_KEYS = new Set(Object.values(SETTINGS).map((s) => s.key));
@@ -96,7 +105,7 @@ export interface ParseInput {
 /**
  * Flags > environment > config file (`--config FILE` or `XFER_AGENT_CONFIG`, JSON with the keys
  * `url`, `token`, `max_jobs`, `labels`, `log_level`, `drain_timeout_ms`, `allow_roots`, `allow_hosts`,
- * `deny_hosts`, `metrics_port`, `metrics_host`). Lists are comma-separated in flags and variables, JSON arrays (or a
+ * `deny_hosts`, `metrics_port`, `metrics_host`, `bwlimit`, `bwlimit_tz`). Lists are comma-separated in flags and variables, JSON arrays (or a
  * comma-separated string) in the file; the first source that sets a list wins whole (lists are not
  * merged across sources). `url` is a list (several control-plane instances); `--url` and `--label`
  * may also be repeated. Every problem is a UsageError naming the flag, variable or key.
@@ -114,6 +123,7 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
         'state-dir': { type: 'string' }, 'outbox-memory-bytes': { type: 'string' },
         'allow-roots': { type: 'string' }, 'allow-hosts': { type: 'string' }, 'deny-hosts': { type: 'string' },
         'metrics-port': { type: 'string' }, 'metrics-host': { type: 'string' },
+        bwlimit: { type: 'string' }, 'bwlimit-tz': { type: 'string' },
       },
     });
   } catch (err) {
@@ -184,6 +194,7 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
   if (metricsHost !== null && metricsPort === null) throw new UsageError('--metrics-host needs --metrics-port');
   const logLevel = str(SETTINGS.logLevel) ?? 'info';
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) throw new UsageError(`log level must be one of ${LOG_LEVELS.join(', ')}`);
+  const bwlimit = bandwidthTimetable(pick(SETTINGS.bwlimit), str(SETTINGS.bwlimitTz));
   // The same instance written twice (`http://h/api/v1` and `ws://h/api/v1/agents/connect`) is dialed once.
   const distinct = connectUrls.map((_, i) => i).filter((i) => connectUrls.indexOf(connectUrls[i]!) === i);
   return {
@@ -201,8 +212,24 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
     denyHosts: hosts(SETTINGS.denyHosts),
     metricsPort,
     metricsHost: metricsHost ?? '127.0.0.1',
+    bwlimit,
     configFile,
   };
+}
+
+/** `--bwlimit` checked at start: a bad timetable stops the agent with the flag named, not a job later. */
+function bandwidthTimetable(got: { value: unknown; from: string } | null, tz: string | null): BandwidthTimetable | null {
+  if (tz !== null && !isTimeZone(tz)) throw new UsageError(`--bwlimit-tz (XFER_AGENT_BWLIMIT_TZ or "bwlimit_tz") is not a known IANA time zone: ${JSON.stringify(tz)}`);
+  if (!got) {
+    if (tz !== null) throw new UsageError('--bwlimit-tz needs --bwlimit');
+    return null;
+  }
+  if (typeof got.value !== 'string') throw new UsageError(`${got.from} must be a string such as "10M" or "08:00,10M 19:00,off"`);
+  try {
+    return BandwidthTimetable.parse(got.value, tz ?? localTimeZone());
+  } catch (err) {
+    throw new UsageError(`${got.from}: ${(err as Error).message} (rclone's --bwlimit syntax: "10M", or "08:00,10M 12:00,off 19:00,512k")`);
+  }
 }
 
 function stateDir(given: string | null, env: Env): string | null {

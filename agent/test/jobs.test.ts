@@ -88,7 +88,7 @@ describe('job runner', () => {
     expect((await conn.next('job.accepted')).payload).toEqual({ job_id: 'job-1' });
     const done = await conn.next('job.completed');
     // Numbered by the session (held until acknowledged).
-    expect(done.payload).toEqual({ job_id: 'job-1', seq: expect.any(Number), files_total: 12, files_transferred: 12, files_skipped: 0, files_failed: 0, bytes_transferred: 12 * 9 + 2 });
+    expect(done.payload).toEqual({ job_id: 'job-1', seq: expect.any(Number), files_total: 12, files_transferred: 12, files_skipped: 0, files_failed: 0, files_deleted: 0, bytes_transferred: 12 * 9 + 2 });
     const results = fileResults(conn, 'job-1');
     expect(results.map((r) => r.path).sort()).toEqual(Array.from({ length: 12 }, (_, i) => `dir/file-${i}.txt`).sort());
     expect(results.every((r) => r.status === 'copied' && r.verified_by === 'reread' && /^[0-9a-f]{64}$/.test(r.sha256 ?? ''))).toBe(true);
@@ -119,7 +119,7 @@ describe('job runner', () => {
     conn.send('job.assign', assignPayload('job-f', src, dst));
     const failed = await conn.next('job.failed');
     expect(failed.payload).toEqual({
-      job_id: 'job-f', seq: expect.any(Number), files_total: 2, files_transferred: 1, files_skipped: 0, files_failed: 1, bytes_transferred: 2,
+      job_id: 'job-f', seq: expect.any(Number), files_total: 2, files_transferred: 1, files_skipped: 0, files_failed: 1, files_deleted: 0, bytes_transferred: 2,
       error: '1 file failed: bad.txt (bad.txt: permission denied)',
     });
     expect(fileResults(conn, 'job-f').find((r) => r.path === 'bad.txt')).toMatchObject({ status: 'failed', error: 'bad.txt: permission denied' });

@@ -29,8 +29,8 @@ const post = (payload: Record<string, unknown>, token = owner.apiKey) =>
 const valid = () => ({ name: uniqueName('job'), sourceConnectionId: sftp.id, sourcePath: '/in', destinationConnectionId: s3.id, destinationPath: '/out' });
 
 const FIELDS = [
-  'agent_id', 'attempt', 'attempts', 'bytes_transferred', 'completed_at', 'created_at', 'destinationConnectionId', 'destinationPath', 'error',
-  'files_failed', 'files_skipped', 'files_total', 'files_transferred', 'id', 'last_interruption', 'mode', 'name', 'options',
+  'agent_id', 'attempt', 'attempts', 'bytes_transferred', 'completed_at', 'created_at', 'cutoff', 'destinationConnectionId', 'destinationPath', 'error',
+  'files_deleted', 'files_failed', 'files_skipped', 'files_total', 'files_transferred', 'id', 'last_interruption', 'mode', 'name', 'options',
   'queue_position', 'queued_at', 'sourceConnectionId', 'sourcePath', 'source_agent_id', 'started_at', 'status', 'takeovers', 'updated_at',
 ];
 

@@ -48,6 +48,9 @@ Settings (flag > environment > config file):
                                                                          metadata and link-local are denied by default
   --metrics-port N        XFER_AGENT_METRICS_PORT      metrics_port      serve Prometheus GET /metrics on this port (default none)
   --metrics-host ADDR     XFER_AGENT_METRICS_HOST      metrics_host      its address (default 127.0.0.1; no authentication)
+  --bwlimit SPEC          XFER_AGENT_BWLIMIT           bwlimit           bandwidth of all jobs together, rclone's syntax: 10M,
+                                                                         or a timetable "08:00,10M 12:00,off 19:00,512k"
+  --bwlimit-tz ZONE       XFER_AGENT_BWLIMIT_TZ        bwlimit_tz        IANA zone of the --bwlimit times (default: the system's)
   --config FILE           XFER_AGENT_CONFIG                              JSON file with the keys above (keep it mode 0600;
                                                                          lists as JSON arrays)
 
@@ -94,7 +97,7 @@ async function main(argv: string[]): Promise<number> {
     maxJobs: config.maxJobs, labels: config.labels, drainTimeoutMs: config.drainTimeoutMs, log,
     stateDir: config.stateDir, outboxMemoryBytes: config.outboxMemoryBytes,
     access: new AgentAccess({ allowRoots: config.allowRoots, allowHosts: config.allowHosts, denyHosts: config.denyHosts }),
-    metrics,
+    metrics, bwlimit: config.bwlimit,
   });
   const metricsServer = metrics && config.metricsPort !== null ? await listenMetrics(metrics, { host: config.metricsHost, port: config.metricsPort, onError: (err) => log.warn({ err }, 'metrics scrape failed') }) : null;
   if (metricsServer) log.info({ metrics: `http://${config.metricsHost}:${metricsServer.address.port}/metrics` }, 'metrics listening');
@@ -108,6 +111,7 @@ async function main(argv: string[]): Promise<number> {
   log.info({
     version: AGENT_VERSION, urls: config.connectUrls, max_jobs: config.maxJobs, labels: config.labels,
     allow_roots: config.allowRoots, allow_hosts: config.allowHosts, deny_hosts: config.denyHosts, ssh_crypto: SSH_CRYPTO,
+    ...(config.bwlimit ? { bwlimit: config.bwlimit.spec, bwlimit_tz: config.bwlimit.tz } : {}),
   }, 'xfer-agent starting');
 
   const exit = await agent.run();

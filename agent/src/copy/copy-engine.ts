@@ -11,6 +11,8 @@ import { WriteSide } from './write-side.js';
 import { comparesListings, syncTree } from './sync-engine.js';
 
 const MAX_ERROR_CHARS = 4000;
+/** The error of a run a soft cutoff left unfinished (the job runner reports the cutoff in its place: jobs/cutoff.ts). */
+export const SOFT_CUTOFF_ERROR = 'soft cutoff: no new file was started';
 
 /** The source's items; on a resume run, each with what an earlier attempt verified of it (earlier-results.ts). */
 function listed(request: CopyRequest, log?: Logger): AsyncIterable<SourceItem> {
@@ -43,13 +45,15 @@ export async function copyTree(request: CopyRequest, log?: Logger): Promise<Copy
   const stats = new CopyStats(request.observer);
   const writer = new WriteSide({
     destination: request.destination, destinationPath: request.destinationPath, options,
-    run: request.run, signal, stats, tuning, log,
+    run: request.run, signal, stats, tuning, log, limits: request.limits,
   });
   // Beside the copy: temporary files of earlier runs (leftovers.ts). It never fails the run.
   const swept = sweepTemporaries(request.destination, relativePath(request.destinationPath), request.run, signal, log);
   const queue = new PQueue({ concurrency: options.concurrency });
   let jobError: string | null = null;
-  let cutoff = false;
+  // A soft cutoff (issue 25, jobs/cutoff.ts): no file starts after it; the listing stops and the run is left unfinished.
+  const mayStart = () => request.limits?.mayStart() ?? true;
+  let cutOff = false;
   // The destination is prepared while the source connects and lists its first page; nothing is
   // written before it is ready. (Awaited below; the catch only keeps an early failure from being
   // reported as unhandled meanwhile.)
@@ -59,21 +63,21 @@ export async function copyTree(request: CopyRequest, log?: Logger): Promise<Copy
     for await (const item of listed(request, log)) {
       await prepared;
       if (signal.aborted) break;
-      if (item.entry.kind === 'file') {
-        stats.fileListed();
-        // A soft cutoff (window, max_duration): no new file starts; those started finish.
-        if (!(request.limits?.mayStart() ?? true)) {
-          cutoff = true;
-          break;
-        }
-      }
+      if (item.entry.kind === 'file') stats.fileListed();
       // Back-pressure on the listing: take the next entry only when the queue has room.
       await queue.onSizeLessThan(options.concurrency);
       if (signal.aborted) break;
-      void queue.add(() => writer.consume(item));
+      if (!mayStart()) {
+        cutOff = true;
+        break;
+      }
+      void queue.add(async () => {
+        if (mayStart()) await writer.consume(item);
+        else cutOff = true;
+      });
     }
     await prepared;
-    if (!signal.aborted && !cutoff) stats.listingDone();
+    if (!signal.aborted && !cutOff) stats.listingDone();
   } catch (err) {
     if (!signal.aborted) {
       jobError = reasonOf(err);
@@ -88,7 +92,7 @@ export async function copyTree(request: CopyRequest, log?: Logger): Promise<Copy
     const files = stats.failureCount > 0 ? `; ${stats.failureMessage()}` : '';
     return { status: 'failed', counters, error: truncate(`${jobError}${files}`, MAX_ERROR_CHARS) };
   }
-  if (cutoff) return { status: 'failed', counters, cutoff: true, error: "stopped at the run's cutoff: no new file started" };
   if (stats.failureCount > 0) return { status: 'failed', counters, error: stats.failureMessage() };
+  if (cutOff) return { status: 'failed', counters, error: SOFT_CUTOFF_ERROR };
   return { status: 'completed', counters };
 }

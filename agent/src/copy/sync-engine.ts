@@ -5,6 +5,7 @@ import { compileFilters, type FileFilter, type FilterOptions, type JobOptions, t
 import type { Logger } from 'pino';
 import { baseName, joinRel, relativePath } from '../connectors/paths.js';
 import type { Connector, Entry } from '../connectors/types.js';
+import { SOFT_CUTOFF_ERROR } from './copy-engine.js';
 import { DeletionList } from './deletion-list.js';
 import { decide, isSameReason, mergeListings, planSide, sameAsPlanned, sha256Of, type DecideContext, type Decision, type Pair } from './diff.js';
 import { withEarlierResults } from './earlier-results.js';
@@ -157,6 +158,11 @@ export async function syncTree(request: CopyRequest, log?: Logger, plan?: PlanIt
       if (mode === 'move' && decision.same) await moveSource(item);
       return;
     }
+    // A soft cutoff that passed while this file waited in the queue: it does not start.
+    if (!(request.limits?.mayStart() ?? true)) {
+      cutoff = true;
+      return;
+    }
     const result = await writer.copyDecided(item);
     if (!result) return;
     stats.fileDone(decision.action === 'update' && result.status === 'copied' ? { ...result, reason: decision.reason } : result);
@@ -263,7 +269,8 @@ export async function syncTree(request: CopyRequest, log?: Logger, plan?: PlanIt
       const files = stats.failureCount > 0 ? `; ${stats.failureMessage()}` : '';
       return { status: 'failed', counters: counters(), error: truncate(`${jobError}${files}${keptNote(deletions.count)}`, MAX_ERROR_CHARS) };
     }
-    if (cutoff) return { status: 'failed', counters: counters(), cutoff: true, error: `stopped at the run's cutoff: no new file started${keptNote(deletions.count)}` };
+    // The job runner reports the cutoff (jobs/cutoff.ts); no deletion follows an unfinished run.
+    if (cutoff) return { status: 'failed', counters: counters(), error: SOFT_CUTOFF_ERROR };
     if (stats.failureCount > 0) return { status: 'failed', counters: counters(), error: truncate(`${stats.failureMessage()}${keptNote(deletions.count)}`, MAX_ERROR_CHARS) };
     if (mode === 'sync' && !singleFile) {
       const refused = deleteRefusal(options.max_delete, deletions.count, destinationFilesInScope);

@@ -98,8 +98,6 @@ export interface CopyOutcome {
   status: 'completed' | 'failed' | 'cancelled';
   counters: CopyCounters;
   error?: string;
-  /** The run stopped starting files because `limits.mayStart()` said no (a soft cutoff); status `failed`. */
-  cutoff?: true;
 }
 
 /**

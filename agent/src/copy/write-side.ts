@@ -10,7 +10,7 @@ import { HashingStream, PreHashedBody } from './hashing.js';
 import { planFile } from './plan.js';
 import { withRetries } from './retry.js';
 import { truncate, type CopyStats } from './stats.js';
-import type { CopyTuning, SourceItem } from './types.js';
+import type { CopyTuning, RunLimits, SourceItem } from './types.js';
 
 export interface WriteSideOptions {
   destination: Connector;
@@ -21,6 +21,8 @@ export interface WriteSideOptions {
   stats: CopyStats;
   tuning: CopyTuning;
   log?: Logger;
+  /** The run's bandwidth limit (issue 25): each file's body is paced before the hash. */
+  limits?: RunLimits;
 }
 
 /** Longest file name (bytes) that still gets its name inside the temporary name; longer ones would pass NAME_MAX. */
@@ -141,6 +143,8 @@ export class WriteSide {
       source = await item.open(signal);
       // A relayed body was hashed (and checked against the source's SHA-256) as it arrived: not hashed twice.
       if (source instanceof PreHashedBody) hasher.takeSha256From(source);
+      // Bandwidth limit (issue 25, copy/bandwidth.ts): the body itself when none applies; a body's errors come out of the paced stream.
+      if (this.o.limits) source = this.o.limits.pace(source, signal);
       source.on('error', (err) => {
         sourceError ??= err;
         hasher.destroy(err);

@@ -3,10 +3,12 @@ import { AgentToServer, frame } from '@xfer/shared';
 import type { Logger } from 'pino';
 import type { ConnectorSource } from '../lib/connector-source.js';
 import type { Connector } from '../connectors/types.js';
-import { copyTree } from '../copy/copy-engine.js';
+import { copyTree, SOFT_CUTOFF_ERROR } from '../copy/copy-engine.js';
 import { reasonOf } from '../copy/errors.js';
 import { truncate } from '../copy/stats.js';
-import type { CopyOutcome, CopyTuning } from '../copy/types.js';
+import type { CopyOutcome, CopyTuning, RunLimits } from '../copy/types.js';
+import { runPacer, type AgentBandwidth } from '../copy/bandwidth.js';
+import { cutoffMessage, planCutoff, RunCutoff, workLeft } from './cutoff.js';
 import { countersOf, ZERO_COUNTERS, type Counters } from './payloads.js';
 import { ProgressReporter, type ProgressReporterOptions } from './progress-reporter.js';
 import type { AgentMetrics, JobEnds } from '../metrics/agent-metrics.js';
@@ -19,10 +21,11 @@ import type { PlanPages } from './plan-pages.js';
 export type JobAssign = PayloadOf<typeof ServerToAgent, 'job.assign'>;
 
 /**
- * Why a job's signal was aborted: the control plane cancelled it, the agent is stopping, or the
- * relay it reads from broke for a reason that is not the job's.
+ * Why a job's signal was aborted: the control plane cancelled it, the agent is stopping, the
+ * relay it reads from broke for a reason that is not the job's, or its window or `max_duration`
+ * ended with a hard cutoff (jobs/cutoff.ts).
  */
-export type StopReason = 'cancel' | 'shutdown' | 'interrupted';
+export type StopReason = 'cancel' | 'shutdown' | 'interrupted' | 'cutoff';
 
 export const SHUTDOWN_ERROR = 'agent shutting down: the job was stopped before it finished; retry it to resume';
 
@@ -45,6 +48,8 @@ export interface JobRunnerOptions {
   plans?: Pick<PlanPages, 'items'>;
   /** Counts each job's end by status and connector type, relayed ones also as relays (`--metrics-port`); none: not measured. */
   metrics?: Pick<AgentMetrics, 'jobEnded' | 'relayEnded'>;
+  /** The agent's bandwidth timetable (`--bwlimit`), shared by all its runs; none: only each run's own limit. */
+  bandwidth?: AgentBandwidth | null;
 }
 
 interface RunningJob {
@@ -117,7 +122,8 @@ export class JobRunner {
     if (reason === 'cancel' && job.reason === 'interrupted') job.reason = 'cancel';
     job.reason ??= reason;
     if (job.reason === 'interrupted') job.interruption ??= why ?? 'interrupted';
-    job.controller.abort(new Error(reason === 'cancel' ? 'job cancelled' : reason === 'shutdown' ? 'agent shutting down' : `interrupted: ${why ?? ''}`));
+    const message = { cancel: 'job cancelled', shutdown: 'agent shutting down', cutoff: 'run cut off', interrupted: `interrupted: ${why ?? ''}` }[reason];
+    job.controller.abort(new Error(message));
     return true;
   }
 
@@ -152,6 +158,27 @@ export class JobRunner {
     this.send('job.accepted', { job_id: job.id });
     const sourceType = assign.source?.type ?? assign.relay?.source_type ?? 'unknown';
     log.info({ attempt: assign.attempt, source: sourceType, destination: assign.destination.type, resume: assign.resume }, 'job started');
+    const ends = { source: sourceType, destination: assign.destination.type };
+    const relayed = assign.relay !== undefined;
+    const nothingDone = { ...ZERO_COUNTERS, listing_done: false };
+    let cutoff: RunCutoff;
+    try {
+      cutoff = new RunCutoff(planCutoff(assign.options, Date.now()));
+    } catch (err) {
+      this.report(job, { status: 'failed', counters: nothingDone, error: reasonOf(err) }, log, ends, relayed, assign.options, null);
+      return;
+    }
+    if (cutoff.plan.outsideUntil !== null) {
+      // Started outside its window: nothing runs (report() says when it opens); the next run resumes.
+      this.report(job, { status: 'failed', counters: nothingDone }, log, ends, relayed, assign.options, cutoff);
+      return;
+    }
+    // A hard cutoff aborts the run like a cancel (the engine removes partial files); a soft one only stops new files (mayStart).
+    cutoff.arm(() => this.stop(job.id, 'cutoff'));
+    const limits: RunLimits = {
+      pace: runPacer(assign.options.bandwidth_limit, this.o.bandwidth ?? null),
+      mayStart: () => cutoff.mayStart(),
+    };
     const reporter = new ProgressReporter(job.id, (payload) => this.send('job.progress', payload), this.o.progress);
     const opened: Connector[] = [];
     let relay: RelayDestination | null = null;
@@ -162,7 +189,7 @@ export class JobRunner {
         destinationPath: assign.destination_path, options: assign.options, resume: assign.resume,
         ...(assign.plan_id !== undefined ? { plan: this.o.plans!.items(job.id, job.controller.signal) } : {}),
         askVerified: assign.resume && this.o.verified ? (paths: string[], signal: AbortSignal) => this.o.verified!.query(job.id, paths, signal) : undefined,
-        run: { jobId: job.id, attempt: assign.attempt }, signal: job.controller.signal, observer: reporter, tuning: this.o.tuning,
+        run: { jobId: job.id, attempt: assign.attempt }, signal: job.controller.signal, observer: reporter, tuning: this.o.tuning, limits,
       };
       if (assign.relay) {
         // The destination side of a relay: the source agent lists and reads, through the control plane.
@@ -194,16 +221,30 @@ export class JobRunner {
       if (err instanceof RelayInterrupted) this.stop(job.id, 'interrupted', err.message);
       outcome = { status: job.reason === 'interrupted' ? 'cancelled' : 'failed', counters: { ...ZERO_COUNTERS, listing_done: false }, error: reasonOf(err) };
     } finally {
+      cutoff.disarm();
       reporter.stop();
       // The source side stops at once (it also would when the relay ends some other way).
       relay?.finish(outcome === null || outcome.status === 'completed' ? undefined : outcome.status === 'cancelled' ? `job stopped: ${job.reason ?? 'cancel'}` : truncate(outcome.error ?? 'failed', 4000));
       await Promise.all(opened.map((c) => c.close().catch((e: unknown) => log.warn({ err: reasonOf(e) }, 'closing a connector failed'))));
     }
-    this.report(job, outcome, log, { source: sourceType, destination: assign.destination.type }, assign.relay !== undefined);
+    this.report(job, outcome, log, ends, relayed, assign.options, cutoff);
   }
 
-  private report(job: RunningJob, outcome: CopyOutcome, log: Logger, ends: JobEnds, relayed: boolean): void {
+  private report(job: RunningJob, outcome: CopyOutcome, log: Logger, ends: JobEnds, relayed: boolean, options: JobAssign['options'], cutoff: RunCutoff | null): void {
     const counters: Counters = countersOf(outcome.counters);
+    // Cut off: outside its window from the start, hard (aborted at the cutoff) or soft (no file started after it, and some were left).
+    const cutShort = cutoff !== null && (cutoff.plan.outsideUntil !== null || (job.reason === 'cutoff' ? outcome.status === 'cancelled'
+      : job.reason === null && cutoff.plan.mode === 'soft' && outcome.status !== 'cancelled' && cutoff.passed() && workLeft(outcome.counters)));
+    if (cutoff && cutShort && cutoff.plan.cause) {
+      const status = 'failed';
+      this.o.metrics?.jobEnded(status, ends, counters);
+      if (relayed) this.o.metrics?.relayEnded('destination', ends.source, status);
+      const failures = outcome.status === 'failed' && outcome.error && outcome.error !== SOFT_CUTOFF_ERROR ? `; ${outcome.error}` : '';
+      const error = truncate(cutoffMessage(cutoff.plan, options, outcome.counters) + failures, 4000);
+      log.warn({ ...counters, error, cutoff: cutoff.plan.cause }, 'job cut off');
+      this.send('job.failed', { job_id: job.id, ...counters, error, cutoff: cutoff.plan.cause });
+      return;
+    }
     // Stopped for a reason that is not the job's: another run takes over and resumes (job.failed.interrupted).
     const interrupted = outcome.status === 'cancelled' && (job.reason === 'shutdown' || job.reason === 'interrupted');
     const status = interrupted ? 'failed' : outcome.status;

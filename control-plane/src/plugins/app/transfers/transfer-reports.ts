@@ -79,7 +79,13 @@ export class TransferReports extends TransferQueueStates {
    * started: it is taken over instead (`interrupt`), as is one the agent says was interrupted
    * (`job.failed.interrupted`, handled by runs.ts).
    */
-  async failed(id: string, agentId: string, attempt: number, p: Counters & { error: string }): Promise<boolean> {
+  /**
+   * The run failed. With `cutoff` (issue 25: its window or max_duration ended) the transfer fails
+   * saying so, even before the run was accepted (one started outside its window): no takeover,
+   * and a retry or the next scheduled run resumes from the verified files.
+   */
+  async failed(id: string, agentId: string, attempt: number, p: Counters & { error: string; cutoff?: 'window' | 'max_duration' }): Promise<boolean> {
+    if (p.cutoff) return this.finish(id, agentId, attempt, { status: 'failed', error: p.error, cutoff: p.cutoff, ...countersOf(p) });
     const refused = await this.interrupt(id, attempt, `The agent refused the run: ${p.error}`, { agent_id: oid(agentId), accepted_at: null });
     if (refused) return true;
     return this.finish(id, agentId, attempt, { status: 'failed', error: p.error, ...countersOf(p) });

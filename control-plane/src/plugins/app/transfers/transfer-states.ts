@@ -91,7 +91,7 @@ export class TransferStates {
     const summary = { id, files_transferred: job.files_transferred, bytes_transferred: job.bytes_transferred };
     this.o.metrics.transferEnded(job.status, job.bytes_transferred ?? 0, job.files_transferred ?? 0);
     if (job.status === 'completed') await this.o.outbox.emit(job.account_id, 'transfer.completed', summary);
-    else await this.o.outbox.emit(job.account_id, 'transfer.failed', { ...summary, status: job.status, error: job.error ?? 'Transfer cancelled' });
+    else await this.o.outbox.emit(job.account_id, 'transfer.failed', { ...summary, status: job.status, error: job.error ?? 'Transfer cancelled', ...(job.cutoff ? { cutoff: job.cutoff } : {}) });
     this.changes.notify(id);
     for (const listener of this.endListeners) {
       try {
@@ -127,7 +127,7 @@ export class TransferStates {
       { _id: id, account_id: oid(accountId), status: { $in: ['failed', 'cancelled'] } },
       {
         $set: {
-          status: 'queued', ...ZERO_COUNTERS, started_at: null, completed_at: null, error: null, agent_id: null, mode: null, source_agent_id: null,
+          status: 'queued', ...ZERO_COUNTERS, started_at: null, completed_at: null, error: null, cutoff: null, agent_id: null, mode: null, source_agent_id: null,
           queued_at: null, takeovers: 0, last_interruption: null, assigned_at: null, accepted_at: null, lease: null, updated_at: now,
         },
         $inc: { attempt: 1 },
