@@ -119,7 +119,7 @@ export async function syncTree(request: CopyRequest, log?: Logger, plan?: PlanIt
   const stats = new CopyStats(request.observer);
   const writer = new WriteSide({
     destination: request.destination, destinationPath: request.destinationPath, options,
-    run: request.run, signal, stats, tuning, log,
+    run: request.run, signal, stats, tuning, log, limits: request.limits,
   });
   const dstRoot = relativePath(request.destinationPath);
   const srcRoot = request.source ? relativePath(request.sourcePath) : '';
