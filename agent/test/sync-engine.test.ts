@@ -5,7 +5,8 @@ import type { FileResult, JobOptions, PlanItem } from '@xfer/shared';
 import { copyTree } from '../src/copy/copy-engine.js';
 import { computePlan } from '../src/copy/sync-engine.js';
 import type { Connector } from '../src/connectors/types.js';
-import type { CopyOutcome } from '../src/copy/types.js';
+import { SOFT_CUTOFF_ERROR } from '../src/copy/copy-engine.js';
+import type { CopyOutcome, CopyRequest } from '../src/copy/types.js';
 import { FAST_RETRIES, options } from './helpers/tree.js';
 import { S3WatchStore, SftpWatchStore, type WatchStore } from './helpers/watch-stores.js';
 import { WrappedConnector } from './helpers/wrapped-connector.js';
@@ -22,7 +23,7 @@ async function treeOf(connector: Connector): Promise<Record<string, string>> {
   return out;
 }
 
-async function run(source: Connector, destination: Connector, opts: Partial<JobOptions>, extra: { plan?: AsyncIterable<PlanItem> } = {}): Promise<CopyOutcome & { files: FileResult[] }> {
+async function run(source: Connector, destination: Connector, opts: Partial<JobOptions>, extra: Partial<Pick<CopyRequest, 'plan' | 'limits' | 'resume' | 'askVerified' | 'run'>> = {}): Promise<CopyOutcome & { files: FileResult[] }> {
   const files: FileResult[] = [];
   const outcome = await copyTree({
     source, sourcePath: '/', destination, destinationPath: '/', options: options(opts), resume: false,
@@ -162,5 +163,45 @@ describe.each(PAIRS)('sync engine, $name', ({ make }) => {
     const tree = await treeOf(dst.connector);
     expect(tree[paths[5]!]).toBeUndefined();
     expect(tree['only-at-destination.txt']).toBeUndefined();
+  });
+  test('a soft cutoff during a sync: no new file starts and nothing is deleted', async () => {
+    expect((await run(src.connector, dst.connector, { mode: 'sync' })).status).toBe('completed');
+    for (const p of paths.slice(0, 3)) await src.remove(p);
+    for (const p of paths.slice(3, 13)) await src.put(p, `changed ${p}, longer than before\n`);
+    let started = 0;
+    const cut = await run(src.connector, dst.connector, { mode: 'sync', concurrency: 1 }, {
+      limits: { pace: (body) => body, mayStart: () => started++ < 15 },
+    });
+    expect(cut.status).toBe('failed');
+    expect(cut.error).toBe(SOFT_CUTOFF_ERROR);
+    expect(names(cut.files, 'deleted')).toEqual([]);
+    expect(Object.keys(await treeOf(dst.connector))).toEqual(expect.arrayContaining(paths.slice(0, 3)));
+  });
+
+  test('a retry of a plan\'s apply: what attempt 1 copied is "verified by attempt 1", the rest is done, then the deletions', async () => {
+    await dst.put('stale.txt', 'stale');
+    const items: PlanItem[] = [];
+    await computePlan({
+      source: src.connector, sourcePath: '/', destination: dst.connector, destinationPath: '/', options: options({ mode: 'sync' }), resume: false, signal: new AbortController().signal,
+    }, { item: (i) => { items.push(i); } });
+    const failing = new WrappedConnector(dst.connector);
+    failing.beforeWrite = (path) => {
+      if (path.includes(paths[7]!.split('/').pop()!)) throw new Error('disk full (test)');
+    };
+    const planOf = () => (async function* () { yield* items; })();
+    const first = await run(src.connector, failing, { mode: 'sync' }, { plan: planOf(), run: { jobId: 'job-retry', attempt: 1 } });
+    expect(first.status).toBe('failed');
+    expect(names(first.files, 'deleted')).toEqual([]);
+    const verified = first.files.filter((f) => f.status === 'copied');
+    expect(verified).toHaveLength(39);
+    const second = await run(src.connector, dst.connector, { mode: 'sync' }, {
+      plan: planOf(), resume: true, run: { jobId: 'job-retry', attempt: 2 },
+      askVerified: (asked) => Promise.resolve(verified.filter((f) => asked.includes(f.path)).map((f) => ({ path: f.path, size: f.size, sha256: f.sha256!, attempt: 1 }))),
+    });
+    expect(second.status).toBe('completed');
+    expect(names(second.files, 'copied')).toEqual([paths[7]]);
+    expect(second.files.filter((f) => f.reason === 'verified by attempt 1')).toHaveLength(39);
+    expect(names(second.files, 'deleted')).toEqual(['stale.txt']);
+    expect(await treeOf(dst.connector)).toEqual(await treeOf(src.connector));
   });
 });

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import PQueue from 'p-queue';
-import { compileFilters, type FileFilter, type FilterOptions, type JobOptions, type MaxDelete, type PlanItem, type PlanSummary } from '@xfer/shared';
+import { compileFilters, type FileFilter, type FilterOptions, type JobOptions, type MaxDelete, type PlanItem, type PlanSummary, type VerifiedFile } from '@xfer/shared';
 import type { Logger } from 'pino';
 import { baseName, joinRel, relativePath } from '../connectors/paths.js';
 import type { Connector, Entry } from '../connectors/types.js';
@@ -12,6 +12,7 @@ import { withEarlierResults } from './earlier-results.js';
 import { CopyJobError, reasonOf } from './errors.js';
 import { sweepTemporaries } from './leftovers.js';
 import { orderedListing, type ListedEntry } from './ordered-listing.js';
+import { stillVerified } from './plan.js';
 import { CopyStats, truncate } from './stats.js';
 import { DEFAULT_TUNING, type CopyOutcome, type CopyRequest, type SourceItem } from './types.js';
 import { WriteSide } from './write-side.js';
@@ -173,13 +174,15 @@ export async function syncTree(request: CopyRequest, log?: Logger, plan?: PlanIt
     if (plan) {
       if (!request.source) throw new CopyJobError('a plan is applied with the source connector itself, not through a relay');
       await prepared;
-      for await (const item of plan) {
+      for await (const { item, earlier } of plannedItems(plan, request, log)) {
         if (signal.aborted) break;
         if (item.action === 'delete' || item.destination) destinationFilesInScope++;
         if (item.action === 'delete') {
           // Checked now (the same rule as the rest: unchanged since the plan), deleted at the end.
           const now = await ctx.statDestination(item.path, signal);
-          if (!sameAsPlanned(item.destination, now)) stats.fileDone({ path: item.path, status: 'skipped', size: now?.size ?? 0, reason: 'changed since plan' });
+          // Gone already (a retry of an apply whose deletions ran): nothing left to do.
+          if (now === null) stats.fileDone({ path: item.path, status: 'skipped', size: item.destination?.size ?? 0, reason: 'already gone' });
+          else if (!sameAsPlanned(item.destination, now)) stats.fileDone({ path: item.path, status: 'skipped', size: now.size, reason: 'changed since plan' });
           else if (mode === 'sync') deletions.add({ path: item.path, size: item.destination!.size });
           continue;
         }
@@ -190,7 +193,7 @@ export async function syncTree(request: CopyRequest, log?: Logger, plan?: PlanIt
         }
         await queue.onSizeLessThan(options.concurrency);
         if (signal.aborted) break;
-        void queue.add(() => applyItem(item));
+        void queue.add(() => applyItem(item, earlier));
       }
     } else {
       const top = request.source ? await request.source.stat(srcRoot, { signal }) : null;
@@ -246,12 +249,19 @@ export async function syncTree(request: CopyRequest, log?: Logger, plan?: PlanIt
   await queue.onIdle();
   await swept;
 
-  async function applyItem(item: PlanItem): Promise<void> {
+  async function applyItem(item: PlanItem, earlier: VerifiedFile | undefined): Promise<void> {
     const [src, dst] = await Promise.all([ctx.statSource(item.path, signal), ctx.statDestination(item.path, signal)]).catch((err: unknown) => {
       if (!signal.aborted) stats.fileDone({ path: item.path, status: 'failed', size: item.source?.size ?? 0, error: truncate(reasonOf(err), 2000) });
       return [undefined, undefined] as const;
     });
     if (src === undefined || signal.aborted) return;
+    // A retry of the apply: what an earlier attempt copied no longer looks as the plan saw the destination, but is done.
+    if (earlier && src && dst && stillVerified(src, dst, earlier)) {
+      const at = joinRel(srcRoot, item.path);
+      await act({ path: item.path, key: item.path, entry: src, source: src, destination: dst, open: (s) => request.source!.read(at, { signal: s }) },
+        { action: 'skip', reason: `verified by attempt ${earlier.attempt}`, same: true });
+      return;
+    }
     if (!sameAsPlanned(item.source, src) || !sameAsPlanned(item.destination, dst)) {
       stats.fileDone({ path: item.path, status: 'skipped', size: src?.size ?? item.source?.size ?? 0, reason: 'changed since plan' });
       return;
@@ -320,6 +330,18 @@ export async function syncTree(request: CopyRequest, log?: Logger, plan?: PlanIt
       }
     }
   }
+}
+
+/** A plan's items, each with what an earlier attempt of the job verified of it (a retry of the apply; copy/earlier-results.ts). */
+async function* plannedItems(plan: PlanItems, request: CopyRequest, log?: Logger): AsyncGenerator<{ item: PlanItem; earlier?: VerifiedFile }> {
+  async function* asItems(): AsyncGenerator<SourceItem & { planned: PlanItem }> {
+    for await (const planned of plan) {
+      const size = planned.source?.size ?? planned.destination?.size ?? 0;
+      yield { path: planned.path, entry: { path: planned.path, kind: 'file', size }, open: () => Promise.reject(new CopyJobError('not read')), planned };
+    }
+  }
+  const items = request.resume && request.askVerified ? withEarlierResults(asItems(), request.askVerified, request.signal, { log }) : asItems();
+  for await (const i of items) yield { item: (i as SourceItem & { planned: PlanItem }).planned, ...(i.earlier ? { earlier: i.earlier } : {}) };
 }
 
 function keptNote(count: number): string {
