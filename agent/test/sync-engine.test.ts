@@ -204,4 +204,22 @@ describe.each(PAIRS)('sync engine, $name', ({ make }) => {
     expect(names(second.files, 'deleted')).toEqual(['stale.txt']);
     expect(await treeOf(dst.connector)).toEqual(await treeOf(src.connector));
   });
+  test('a single-file source: synced under its name, compared by its own stat the second time, nothing else deleted', async () => {
+    await dst.put('other.txt', 'not the run\'s business');
+    const one = async () => {
+      const files: FileResult[] = [];
+      const outcome = await copyTree({
+        source: src.connector, sourcePath: `/${paths[4]}`, destination: dst.connector, destinationPath: '/', options: options({ mode: 'sync' }), resume: false,
+        signal: new AbortController().signal, tuning: FAST_RETRIES, observer: { fileDone: (r) => files.push(r) },
+      });
+      return { ...outcome, files };
+    };
+    const first = await one();
+    expect(first.status).toBe('completed');
+    const name = paths[4]!.split('/').pop()!;
+    expect(first.files.map((f) => [f.path, f.status])).toEqual([[name, 'copied']]);
+    const second = await one();
+    expect(second.files.map((f) => [f.path, f.status])).toEqual([[name, 'skipped']]);
+    expect(Object.keys(await treeOf(dst.connector)).sort()).toEqual([name, 'other.txt'].sort());
+  });
 });

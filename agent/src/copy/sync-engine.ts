@@ -81,18 +81,28 @@ async function* oneDestination(destination: Connector, path: string, name: strin
   if (found?.kind === 'file') yield { path: name, key: name, entry: found };
 }
 
-function contextOf(request: CopyRequest, signal: AbortSignal): DecideContext {
-  const srcRoot = request.source ? relativePath(request.sourcePath) : '';
+/** Whether the source path is a file (its one item is named by its base name, and read at the path itself); set once it was stat'ed. */
+interface SourceRoot {
+  file: boolean;
+}
+
+/** Where the item `path` of the run is on the source connector. */
+function sourceAt(request: CopyRequest, root: SourceRoot, path: string): string {
+  const srcRoot = relativePath(request.sourcePath ?? '');
+  return root.file ? srcRoot : joinRel(srcRoot, path);
+}
+
+function contextOf(request: CopyRequest, signal: AbortSignal, root: SourceRoot): DecideContext {
   const dstRoot = relativePath(request.destinationPath);
   const hash = (c: Connector, at: string, s: AbortSignal) => c.read(at, { signal: s }).then((body) => sha256Of(body as AsyncIterable<Buffer>));
   const source = request.source;
   return {
     options: request.options, signal,
     destinationModTime: request.destination.capabilities.modTime ?? 'none',
-    statSource: source ? (p, s) => source.stat(joinRel(srcRoot, p), { signal: s }) : () => Promise.resolve(null),
+    statSource: source ? (p, s) => source.stat(sourceAt(request, root, p), { signal: s }) : () => Promise.resolve(null),
     statDestination: (p, s) => request.destination.stat(joinRel(dstRoot, p), { signal: s }),
     // Through a relay the source's bytes are the relay's: its hash is not read twice (relayed checksum compares copy).
-    hashSource: source ? (p, s) => hash(source, joinRel(srcRoot, p), s) : () => Promise.reject(new CopyJobError('no source hash through a relay')),
+    hashSource: source ? (p, s) => hash(source, sourceAt(request, root, p), s) : () => Promise.reject(new CopyJobError('no source hash through a relay')),
     hashDestination: (p, s) => hash(request.destination, joinRel(dstRoot, p), s),
   };
 }
@@ -128,24 +138,35 @@ export async function syncTree(request: CopyRequest, log?: Logger, plan?: PlanIt
   /** Destination directories the source lacks (`sync`): removed, deepest first, once empty. */
   const strayDirectories: string[] = [];
   let destinationFilesInScope = 0;
-  let singleFile = false;
+  const root: SourceRoot = { file: false };
   let jobError: string | null = null;
   let cutoff = false;
   const queue = new PQueue({ concurrency: options.concurrency });
   const swept = sweepTemporaries(request.destination, dstRoot, request.run, signal, log);
   const prepared = writer.prepare();
   prepared.catch(() => undefined);
-  const ctx = contextOf(request, signal);
+  const ctx = contextOf(request, signal, root);
 
   const moveSource = async (item: { path: string; entry: Entry }): Promise<void> => {
     if (!request.source) return;
-    const at = singleFile ? srcRoot : joinRel(srcRoot, item.path);
+    const at = sourceAt(request, root, item.path);
     try {
       await writer.removeWithRetries(request.source, at, item.path);
       stats.fileDone({ path: item.path, status: 'deleted', size: item.entry.size, reason: 'moved: its copy is verified' });
     } catch (err) {
       if (!signal.aborted) stats.fileDone({ path: item.path, status: 'failed', size: item.entry.size, error: `copied, but the source could not be deleted: ${truncate(reasonOf(err), 1500)}` });
     }
+  };
+
+  /**
+   * The item with the modification time its store keeps where the listing showed another (an S3
+   * object's `mtime` metadata, only on a stat): the destination keeps that one, so the next
+   * comparison finds them equal. A stat that fails leaves the listing's time.
+   */
+  const withKeptTime = async (item: Pair): Promise<Pair> => {
+    if (!item.entry.modifiedAtNeedsStat || !request.source) return item;
+    const kept = await ctx.statSource(item.path, signal).catch(() => null);
+    return kept?.kind === 'file' && kept.size === item.entry.size && kept.modifiedAt ? { ...item, entry: { ...item.entry, modifiedAt: kept.modifiedAt, modifiedAtNeedsStat: false } } : item;
   };
 
   /** Acts on one decided file: copy, skip, or collect a deletion. */
@@ -164,7 +185,7 @@ export async function syncTree(request: CopyRequest, log?: Logger, plan?: PlanIt
       cutoff = true;
       return;
     }
-    const result = await writer.copyDecided(item);
+    const result = await writer.copyDecided(await withKeptTime(item));
     if (!result) return;
     stats.fileDone(decision.action === 'update' && result.status === 'copied' ? { ...result, reason: decision.reason } : result);
     if (mode === 'move' && result.status === 'copied') await moveSource(item);
@@ -174,6 +195,7 @@ export async function syncTree(request: CopyRequest, log?: Logger, plan?: PlanIt
     if (plan) {
       if (!request.source) throw new CopyJobError('a plan is applied with the source connector itself, not through a relay');
       await prepared;
+      root.file = (await request.source.stat(srcRoot, { signal }))?.kind === 'file';
       for await (const { item, earlier } of plannedItems(plan, request, log)) {
         if (signal.aborted) break;
         if (item.action === 'delete' || item.destination) destinationFilesInScope++;
@@ -200,7 +222,7 @@ export async function syncTree(request: CopyRequest, log?: Logger, plan?: PlanIt
       if (request.source && !top) throw new CopyJobError(`source path ${request.sourcePath} does not exist`);
       const filter = compileFilters(options.filters, new Date());
       const sides = sidesOf(request, filter, signal, top);
-      singleFile = sides.singleFile;
+      root.file = sides.singleFile;
       let pairs: AsyncIterable<Pair> = mergeListings(sides.sourceItems, sides.destinationEntries);
       if (request.resume && request.askVerified) pairs = withEarlierResults(pairs as AsyncIterable<SourceItem>, request.askVerified, signal, { log }) as AsyncIterable<Pair>;
       for await (const item of pairs) {
@@ -257,7 +279,7 @@ export async function syncTree(request: CopyRequest, log?: Logger, plan?: PlanIt
     if (src === undefined || signal.aborted) return;
     // A retry of the apply: what an earlier attempt copied no longer looks as the plan saw the destination, but is done.
     if (earlier && src && dst && stillVerified(src, dst, earlier)) {
-      const at = joinRel(srcRoot, item.path);
+      const at = sourceAt(request, root, item.path);
       await act({ path: item.path, key: item.path, entry: src, source: src, destination: dst, open: (s) => request.source!.read(at, { signal: s }) },
         { action: 'skip', reason: `verified by attempt ${earlier.attempt}`, same: true });
       return;
@@ -266,8 +288,12 @@ export async function syncTree(request: CopyRequest, log?: Logger, plan?: PlanIt
       stats.fileDone({ path: item.path, status: 'skipped', size: src?.size ?? item.source?.size ?? 0, reason: 'changed since plan' });
       return;
     }
-    const entry = src!;
-    const at = joinRel(srcRoot, item.path);
+    if (!src) {
+      stats.fileDone({ path: item.path, status: 'skipped', size: 0, reason: 'changed since plan' });
+      return;
+    }
+    const entry = src;
+    const at = sourceAt(request, root, item.path);
     const pair: Pair = { path: item.path, key: item.path, entry, source: entry, destination: dst ?? undefined, open: (s) => request.source!.read(at, { signal: s }) };
     await act(pair, { action: item.action, reason: item.reason, same: item.action === 'skip' && isSameReason(item.reason) });
   }
@@ -282,7 +308,7 @@ export async function syncTree(request: CopyRequest, log?: Logger, plan?: PlanIt
     // The job runner reports the cutoff (jobs/cutoff.ts); no deletion follows an unfinished run.
     if (cutoff) return { status: 'failed', counters: counters(), error: SOFT_CUTOFF_ERROR };
     if (stats.failureCount > 0) return { status: 'failed', counters: counters(), error: truncate(`${stats.failureMessage()}${keptNote(deletions.count)}`, MAX_ERROR_CHARS) };
-    if (mode === 'sync' && !singleFile) {
+    if (mode === 'sync' && !root.file) {
       const refused = deleteRefusal(options.max_delete, deletions.count, destinationFilesInScope);
       if (refused) return { status: 'failed', counters: counters(), error: refused };
       await deleteAll(deletions);
@@ -366,7 +392,7 @@ export async function computePlan(request: CopyRequest, out: PlanOutput, log?: L
   const top = request.source ? await request.source.stat(srcRoot, { signal }) : null;
   if (request.source && !top) throw new CopyJobError(`source path ${request.sourcePath} does not exist`);
   const filter = compileFilters(options.filters, new Date());
-  return planOf(sidesOf(request, filter, signal, top), contextOf(request, signal), out, log);
+  return planOf(sidesOf(request, filter, signal, top), contextOf(request, signal, { file: top?.kind === 'file' }), out, log);
 }
 
 /** `computePlan` once both listings are open (the memory test feeds generated ones). */
