@@ -45,6 +45,8 @@ export interface MultipartTarget {
   bucket: string;
   key: string;
   checksum: PartChecksum;
+  /** User metadata of the object (x-amz-meta-*), set when the upload is created. */
+  metadata?: Record<string, string>;
   /** Parts uploading at once: memory is about (partsInFlight + 1) × part size, whatever the object size. */
   partsInFlight: number;
   /** Size of part `n` (1-based); the last part may be shorter. */
@@ -107,7 +109,7 @@ export class MultipartUpload {
    */
   static async create(t: MultipartTarget): Promise<MultipartUpload> {
     const created = await t.client
-      .send(new CreateMultipartUploadCommand({ Bucket: t.bucket, Key: t.key, ...(t.checksum === 'crc32' ? { ChecksumAlgorithm: 'CRC32' } : {}) }))
+      .send(new CreateMultipartUploadCommand({ Bucket: t.bucket, Key: t.key, ...(t.metadata ? { Metadata: t.metadata } : {}), ...(t.checksum === 'crc32' ? { ChecksumAlgorithm: 'CRC32' } : {}) }))
       .catch((err: unknown) => { throw storeError(t, err); });
     if (!created.UploadId) throw t.invalid('the store started a multipart upload without an upload id', 'store');
     return new MultipartUpload(t, created.UploadId);

@@ -122,6 +122,13 @@ export interface ConnectorCapabilities {
    * Absent: `none`. docs/connectors.md "Modification times" says which connector does what.
    */
   modTime?: 'set' | 'metadata' | 'none';
+  /**
+   * How finely a kept modification time survives, in milliseconds (rclone's `Precision`): 1000
+   * where the store keeps whole seconds (SFTP v3, FTP, WebDAV, OneDrive), 1 where it keeps
+   * milliseconds or finer (JavaScript dates hold no more). Absent: 1000. Two times are the same
+   * when they agree to the coarser precision of the two ends.
+   */
+  modTimePrecision?: number;
 }
 
 export interface Entry {
@@ -150,9 +157,13 @@ export interface Entry {
   etag?: string;
 }
 
-/** A checksum a store computes itself. `etag` is the plain MD5 ETag of a single-part S3 object. */
+/**
+ * A checksum a store computes itself. `etag` is the plain MD5 ETag of a single-part S3 object;
+ * `quickxor` is OneDrive's QuickXorHash (Graph's base64, here as hex). docs/connectors.md
+ * "Checksums" says which store reports which, and which pairs compare without reading the bytes.
+ */
 export interface Checksum {
-  algorithm: 'sha256' | 'md5' | 'crc32c' | 'etag';
+  algorithm: 'sha256' | 'md5' | 'crc32c' | 'etag' | 'quickxor';
   /** Lower-case hex. */
   value: string;
 }

@@ -67,6 +67,8 @@ function blobSuite(prefix: string): () => Promise<ConformanceTarget> {
       readOnly: () => new BlobConnector(settings(base, cs(readOnlyConnectionString()))),
       unreachable: () => new BlobConnector(settings(base, cs(connectionString({ endpoint: `http://127.0.0.1:${port}/${server.account}` })))),
       listPastOnePage: true,
+      // rclone's `mtime` metadata, returned by Get Blob Properties and by List Blobs with include=metadata.
+      modTime: 'metadata',
       // Blocks staged with Content-MD5 each, committed, and the commit's size and MD5 confirmed.
       largeStoreVerified: 'md5-blocks',
       cleanup: () => raw.destroy(),

@@ -1,5 +1,6 @@
-import { randomBytes } from 'node:crypto';
-import { ConnectorError, type Connector, type ConnectorErrorCode, type Entry } from '../../src/connectors/types.js';
+import { createHash, randomBytes } from 'node:crypto';
+import { QuickXorHash } from '../../src/connectors/onedrive/quickxorhash.js';
+import { ConnectorError, type Checksum, type Connector, type ConnectorErrorCode, type Entry } from '../../src/connectors/types.js';
 import { bodyOf, collect, expectCode, failingBody, randomBody, readAll, sha256, sha256Of, stallingBody } from './helpers.js';
 
 /**
@@ -43,6 +44,8 @@ export interface ConformanceTarget {
   largeBytes?: number;
   /** What a large write reports as `storeVerified` (object stores that confirm multipart uploads). */
   largeStoreVerified?: string;
+  /** What `capabilities.modTime` says once the connector wrote with a time: how this server keeps one (default `none`). */
+  modTime?: 'set' | 'metadata' | 'none';
   cleanup(): Promise<void>;
 }
 
@@ -202,6 +205,17 @@ export function runConformance(name: string, setup: () => Promise<ConformanceTar
         if (result.checksum?.algorithm === 'etag') expect(result.checksum.value).toMatch(/^[0-9a-f]{32}$/);
         const stat = await c.stat('write/checked.txt');
         if (stat?.checksum?.algorithm === 'sha256') expect(stat.checksum.value).toBe(sha256('checked content'));
+        // The checksums stores report without reading the bytes (docs/connectors.md "Checksums").
+        const content = Buffer.from('checked content');
+        const expected: Partial<Record<Checksum['algorithm'], string>> = {
+          md5: createHash('md5').update(content).digest('hex'),
+          etag: createHash('md5').update(content).digest('hex'),
+          quickxor: new QuickXorHash().update(content).digest().toString('hex'),
+        };
+        const listed = (await collect(c.list('write', { recursive: false }))).find((e) => e.path === 'write/checked.txt');
+        for (const sum of [result.checksum, stat?.checksum, listed?.checksum]) {
+          if (sum && expected[sum.algorithm]) expect(sum).toEqual({ algorithm: sum.algorithm, value: expected[sum.algorithm] });
+        }
       });
 
       it('writes and reads back a large file of unknown length (past the multipart threshold)', async () => {
@@ -244,6 +258,55 @@ export function runConformance(name: string, setup: () => Promise<ConformanceTar
         await expect(c.write('write/failed/file.bin', failingBody(12 * MiB, new Error('source broke')), {})).rejects.toBeInstanceOf(ConnectorError);
         expect(await target.raw.list('write/failed')).toEqual([]);
         if (target.raw.openUploads) expect(await target.raw.openUploads()).toBe(0);
+      });
+    });
+
+    describe('modification times', () => {
+      // Before 2001 and with milliseconds: no write time of the store can be mistaken for it.
+      const kept = new Date('1999-03-04T05:06:07.891Z');
+      /** `kept` as the store keeps it: truncated to its precision. */
+      const expected = () => {
+        const precision = c.capabilities.modTimePrecision ?? 1000;
+        return new Date(Math.floor(kept.getTime() / precision) * precision).toISOString();
+      };
+      const listed = async (dir: string, rel: string) => (await collect(c.list(dir, { recursive: false }))).find((e) => e.path === rel);
+
+      it('keeps the modification time a write is given (stat and list), or says it cannot', async () => {
+        await c.write('mtime/kept.txt', bodyOf('kept'), { size: 4, modifiedAt: kept });
+        await c.write('mtime/large.bin', randomBody(12 * MiB + 5).body, { modifiedAt: kept });
+        // Read after the write: a store whose support is learnt by using it (ftp FEAT, webdav's
+        // answer to X-OC-Mtime) says so by then.
+        const mode = c.capabilities.modTime ?? 'none';
+        expect(mode).toBe(target.modTime ?? 'none');
+        for (const rel of ['mtime/kept.txt', 'mtime/large.bin']) {
+          const stat = await c.stat(rel);
+          const entry = await listed('mtime', rel);
+          if (mode === 'none') {
+            expect(stat?.modifiedAt?.toISOString()).not.toBe(expected());
+            continue;
+          }
+          expect({ rel, stat: stat?.modifiedAt?.toISOString() }).toEqual({ rel, stat: expected() });
+          // A listing without the kept time (S3: no metadata; FTP LIST: minutes at best) says so:
+          // the kept time is then stat's.
+          if (!entry?.modifiedAtNeedsStat) expect({ rel, listed: entry?.modifiedAt?.toISOString() }).toEqual({ rel, listed: expected() });
+        }
+      });
+
+      it('a written file without a given time has the time of its write', async () => {
+        const before = Date.now();
+        await c.write('mtime/now.txt', bodyOf('now'), { size: 3 });
+        const at = (await c.stat('mtime/now.txt'))?.modifiedAt?.getTime();
+        // Within a day: the store's clock, not the client's, and whole seconds or coarser.
+        expect(Math.abs((at ?? 0) - before)).toBeLessThan(24 * 3600_000);
+      });
+
+      it('keeps it through the rename the engine makes after writing a temporary name', async () => {
+        if (!c.capabilities.rename) return;
+        await c.write('mtime/.part-renamed.txt', bodyOf('renamed'), { size: 7, modifiedAt: kept });
+        await c.rename('mtime/.part-renamed.txt', 'mtime/renamed.txt');
+        const at = (await c.stat('mtime/renamed.txt'))?.modifiedAt?.toISOString();
+        if ((c.capabilities.modTime ?? 'none') === 'none') expect(at).not.toBe(expected());
+        else expect(at).toBe(expected());
       });
     });
 

@@ -50,6 +50,7 @@ function fileshareSuite(base: string): () => Promise<ConformanceTarget> {
       ],
       unreachable: () => new FileshareConnector(settings(path, cs(connectionString({ endpoint: `http://127.0.0.1:${port}/${server.account}` })))),
       listPastOnePage: true,
+      modTime: 'set',
       largeBytes: 20 * MiB,
       // Ranges put with Content-MD5 each, covering the file once; the size set last.
       largeStoreVerified: 'md5-ranges',

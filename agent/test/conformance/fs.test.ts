@@ -18,6 +18,7 @@ runConformance('fs (host directory)', async (): Promise<ConformanceTarget> => {
     ],
     // Tests run as root, which no file mode stops: no read-only case here.
     listPastOnePage: true,
+    modTime: 'set',
     cleanup: () => rm(base, { recursive: true, force: true }),
   };
 });

@@ -49,6 +49,8 @@ function ftpTarget(options: Record<string, unknown>): () => Promise<ConformanceT
       readOnly: () => new FtpConnector(settings(server.readonly, options)),
       unreachable: () => new FtpConnector(settings(base, options, { port })),
       listPastOnePage: true,
+      // vsftpd lists MDTM but not MFMT in FEAT, and takes `MDTM <time> <path>` (mdtm_write).
+      modTime: 'set',
       cleanup: async () => {
         await raw.destroy();
         raw.close();

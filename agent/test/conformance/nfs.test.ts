@@ -51,6 +51,7 @@ runConformance('nfs (ganesha, userspace NFSv3)', async (): Promise<ConformanceTa
     readOnly: () => new NfsConnector(settings(base, { credentials: {} })),
     unreachable: () => new NfsConnector(settings(base, { port })),
     listPastOnePage: true,
+    modTime: 'set',
     cleanup: async () => {
       await raw.destroy();
       await privateDir.destroy();
@@ -77,6 +78,7 @@ runConformance('nfs (mounted mode, the exported directory)', async (): Promise<C
       { name: 'missing base path below the mount', connector: () => createNfsConnector(mounted(`/${name}/missing`), context), code: 'NOT_FOUND', message: /does not exist/ },
     ],
     listPastOnePage: true,
+    modTime: 'set',
     cleanup: () => raw.destroy(),
   };
 });

@@ -6,7 +6,7 @@ import { OnedriveConnector } from '../../src/connectors/onedrive/onedrive.connec
 import { FRAGMENT_BYTES } from '../../src/connectors/onedrive/onedrive.upload.js';
 import type { ConnectorContext } from '../../src/connectors/types.js';
 import { runConformance } from './conformance.suite.js';
-import { bodyOf, closedPort, expectCode, randomBody, readAll, sha256, uniqueName } from './helpers.js';
+import { bodyOf, closedPort, collect, expectCode, randomBody, readAll, sha256, uniqueName } from './helpers.js';
 import { RawOnedrive } from './onedrive.raw.js';
 
 // The Microsoft Graph FAKE of `npm run services` (e2e/src/services/graph-fake.service.ts), started
@@ -82,6 +82,8 @@ runConformance('onedrive (Microsoft Graph FAKE), base path with a space', async 
     ],
     unreachable: make({ port: closed, options: { login_host: `${host}:${closed}` } }),
     listPastOnePage: true,
+    // PATCH fileSystemInfo.lastModifiedDateTime: Graph keeps whole seconds.
+    modTime: 'set',
     // Unknown length: spooled, then an upload session of 3 fragments.
     largeBytes: 24 * MiB,
     largeStoreVerified: 'quickxorhash',
@@ -111,7 +113,10 @@ describe('onedrive connector (Microsoft Graph FAKE)', () => {
     const before = await fake<FakeStats>('GET', 'stats');
     const { body, sha256: produced } = randomBody(bytes);
     const result = await c.write('big/session.bin', body, { size: bytes });
-    expect(result).toEqual({ size: bytes, storeVerified: 'quickxorhash' });
+    expect(result).toEqual({ size: bytes, checksum: { algorithm: 'quickxor', value: expect.stringMatching(/^[0-9a-f]{40}$/) }, storeVerified: 'quickxorhash' });
+    // The same QuickXorHash in a listing and a stat (docs/connectors.md "Checksums").
+    const listed = (await collect(c.list('big', { recursive: false }))).find((e) => e.path === 'big/session.bin');
+    expect([listed?.checksum, (await c.stat('big/session.bin'))?.checksum]).toEqual([result.checksum, result.checksum]);
     expect(await raw.sha256('big/session.bin')).toBe(produced());
     const after = await fake<FakeStats>('GET', `stats?under=${base.slice(1)}`);
     expect(FRAGMENT_BYTES % (320 * 1024)).toBe(0);

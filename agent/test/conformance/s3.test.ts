@@ -53,6 +53,7 @@ function s3Target(type: ConnectionType, prefix: string): () => Promise<Conforman
       readOnly: () => new S3Connector(settings(type, base, { credentials: { access_key_id: server.limitedAccessKeyId, secret_access_key: server.limitedSecretAccessKey, region: 'us-east-1' } })),
       unreachable: () => new S3Connector(settings(type, base, { port })),
       listPastOnePage: true,
+      modTime: 'metadata',
       // versitygw answers standard composite checksums: the connector verifies the upload without a
       // read-back, by CRC32 parts for s3 and by MD5 parts (the multipart ETag) for r2 and gcs.
       largeStoreVerified: type === 's3' ? 'crc32-parts' : 'md5-parts',

@@ -54,6 +54,7 @@ function sftpTarget(make: (base: string) => ConnectionSettings): () => Promise<C
       readOnly: () => new SftpConnector(settings(server.readonly, password)),
       unreachable: () => new SftpConnector(settings(base, password, { port })),
       listPastOnePage: true,
+      modTime: 'set',
       cleanup: async () => {
         await raw.destroy();
         raw.close();

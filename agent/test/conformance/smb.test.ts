@@ -54,6 +54,7 @@ function smbTarget(s: Server, dirName: (name: string) => string = (name) => name
       readOnly: () => new SmbConnector(settings({}, `/${s.readonlyShare}`)),
       unreachable: () => new SmbConnector(settings({ port })),
       listPastOnePage: true,
+      modTime: 'set',
       largeBytes: 24 * 1024 * 1024,
       cleanup: () => raw.destroy(),
     };

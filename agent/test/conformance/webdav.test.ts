@@ -70,6 +70,8 @@ for (const server of [rclone, apache]) {
       ...(server.readonlyPath ? { readOnly: () => new WebdavConnector(settings(server, server.readonlyPath!)) } : {}),
       unreachable: make({ port }),
       listPastOnePage: true,
+      // rclone serve webdav sets the X-OC-Mtime of a PUT; Apache ignores it (getlastmodified is protected).
+      modTime: server === rclone ? 'set' : 'none',
       cleanup: () => raw.destroy(),
     };
   });

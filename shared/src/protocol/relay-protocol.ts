@@ -91,7 +91,8 @@ export const RelayEntry = Type.Object({
   modified_at: Type.Optional(Type.String({ maxLength: 40 })),
   /** The store's own checksum, when it has one (the overwrite policy `if_changed` compares it). */
   checksum: Type.Optional(Type.Object({
-    algorithm: StringEnum(['sha256', 'md5', 'crc32c', 'etag'] as const),
+    // `quickxor`: OneDrive's QuickXorHash (issue 25: compared between two OneDrive connections).
+    algorithm: StringEnum(['sha256', 'md5', 'crc32c', 'etag', 'quickxor'] as const),
     value: Type.String({ maxLength: 128 }),
   })),
 });

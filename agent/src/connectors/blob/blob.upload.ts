@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { BlockBlobClient, BlockBlobUploadOptions } from '@azure/storage-blob';
-import { ConnectorError, type WriteResult } from '../types.js';
+import { ConnectorError, type WriteOptions, type WriteResult } from '../types.js';
+import { mtimeMetadata } from '../mtime-metadata.js';
 import type { BlobTuning } from './blob.config.js';
 import { InflightWindow, PartReader } from '@xfer/storage';
 
@@ -18,24 +19,27 @@ const MAX_GROWN_BLOCK_BYTES = 512 * MiB;
  * Content-MD5 property is set to the MD5 of the whole file, so `stat` and `list` report it.
  * Memory: about (queueBlocks + 1) × block size, whatever the file size.
  */
-export async function uploadBlob(blob: BlockBlobClient, body: AsyncIterable<unknown>, options: { size?: number; signal?: AbortSignal }, tuning: BlobTuning): Promise<WriteResult> {
+export async function uploadBlob(blob: BlockBlobClient, body: AsyncIterable<unknown>, options: WriteOptions, tuning: BlobTuning): Promise<WriteResult> {
+  // The kept modification time, as rclone's azureblob backend writes it, set by the request that
+  // makes the blob (Put Blob or Put Block List): never a second request that could fail alone.
+  const metadata = options.modifiedAt ? mtimeMetadata(options.modifiedAt, 'rfc3339-nano9') : undefined;
   const blockSize = (n: number) => blockBytes(n, options.size, tuning.blockBytes);
   const reader = new PartReader(body);
   try {
     const first = (await reader.nextBuffer(blockSize(1))) ?? Buffer.alloc(0);
     const second = first.length < blockSize(1) ? null : await reader.nextBuffer(blockSize(2));
-    if (!second) return await putSingle(blob, first, options.signal);
-    return await putBlocks(blob, reader, [first, second], blockSize, options.signal, tuning.queueBlocks);
+    if (!second) return await putSingle(blob, first, metadata, options.signal);
+    return await putBlocks(blob, reader, [first, second], blockSize, metadata, options.signal, tuning.queueBlocks);
   } finally {
     await reader.close();
   }
 }
 
-async function putSingle(blob: BlockBlobClient, data: Buffer, signal: AbortSignal | undefined): Promise<WriteResult> {
+async function putSingle(blob: BlockBlobClient, data: Buffer, metadata: Record<string, string> | undefined, signal: AbortSignal | undefined): Promise<WriteResult> {
   const md5 = createHash('md5').update(data).digest();
   // Put Blob checks both against the body: Content-MD5 (the SDK sends it though its type omits
   // it) and x-ms-blob-content-md5, which it also keeps as the blob's Content-MD5 property.
-  const upload: UploadWithMd5 = { abortSignal: signal, transactionalContentMD5: md5, blobHTTPHeaders: { blobContentMD5: md5 } };
+  const upload: UploadWithMd5 = { abortSignal: signal, transactionalContentMD5: md5, blobHTTPHeaders: { blobContentMD5: md5 }, metadata };
   await blob.upload(data, data.length, upload);
   // The service checked the one request's Content-MD5 against every byte it stored.
   return { size: data.length, checksum: { algorithm: 'md5', value: md5.toString('hex') }, storeVerified: 'content-md5' };
@@ -46,6 +50,7 @@ async function putBlocks(
   reader: PartReader,
   firstBlocks: Buffer[],
   blockSize: (n: number) => number,
+  metadata: Record<string, string> | undefined,
   signal: AbortSignal | undefined,
   queueBlocks: number,
 ): Promise<WriteResult> {
@@ -82,7 +87,7 @@ async function putBlocks(
   }
   signal?.throwIfAborted();
   const md5 = whole.digest();
-  await blob.commitBlockList(ids, { abortSignal: signal, blobHTTPHeaders: { blobContentMD5: md5 } });
+  await blob.commitBlockList(ids, { abortSignal: signal, blobHTTPHeaders: { blobContentMD5: md5 }, metadata });
   // The commit names exactly the blocks staged (it fails if one is missing); the properties
   // confirm the whole: the size the service assembled and the Content-MD5 it keeps.
   const props = await blob.getProperties({ abortSignal: signal });

@@ -3,7 +3,7 @@ import type { ShareDirectoryClient, ShareFileClient } from '@azure/storage-file-
 import type { ConnectionSettings } from '@xfer/shared';
 import { baseName, joinRel, parentOf, relativePath } from '../paths.js';
 import { closedAccess, type AgentAccess } from '../access.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteOptions, type WriteResult } from '../types.js';
 import { guardUpload } from '../upload-guard.js';
 import { mapErrors } from '../map-errors.js';
 import { md5Checksum } from '../azure/content-md5.js';
@@ -21,7 +21,7 @@ import { uploadFile } from './fileshare.upload.js';
  */
 export class FileshareConnector implements Connector {
   readonly type = 'fileshare' as const;
-  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, verifiesWrites: true };
+  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, verifiesWrites: true, modTime: 'set', modTimePrecision: 1 };
   private readonly target: FileshareTarget;
   private readonly tuning: FileshareTuning;
 
@@ -54,7 +54,8 @@ export class FileshareConnector implements Connector {
         }
         for (const f of fileItems) {
           const p = this.childPath(rel, f.name);
-          if (p !== null) entries.push({ path: p, kind: 'file', size: f.properties.contentLength, modifiedAt: f.properties.lastModified });
+          // The file's last write time (the SMB one, which a write keeps), not the REST Last-Modified.
+          if (p !== null) entries.push({ path: p, kind: 'file', size: f.properties.contentLength, modifiedAt: f.properties.lastWriteTime ?? f.properties.lastModified });
         }
         entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
         for (const entry of entries) {
@@ -74,7 +75,7 @@ export class FileshareConnector implements Connector {
     if (rel !== '') {
       try {
         const props = await this.call('stat', rel, () => this.file(rel).getProperties({ abortSignal: signal }));
-        return { path: rel, kind: 'file', size: props.contentLength ?? 0, modifiedAt: props.lastModified, checksum: md5Checksum(props.contentMD5) };
+        return { path: rel, kind: 'file', size: props.contentLength ?? 0, modifiedAt: props.fileLastWriteOn ?? props.lastModified, checksum: md5Checksum(props.contentMD5) };
       } catch (err) {
         // A directory there answers "not found" or "type mismatch" to a file operation.
         if (!(err instanceof ConnectorError && (err.code === 'NOT_FOUND' || err.code === 'CONFLICT'))) throw err;
@@ -112,7 +113,7 @@ export class FileshareConnector implements Connector {
    * Create File, Put Range (several in flight, each with Content-MD5), the file's Content-MD5 at
    * the end (fileshare.upload.ts). On a failure or abort the file is deleted before the write rejects.
    */
-  async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal } = {}): Promise<WriteResult> {
+  async write(path: string, body: Readable, options: WriteOptions = {}): Promise<WriteResult> {
     const rel = relativePath(path);
     const { signal } = options;
     const file = rel === '' ? null : this.file(rel);

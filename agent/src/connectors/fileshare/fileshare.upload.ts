@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ShareFileClient } from '@azure/storage-file-share';
-import type { WriteResult } from '../types.js';
+import type { WriteOptions, WriteResult } from '../types.js';
 import { InflightWindow, PartReader } from '@xfer/storage';
 import { errorName } from '../azure/azure.errors.js';
 import type { FileshareTuning } from './fileshare.config.js';
@@ -24,7 +24,7 @@ const MAX_FILE_BYTES = 4 * 1024 ** 4;
 export async function uploadFile(
   file: ShareFileClient,
   body: AsyncIterable<unknown>,
-  options: { size?: number; signal?: AbortSignal; makeParents: () => Promise<void> },
+  options: WriteOptions & { makeParents: () => Promise<void> },
   tuning: FileshareTuning,
 ): Promise<WriteResult> {
   const { signal } = options;
@@ -68,8 +68,9 @@ export async function uploadFile(
   signal?.throwIfAborted();
   if (allocated !== offset) await file.resize(offset, { abortSignal: signal });
   const md5 = whole.digest();
-  // Set File Properties replaces every HTTP property: this one call sets the MD5 and clears the rest.
-  await file.setHttpHeaders({ fileContentMD5: md5 }, { abortSignal: signal });
+  // Set File Properties replaces every HTTP property: this one call sets the MD5 and clears the
+  // rest, and sets the kept modification time (x-ms-file-last-write-time) after the last range.
+  await file.setHttpHeaders({ fileContentMD5: md5 }, { abortSignal: signal, ...(options.modifiedAt ? { lastWriteTime: options.modifiedAt } : {}) });
   // Every byte went in a Put Range whose Content-MD5 the service checked; the ranges cover
   // [0, size) once each, and the size is the one set last.
   return { size: offset, checksum: { algorithm: 'md5', value: md5.toString('hex') }, storeVerified: 'md5-ranges' };

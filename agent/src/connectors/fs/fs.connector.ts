@@ -4,7 +4,7 @@ import { dirname, isAbsolute, join, resolve, sep } from 'node:path';
 import type { Readable } from 'node:stream';
 import type { ConnectionSettings, ConnectionType } from '@xfer/shared';
 import { joinRel, relativePath } from '../paths.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type Entry, type WriteResult } from '../types.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type Entry, type WriteOptions, type WriteResult } from '../types.js';
 import { closedAccess, type AgentAccess } from '../access.js';
 import { fsError } from './fs-errors.js';
 import { FileReadStream } from './fs-read-stream.js';
@@ -38,7 +38,7 @@ const WRITE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC |
  */
 export class FsConnector implements Connector {
   readonly type: ConnectionType;
-  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true };
+  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, modTime: 'set', modTimePrecision: 1 };
   private readonly root: string;
   private readonly fsync: boolean;
   private realRoot: Promise<string> | undefined;
@@ -104,7 +104,7 @@ export class FsConnector implements Connector {
     return stream;
   }
 
-  async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal }): Promise<WriteResult> {
+  async write(path: string, body: Readable, options: WriteOptions): Promise<WriteResult> {
     // Until the loop below consumes it, an error of the body would otherwise go unhandled.
     let bodyError: unknown = null;
     const onBodyError = (err: unknown) => { bodyError ??= err; };
@@ -128,6 +128,8 @@ export class FsConnector implements Connector {
         size += buffer.length;
       }
       signal?.throwIfAborted();
+      // On the open handle, after the last byte: nothing written later moves it (a rename keeps it).
+      if (options.modifiedAt) await handle.utimes(options.modifiedAt, options.modifiedAt);
       if (this.fsync) await handle.sync();
       await handle.close();
       handle = undefined;

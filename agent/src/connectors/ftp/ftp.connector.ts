@@ -6,7 +6,7 @@ import type { ConnectionSettings } from '@xfer/shared';
 import { joinRel, parentOf, relativePath, resolvePath, shownPath } from '../paths.js';
 import { abortedError } from '../aborted.js';
 import { closedAccess, type AgentAccess } from '../access.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteOptions, type WriteResult } from '../types.js';
 import { DEFAULT_FTP_TUNING, ftpEndpoint, type FtpEndpoint, type FtpTuning } from './ftp.config.js';
 import { ftpError, replyCode } from './ftp.errors.js';
 import { FtpPool, type FtpLease } from './ftp.pool.js';
@@ -24,15 +24,26 @@ const EMPTY_TLS_UPLOAD_GRACE_MS = 25;
  */
 export class FtpConnector implements Connector {
   readonly type = 'ftp' as const;
-  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true };
+  /**
+   * `modTime` is learnt from the server (docs/connectors.md "Modification times"): `set` until the
+   * first login's FEAT lists neither MFMT nor MDTM, or a two-argument MDTM (vsftpd's way, where
+   * MFMT is missing) is refused; `none` from then on.
+   */
+  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, modTime: 'set', modTimePrecision: 1000 };
   private readonly base: string;
   private readonly endpoint: FtpEndpoint;
   private readonly pool: FtpPool;
+  /** How a modification time is set: RFC 3659's MFMT, vsftpd's `MDTM <time> <path>`, or not at all. */
+  private setTime: 'mfmt' | 'mdtm' | 'none' | undefined;
 
   constructor(settings: ConnectionSettings, tuning: Partial<FtpTuning> = {}, access: AgentAccess = closedAccess()) {
     this.base = settings.path || '/';
     this.endpoint = ftpEndpoint(settings);
     this.pool = new FtpPool(this.endpoint, { ...DEFAULT_FTP_TUNING, ...tuning }, access.network);
+    this.pool.onFeatures = (features) => {
+      this.setTime ??= features.has('MFMT') ? 'mfmt' : features.has('MDTM') ? 'mdtm' : 'none';
+      if (this.setTime === 'none') this.capabilities.modTime = 'none';
+    };
   }
 
   async *list(path: string, options: { recursive: boolean; signal?: AbortSignal }): AsyncIterable<Entry> {
@@ -78,7 +89,7 @@ export class FtpConnector implements Connector {
     }
   }
 
-  async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal } = {}): Promise<WriteResult> {
+  async write(path: string, body: Readable, options: WriteOptions = {}): Promise<WriteResult> {
     const rel = relativePath(path);
     const { signal } = options;
     if (rel === '') throw new ConnectorError('CONFLICT', 'write: the base path is a directory, not a file');
@@ -127,12 +138,27 @@ export class FtpConnector implements Connector {
           }
           const stored = await client.size(remote);
           if (stored !== sent) throw new ConnectorError('TRANSIENT', `write ${rel}: the server stored ${stored} bytes of the ${sent} sent`);
+          if (options.modifiedAt) await this.setModifiedAt(client, remote, options.modifiedAt);
           return { size: sent };
         },
       );
     } finally {
       lease?.release();
     }
+  }
+
+  /**
+   * Sets the file's modification time (whole seconds, UTC): MFMT where FEAT lists it, else the
+   * two-argument MDTM that vsftpd takes (`mdtm_write`, its default). A refusal means the server
+   * cannot (or will not for this user): the connector stops trying and says `none`; the file stays written.
+   */
+  private async setModifiedAt(client: FtpLease['client'], remote: string, time: Date): Promise<void> {
+    if (this.setTime === undefined || this.setTime === 'none') return;
+    const stamp = time.toISOString().replace(/[-:T]/g, '').slice(0, 14);
+    const answer = await client.sendIgnoringError(this.setTime === 'mfmt' ? `MFMT ${stamp} ${remote}` : `MDTM ${stamp} ${remote}`);
+    if (answer.code >= 200 && answer.code < 300) return;
+    this.setTime = 'none';
+    this.capabilities.modTime = 'none';
   }
 
   async mkdir(path: string, options: { signal?: AbortSignal } = {}): Promise<void> {
@@ -334,12 +360,14 @@ async function kindOf(client: Client, remote: string): Promise<'file' | 'directo
 
 async function toEntry(client: Client, rel: string, info: FileInfo, dir: string): Promise<Entry | null> {
   const modifiedAt = info.modifiedAt;
+  // A LIST line (no MLSD) has minutes at best, days for older files: the seconds come from stat (MDTM).
+  const needsStat = modifiedAt ? {} : { modifiedAtNeedsStat: true };
   if (info.isDirectory) return { path: rel, kind: 'directory', size: 0, modifiedAt };
-  if (info.isFile) return { path: rel, kind: 'file', size: info.size, modifiedAt };
+  if (info.isFile) return { path: rel, kind: 'file', size: info.size, modifiedAt, ...needsStat };
   if (info.isSymbolicLink) {
     const target = `${dir === '/' ? '' : dir}/${info.name}`;
     const size = await client.size(target).catch(() => null);
-    if (size !== null) return { path: rel, kind: 'file', size, modifiedAt };
+    if (size !== null) return { path: rel, kind: 'file', size, modifiedAt, ...needsStat };
   }
   return null;
 }

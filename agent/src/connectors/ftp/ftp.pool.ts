@@ -28,6 +28,9 @@ export class FtpPool {
   private closed = false;
   /** What test() reports about TLS, from the last login. */
   tlsSummary = '';
+  /** The server's FEAT answer (command → parameters), from the first login; `onFeatures` hears it. */
+  features: Map<string, string> | undefined;
+  onFeatures: ((features: Map<string, string>) => void) | undefined;
 
   constructor(
     private readonly endpoint: FtpEndpoint,
@@ -137,6 +140,10 @@ export class FtpPool {
       await client.sendIgnoringError('OPTS UTF8 ON');
       await client.login(user, password);
       await client.useDefaultSettings();
+      if (!this.features) {
+        this.features = await client.features();
+        this.onFeatures?.(this.features);
+      }
       return client;
     } catch (err) {
       client.close();

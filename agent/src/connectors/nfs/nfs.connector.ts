@@ -3,7 +3,7 @@ import type { Readable } from 'node:stream';
 import type { ConnectionSettings } from '@xfer/shared';
 import { baseName, joinRel, parentOf, relativePath, shownPath } from '../paths.js';
 import { closedAccess, type AgentAccess } from '../access.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteOptions, type WriteResult } from '../types.js';
 import { DEFAULT_NFS_TUNING, mountPathOf, nfsEndpoint, type NfsEndpoint, type NfsTuning } from './nfs.config.js';
 import { nfsError, nfsStatus } from './nfs.errors.js';
 import { MountedNfsConnector } from './nfs.mounted.js';
@@ -39,7 +39,7 @@ interface Session {
  */
 export class NfsConnector implements Connector {
   readonly type = 'nfs' as const;
-  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true };
+  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, modTime: 'set', modTimePrecision: 1 };
   private readonly endpoint: NfsEndpoint;
   private readonly tuning: NfsTuning;
   private session: Promise<Session> | null = null;
@@ -86,7 +86,7 @@ export class NfsConnector implements Connector {
     });
   }
 
-  async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal } = {}): Promise<WriteResult> {
+  async write(path: string, body: Readable, options: WriteOptions = {}): Promise<WriteResult> {
     const { signal } = options;
     let rel: string;
     try {
@@ -108,6 +108,8 @@ export class NfsConnector implements Connector {
       const fh = await s.nfs.create(dir, baseName(rel), signal);
       created = { dir, name: baseName(rel) };
       const size = await writeBody(s.nfs, fh, body, { chunkBytes: Math.min(s.info.wtmax, this.tuning.maxIoBytes), depth: this.tuning.writeDepth, signal });
+      // After the last WRITE and the COMMIT, so that nothing moves it again; a RENAME keeps it.
+      if (options.modifiedAt) await s.nfs.setMtime(fh, options.modifiedAt, signal);
       return { size };
     });
   }

@@ -5,7 +5,7 @@ import { XdrError, XdrReader, XdrWriter } from './xdr.js';
 /** NFS version 3 (RFC 1813): program, procedures, types, as far as the connector uses them. */
 export const NFS_PROGRAM = 100003;
 export const NFS_V3 = 3;
-const PROC = { GETATTR: 1, LOOKUP: 3, READ: 6, WRITE: 7, CREATE: 8, MKDIR: 9, REMOVE: 12, RMDIR: 13, RENAME: 14, READDIRPLUS: 17, FSINFO: 19, COMMIT: 21 } as const;
+const PROC = { GETATTR: 1, SETATTR: 2, LOOKUP: 3, READ: 6, WRITE: 7, CREATE: 8, MKDIR: 9, REMOVE: 12, RMDIR: 13, RENAME: 14, READDIRPLUS: 17, FSINFO: 19, COMMIT: 21 } as const;
 /** ftype3 */
 export const NF3REG = 1;
 export const NF3DIR = 2;
@@ -133,6 +133,13 @@ export class Nfs3 {
     });
   }
 
+  /** Sets the file's modification time (SET_TO_CLIENT_TIME, nanoseconds), nothing else; no guard. */
+  async setMtime(fh: FileHandle, time: Date, signal: Signal): Promise<void> {
+    const ms = time.getTime();
+    const seconds = Math.floor(ms / 1000);
+    await this.call('SETATTR', fh, (w) => sattr(w, { mtime: { seconds, nanoseconds: (ms - seconds * 1000) * 1e6 } }).bool(false), signal, (r) => skipWcc(r));
+  }
+
   /** Creates or truncates the file `name` (UNCHECKED with size 0: an existing file is emptied, not refused). */
   async create(dir: FileHandle, name: string, signal: Signal): Promise<FileHandle> {
     const fh = await this.call('CREATE', dir, (w) => sattr(w.string(name).u32(0), { mode: FILE_MODE, size: 0 }), signal, postOpFh);
@@ -220,12 +227,14 @@ function skipWcc(r: XdrReader): void {
   postOpAttr(r);
 }
 
-/** sattr3 with the mode and size given, nothing else changed (times left to the server). */
-function sattr(w: XdrWriter, set: { mode?: number; size?: number }): XdrWriter {
+/** sattr3 with the mode, size and mtime given, nothing else changed (atime, and mtime unless given, left to the server). */
+function sattr(w: XdrWriter, set: { mode?: number; size?: number; mtime?: { seconds: number; nanoseconds: number } }): XdrWriter {
   w.bool(set.mode !== undefined);
   if (set.mode !== undefined) w.u32(set.mode);
   w.bool(false).bool(false); // uid, gid: the caller's AUTH_SYS identity
   w.bool(set.size !== undefined);
   if (set.size !== undefined) w.u64(set.size);
-  return w.u32(0).u32(0); // atime, mtime: DONT_CHANGE
+  w.u32(0); // atime: DONT_CHANGE
+  // mtime: SET_TO_CLIENT_TIME with an nfstime3, else DONT_CHANGE.
+  return set.mtime ? w.u32(2).u32(set.mtime.seconds).u32(set.mtime.nanoseconds) : w.u32(0);
 }

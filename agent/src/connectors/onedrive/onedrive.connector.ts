@@ -3,7 +3,7 @@ import { Readable } from 'node:stream';
 import type { ConnectionSettings } from '@xfer/shared';
 import { baseName, joinRel, parentOf, relativePath } from '../paths.js';
 import { closedAccess } from '../access.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type Checksum, type ConnectorContext, type Entry, type WriteOptions, type WriteResult } from '../types.js';
 import { onedriveConfig, type OnedriveConfig } from './onedrive.config.js';
 import { requestError, type GraphErrorContext } from './onedrive.errors.js';
 import { bodyChunks } from '../io/http-body.js';
@@ -34,7 +34,7 @@ export interface OnedriveConnectorOptions {
  */
 export class OnedriveConnector implements Connector {
   readonly type = 'onedrive' as const;
-  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, verifiesWrites: true };
+  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, verifiesWrites: true, modTime: 'set', modTimePrecision: 1000 };
   private readonly config: OnedriveConfig;
   private readonly http: HttpsClient;
   private readonly graph: GraphClient;
@@ -120,7 +120,7 @@ export class OnedriveConnector implements Connector {
     return Readable.from(bodyChunks(res.body, { skip, limit, signal: options.signal, fail: (err) => requestError(err, errCtx, options.signal) }), { objectMode: false });
   }
 
-  async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal }): Promise<WriteResult> {
+  async write(path: string, body: Readable, options: WriteOptions): Promise<WriteResult> {
     const rel = relativePath(path);
     const ctx = { op: 'write', path: rel, endpoint: this.config.endpoint };
     if (rel === '') throw new ConnectorError('CONFLICT', 'write needs a file path, not the base path');
@@ -143,13 +143,32 @@ export class OnedriveConnector implements Connector {
       await this.removeQuietly(rel);
       throw new ConnectorError('TRANSIENT', `write ${JSON.stringify(rel)} on ${this.config.endpoint}: Graph stored ${item.size} bytes of ${size}`);
     }
+    if (options.modifiedAt) await this.setModifiedAt(rel, options.modifiedAt, options.signal);
     if (!stored) return { size };
     if (stored !== quickXorHash) {
       await this.removeQuietly(rel);
       throw new ConnectorError('TRANSIENT', `write ${JSON.stringify(rel)} on ${this.config.endpoint}: the QuickXorHash Graph computed differs from the bytes sent`);
     }
     // Graph hashed what it stored, the connector what it sent: equal, every byte arrived.
-    return { size, storeVerified: 'quickxorhash' };
+    return { size, checksum: quickXorChecksum(stored), storeVerified: 'quickxorhash' };
+  }
+
+  /**
+   * PATCH fileSystemInfo.lastModifiedDateTime, as rclone does (Graph keeps whole seconds), after
+   * the content is in: a later upload would move it, a rename keeps it. A refusal removes the file.
+   */
+  private async setModifiedAt(rel: string, time: Date, signal: AbortSignal | undefined): Promise<void> {
+    const ctx = { op: 'write', path: rel, endpoint: this.config.endpoint };
+    try {
+      const res = await this.graph.request({
+        method: 'PATCH', url: this.itemUrl(rel), signal, ctx, headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ fileSystemInfo: { lastModifiedDateTime: time.toISOString() } }),
+      });
+      res.discard();
+    } catch (err) {
+      await this.removeQuietly(rel);
+      throw requestError(err, ctx, signal);
+    }
   }
 
   async mkdir(path: string, options?: { signal?: AbortSignal }): Promise<void> {
@@ -250,13 +269,23 @@ export class OnedriveConnector implements Connector {
   }
 
   private entry(rel: string, item: DriveItem): Entry {
-    const modified = item.lastModifiedDateTime ? new Date(item.lastModifiedDateTime) : undefined;
+    // The file's own time (what a client set, rclone's modification time) before the upload's.
+    const time = item.fileSystemInfo?.lastModifiedDateTime ?? item.lastModifiedDateTime;
+    const modified = time ? new Date(time) : undefined;
+    const checksum = item.file?.hashes?.quickXorHash ? quickXorChecksum(item.file.hashes.quickXorHash) : undefined;
     return {
       path: rel, kind: item.folder || item.root ? 'directory' : 'file', size: item.folder ? 0 : item.size ?? 0,
       ...(modified && !Number.isNaN(modified.getTime()) ? { modifiedAt: modified } : {}),
+      ...(checksum ? { checksum } : {}),
       ...(item.eTag ? { etag: item.eTag } : {}),
     };
   }
+}
+
+/** Graph's QuickXorHash (base64 of 20 bytes) as a Checksum (lower-case hex); undefined when malformed. */
+function quickXorChecksum(base64: string): Checksum | undefined {
+  const bytes = Buffer.from(base64, 'base64');
+  return bytes.length === 20 ? { algorithm: 'quickxor', value: bytes.toString('hex') } : undefined;
 }
 
 /** The relative path of a child named `name` of `rel`; null for a name no connector path can name. */

@@ -10,6 +10,8 @@ export interface DriveItem {
   name: string;
   size?: number;
   lastModifiedDateTime?: string;
+  /** The file's own times as the client set them (rclone's modification time), not the upload's. */
+  fileSystemInfo?: { lastModifiedDateTime?: string };
   eTag?: string;
   folder?: { childCount?: number };
   file?: { mimeType?: string; hashes?: { quickXorHash?: string; sha1Hash?: string; sha256Hash?: string } };

@@ -13,7 +13,7 @@ describe('s3Target: endpoints, addressing, regions and quirks per type', () => {
     const t = target({});
     expect(t.clientConfig).toMatchObject({ endpoint: undefined, forcePathStyle: false, region: 'us-east-1', requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED' });
     expect(t.where).toBe('AWS S3 (us-east-1)');
-    expect(t.quirks).toEqual({ sha256: true, partChecksum: 'crc32', batchDelete: true });
+    expect(t.quirks).toEqual({ sha256: true, partChecksum: 'crc32', batchDelete: true, mtimeFormat: 'seconds' });
     expect(target({ credentials: { ...keys, region: 'eu-west-3' } }).clientConfig.region).toBe('eu-west-3');
   });
 
@@ -31,14 +31,14 @@ describe('s3Target: endpoints, addressing, regions and quirks per type', () => {
   it('r2: the account endpoint when no host, region auto, path-style, MD5 only', () => {
     const t = target({ type: 'r2', credentials: { ...keys, account_id: 'abc123' } });
     expect(t.clientConfig).toMatchObject({ endpoint: 'https://abc123.r2.cloudflarestorage.com', region: 'auto', forcePathStyle: true, responseChecksumValidation: 'WHEN_REQUIRED' });
-    expect(t.quirks).toEqual({ sha256: false, partChecksum: 'md5', batchDelete: true });
+    expect(t.quirks).toEqual({ sha256: false, partChecksum: 'md5', batchDelete: true, mtimeFormat: 'seconds' });
     expect(() => target({ type: 'r2' })).toThrow(ConnectorError);
   });
 
   it('gcs: storage.googleapis.com, region auto, no SDK checksums, no multi-object delete', () => {
     const t = target({ type: 'gcs' });
     expect(t.clientConfig).toMatchObject({ endpoint: 'https://storage.googleapis.com', region: 'auto', forcePathStyle: true, requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED' });
-    expect(t.quirks).toEqual({ sha256: false, partChecksum: 'md5', batchDelete: false });
+    expect(t.quirks).toEqual({ sha256: false, partChecksum: 'md5', batchDelete: false, mtimeFormat: 'rfc3339' });
   });
 
   it('the path is /<bucket>[/<prefix>]', () => {

@@ -5,6 +5,7 @@ import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import { closedAccess } from '../access.js';
 import type { NetworkGuard } from '../network-guard.js';
+import type { MtimeFormat } from '../mtime-metadata.js';
 import { ConnectorError } from '../types.js';
 
 export type S3FamilyType = 's3' | 'r2' | 'gcs';
@@ -48,6 +49,12 @@ export interface S3Quirks {
   partChecksum: 'crc32' | 'md5';
   /** Multi-object delete (POST ?delete); the GCS XML API has none. */
   batchDelete: boolean;
+  /**
+   * How a kept modification time is written in the object's `mtime` metadata: as rclone's backend
+   * for this store writes it (mtime-metadata.ts), seconds for s3 and r2 (rclone's s3 backend),
+   * RFC 3339 for gcs (rclone's googlecloudstorage backend, the one rclone users pick for GCS).
+   */
+  mtimeFormat: MtimeFormat;
 }
 
 /** Where a connection's objects are, and how to reach them. */
@@ -100,7 +107,7 @@ export function s3Target(settings: ConnectionSettings, tuning: S3Tuning, guard: 
     prefix,
     where: endpoint ?? `AWS S3 (${region})`,
     guard,
-    quirks: { sha256: type === 's3', partChecksum: type === 's3' ? 'crc32' : 'md5', batchDelete: type !== 'gcs' },
+    quirks: { sha256: type === 's3', partChecksum: type === 's3' ? 'crc32' : 'md5', batchDelete: type !== 'gcs', mtimeFormat: type === 'gcs' ? 'rfc3339' : 'seconds' },
     clientConfig: {
       region,
       endpoint,

@@ -16,7 +16,8 @@ import type { ConnectionSettings } from '@xfer/shared';
 import { relativePath } from '../paths.js';
 import { mapErrors } from '../map-errors.js';
 import { closedAccess, type AgentAccess } from '../access.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type OpenUpload, type WriteResult } from '../types.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type OpenUpload, type WriteOptions, type WriteResult } from '../types.js';
+import { keptMtime } from '../mtime-metadata.js';
 import { guardUpload } from '../upload-guard.js';
 import { DEFAULT_S3_TUNING, s3Target, type S3Target, type S3Tuning } from './s3.config.js';
 import { s3Error } from './s3.errors.js';
@@ -34,7 +35,7 @@ const EMPTY_MD5 = createHash('md5').update(Buffer.alloc(0)).digest('base64');
  * upload committed at the end), and `mkdir` leaves a zero-byte `dir/` marker.
  */
 export class S3Connector implements Connector {
-  readonly capabilities: ConnectorCapabilities = { rename: false, directories: false, verifiesWrites: true };
+  readonly capabilities: ConnectorCapabilities = { rename: false, directories: false, verifiesWrites: true, modTime: 'metadata', modTimePrecision: 1 };
   readonly type: S3Target['type'];
   private readonly target: S3Target;
   private readonly client: S3Client;
@@ -76,7 +77,8 @@ export class S3Connector implements Connector {
           key,
           entry: isMarker
             ? { path: entryPath, kind: 'directory', size: 0, modifiedAt: object.LastModified }
-            : { path: entryPath, kind: 'file', size: object.Size ?? 0, modifiedAt: object.LastModified, checksum: storeChecksum(undefined, object.ETag), ...(object.ETag ? { etag: object.ETag } : {}) },
+            // ListObjectsV2 carries no metadata: a kept `mtime` only comes from stat (HEAD).
+            : { path: entryPath, kind: 'file', size: object.Size ?? 0, modifiedAt: object.LastModified, modifiedAtNeedsStat: true, checksum: storeChecksum(undefined, object.ETag), ...(object.ETag ? { etag: object.ETag } : {}) },
         });
       }
       for (const common of page.CommonPrefixes ?? []) {
@@ -96,7 +98,7 @@ export class S3Connector implements Connector {
         const head = await this.call('stat', rel, () => this.client.send(new HeadObjectCommand({
           Bucket: this.target.bucket, Key: this.key(rel), ChecksumMode: this.target.quirks.sha256 ? 'ENABLED' : undefined,
         }), { abortSignal: options.signal }));
-        return { path: rel, kind: 'file', size: head.ContentLength ?? 0, modifiedAt: head.LastModified, checksum: storeChecksum(head.ChecksumSHA256, head.ETag), ...(head.ETag ? { etag: head.ETag } : {}) };
+        return { path: rel, kind: 'file', size: head.ContentLength ?? 0, modifiedAt: keptMtime(head.Metadata) ?? head.LastModified, checksum: storeChecksum(head.ChecksumSHA256, head.ETag), ...(head.ETag ? { etag: head.ETag } : {}) };
       } catch (err) {
         if (!(err instanceof ConnectorError && err.code === 'NOT_FOUND')) throw err;
       }
@@ -140,7 +142,7 @@ export class S3Connector implements Connector {
     return out;
   }
 
-  async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal } = {}): Promise<WriteResult> {
+  async write(path: string, body: Readable, options: WriteOptions = {}): Promise<WriteResult> {
     const rel = relativePath(path);
     return guardUpload(rel, body, { signal: options.signal, what: 'an object', mapError: (err) => s3Error(err, this.context('write', rel)) }, () =>
       uploadObject({ client: this.client, direct: this.direct, bucket: this.target.bucket, key: this.key(rel), quirks: this.target.quirks, tuning: this.tuning }, body, options));

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { DeleteObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { MAX_PARTS, uploadParts, type Part } from '@xfer/storage';
-import { ConnectorError, type Checksum, type WriteResult } from '../types.js';
+import { ConnectorError, type Checksum, type WriteOptions, type WriteResult } from '../types.js';
+import { mtimeMetadata } from '../mtime-metadata.js';
 import type { S3Quirks, S3Tuning } from './s3.config.js';
 import type { DirectPut } from './s3.put.js';
 
@@ -33,14 +34,18 @@ export interface UploadTarget {
  * else the plain MD5 ETag); a multipart object has only a checksum of checksums, so none. Either
  * way `storeVerified` says when the store's answer confirms every byte sent.
  */
-export async function uploadObject(t: UploadTarget, body: AsyncIterable<unknown>, options: { size?: number; signal?: AbortSignal }): Promise<WriteResult> {
+export async function uploadObject(t: UploadTarget, body: AsyncIterable<unknown>, options: WriteOptions): Promise<WriteResult> {
   const { signal } = options;
+  // The kept modification time goes with the object itself (rclone's key and format), in the one
+  // PUT or when the multipart upload is created: never a second request that could fail alone.
+  const metadata = options.modifiedAt ? mtimeMetadata(options.modifiedAt, t.quirks.mtimeFormat) : undefined;
   const uploaded = await uploadParts(
     {
       client: t.client,
       bucket: t.bucket,
       key: t.key,
       checksum: t.quirks.partChecksum,
+      metadata,
       partsInFlight: t.tuning.queueParts,
       partSize: (n) => partBytes(n, options.size, t.tuning.partBytes),
       sendPart: (r, signal) => t.direct.put(r.bucket, r.key, r.part.chunks, r.headers, { signal, query: { partNumber: String(r.partNumber), uploadId: r.uploadId } }),
@@ -49,7 +54,7 @@ export async function uploadObject(t: UploadTarget, body: AsyncIterable<unknown>
     body,
     signal,
   );
-  if ('single' in uploaded) return putSingle(t, uploaded.single, signal);
+  if ('single' in uploaded) return putSingle(t, uploaded.single, metadata, signal);
   const upload = uploaded.multipart;
   try {
     const completed = await upload.complete(signal);
@@ -64,7 +69,7 @@ export async function uploadObject(t: UploadTarget, body: AsyncIterable<unknown>
   }
 }
 
-async function putSingle(t: UploadTarget, data: Part, signal: AbortSignal | undefined): Promise<WriteResult> {
+async function putSingle(t: UploadTarget, data: Part, metadata: Record<string, string> | undefined, signal: AbortSignal | undefined): Promise<WriteResult> {
   const md5 = createHash('md5');
   const sha256 = t.quirks.sha256 ? createHash('sha256') : null;
   for (const chunk of data.chunks) {
@@ -74,6 +79,7 @@ async function putSingle(t: UploadTarget, data: Part, signal: AbortSignal | unde
   const digests = { md5: md5.digest('base64'), sha256: sha256?.digest('base64') };
   const headers: Record<string, string> = { 'content-md5': digests.md5 };
   if (digests.sha256) headers['x-amz-checksum-sha256'] = digests.sha256;
+  for (const [key, value] of Object.entries(metadata ?? {})) headers[`x-amz-meta-${key}`] = value;
   const res = await t.direct.put(t.bucket, t.key, data.chunks, headers, { signal });
   const checksum = storeChecksum(res.checksumSha256, res.etag);
   return { size: data.length, checksum, ...(await singleVerdict(t, res.etag, digests.md5)) };

@@ -4,7 +4,7 @@ import type { SFTPWrapper, Stats } from 'ssh2';
 import type { ConnectionSettings } from '@xfer/shared';
 import { joinRel, parentOf, relativePath, resolvePath, shownPath } from '../paths.js';
 import { closedAccess, type AgentAccess } from '../access.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteOptions, type WriteResult } from '../types.js';
 import { DEFAULT_SFTP_TUNING, sftpEndpoint, type SftpEndpoint, type SftpTuning } from './sftp.config.js';
 import { SFTP_STATUS, sftpError, sftpStatus } from './sftp.errors.js';
 import * as ops from './sftp.ops.js';
@@ -26,7 +26,7 @@ const REMOVE_PARALLEL = 16;
  */
 export class SftpConnector implements Connector {
   readonly type = 'sftp' as const;
-  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true };
+  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, modTime: 'set', modTimePrecision: 1000 };
   private readonly base: string;
   private readonly endpoint: SftpEndpoint;
   private readonly session: SftpSession;
@@ -86,7 +86,7 @@ export class SftpConnector implements Connector {
     }
   }
 
-  async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal } = {}): Promise<WriteResult> {
+  async write(path: string, body: Readable, options: WriteOptions = {}): Promise<WriteResult> {
     const rel = relativePath(path);
     const { signal } = options;
     if (rel === '') throw new ConnectorError('CONFLICT', 'write: the base path is a directory, not a file');
@@ -107,6 +107,8 @@ export class SftpConnector implements Connector {
         handle = await this.openForWrite(sftp, rel, remote);
         created = true;
         const size = await pipelinedWrite(sftp, handle, body, this.tuning);
+        // FSETSTAT after every write was answered (SFTP v3 keeps whole seconds); a rename keeps it.
+        if (options.modifiedAt) await ops.futimes(sftp, handle, options.modifiedAt);
         const closing = handle;
         handle = undefined;
         await ops.closeFile(sftp, closing);

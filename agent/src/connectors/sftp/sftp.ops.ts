@@ -25,6 +25,7 @@ export const readdir = (sftp: SFTPWrapper, path: string) => call<FileEntryWithSt
 export const mkdir = (sftp: SFTPWrapper, path: string) => call<void>((cb) => sftp.mkdir(path, (err) => cb(err, undefined)));
 export const rmdir = (sftp: SFTPWrapper, path: string) => call<void>((cb) => sftp.rmdir(path, (err) => cb(err, undefined)));
 export const unlink = (sftp: SFTPWrapper, path: string) => call<void>((cb) => sftp.unlink(path, (err) => cb(err, undefined)));
+export const futimes = (sftp: SFTPWrapper, handle: Buffer, time: Date) => call<void>((cb) => sftp.futimes(handle, time, time, (err) => cb(err, undefined)));
 export const rename = (sftp: SFTPWrapper, from: string, to: string) => call<void>((cb) => sftp.rename(from, to, (err) => cb(err, undefined)));
 
 /** Bytes read at `position` into a fresh buffer of `length` (fewer at the end of the file, 0 past it). */

@@ -5,7 +5,7 @@ import { ntlmAuthenticate, ntlmNegotiate, parseChallenge, parseSpnegoResponse, s
 import { SmbConnection, SmbConnectionError } from './smb.connection.js';
 import {
   Capability, Command, Dialect, FileAttribute, HASH_SHA512, InfoClass, NegotiateContext, OFFERED_DIALECTS, SecurityMode, SessionFlag, ShareFlag, SigningAlgorithmId,
-  SmbStatusError, Status, fromFileTime,
+  SmbStatusError, Status, fromFileTime, toFileTime,
 } from './smb.protocol.js';
 
 /** What the client needs to reach one share. */
@@ -317,6 +317,17 @@ export class SmbClient {
     info.writeUInt32LE(name.length, 16);
     name.copy(info, 20);
     await this.setInfo(fileId, InfoClass.FILE_RENAME_INFORMATION, info, signal);
+  }
+
+  /**
+   * SET_INFO FileBasicInformation with only LastWriteTime (zero leaves the other times and the
+   * attributes as they are). Samba keeps a time set this way through the handle's close (a
+   * "sticky" write time), whatever was written before.
+   */
+  async setModifiedAt(fileId: Buffer, time: Date, signal?: AbortSignal): Promise<void> {
+    const info = Buffer.alloc(40);
+    info.writeBigUInt64LE(toFileTime(time), 16);
+    await this.setInfo(fileId, InfoClass.FILE_BASIC_INFORMATION, info, signal);
   }
 
   /** Marks the open file or (empty) directory for deletion when its last handle closes. */

@@ -4,7 +4,7 @@ import type { ConnectionSettings } from '@xfer/shared';
 import { joinRel, parentOf, relativePath, shownPath } from '../paths.js';
 import { abortedError } from '../aborted.js';
 import { closedAccess, type AgentAccess } from '../access.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteOptions, type WriteResult } from '../types.js';
 import type { DirectoryEntry, SmbClient, SmbHandle } from './smb.client.js';
 import { DEFAULT_SMB_TUNING, smbEndpoint, type SmbEndpoint, type SmbTuning } from './smb.config.js';
 import { SmbConnectionError } from './smb.connection.js';
@@ -24,7 +24,7 @@ const READ_ATTRS = Access.READ_ATTRIBUTES | Access.SYNCHRONIZE;
  */
 export class SmbConnector implements Connector {
   readonly type = 'smb' as const;
-  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true };
+  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, modTime: 'set', modTimePrecision: 1 };
   private readonly endpoint: SmbEndpoint;
   private readonly tuning: SmbTuning;
   private readonly session: SmbSession;
@@ -69,7 +69,7 @@ export class SmbConnector implements Connector {
     return readStream(client, handle.fileId, { start, end }, { depth: this.tuning.readDepth, chunk: client.maxRead, signal, fail });
   }
 
-  async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal } = {}): Promise<WriteResult> {
+  async write(path: string, body: Readable, options: WriteOptions = {}): Promise<WriteResult> {
     const rel = relativePath(path);
     const { signal } = options;
     if (rel === '') throw new ConnectorError('CONFLICT', 'write: the base path is a directory, not a file');
@@ -83,6 +83,8 @@ export class SmbConnector implements Connector {
       const sent = await writeBody(client, handle.fileId, body, { depth: this.tuning.writeDepth, chunk: client.maxWrite, signal });
       // Durable on the server's disk before the engine renames the temporary name into place.
       await client.flush(handle.fileId, signal);
+      // After the last WRITE, on the handle that wrote (it holds WRITE_ATTRIBUTES); a rename keeps it.
+      if (options.modifiedAt) await client.setModifiedAt(handle.fileId, options.modifiedAt, signal);
       opened = undefined;
       const stored = await client.close(handle.fileId, true, signal);
       if (stored !== sent) {

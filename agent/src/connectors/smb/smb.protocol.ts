@@ -52,7 +52,7 @@ export const Disposition = { OPEN: 1, CREATE: 2, OPEN_IF: 3, OVERWRITE_IF: 5 } a
 export const CreateOption = { DIRECTORY_FILE: 0x1, NON_DIRECTORY_FILE: 0x40, SYNCHRONOUS_IO_NONALERT: 0x20 } as const;
 export const FileAttribute = { DIRECTORY: 0x10, NORMAL: 0x80, REPARSE_POINT: 0x400 } as const;
 
-export const InfoClass = { FILE_DIRECTORY_INFORMATION: 0x01, FILE_RENAME_INFORMATION: 10, FILE_DISPOSITION_INFORMATION: 13 } as const;
+export const InfoClass = { FILE_DIRECTORY_INFORMATION: 0x01, FILE_BASIC_INFORMATION: 4, FILE_RENAME_INFORMATION: 10, FILE_DISPOSITION_INFORMATION: 13 } as const;
 
 export const Status = {
   SUCCESS: 0x00000000,
@@ -113,6 +113,11 @@ export function dialectName(dialect: number): string {
 export function fromFileTime(ticks: bigint): Date | undefined {
   if (ticks === 0n) return undefined;
   return new Date(Number(ticks / 10_000n - 11_644_473_600_000n));
+}
+
+/** Converts a Date to a Windows FILETIME (100 ns ticks since 1601). */
+export function toFileTime(time: Date): bigint {
+  return (BigInt(time.getTime()) + 11_644_473_600_000n) * 10_000n;
 }
 
 /** An SMB2 error status of a command, as the server answered it. */

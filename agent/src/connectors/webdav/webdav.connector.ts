@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import type { ConnectionSettings } from '@xfer/shared';
 import { joinRel, parentOf, relativePath } from '../paths.js';
 import { closedAccess, type AgentAccess } from '../access.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteResult } from '../types.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteOptions, type WriteResult } from '../types.js';
 import { DavClient, type DavResource } from './webdav.client.js';
 import { webdavConfig, type WebdavConfig } from './webdav.config.js';
 import { requestError, type WebdavErrorContext } from './webdav.errors.js';
@@ -17,7 +17,16 @@ import { SingleFlight } from '../single-flight.js';
  */
 export class WebdavConnector implements Connector {
   readonly type = 'webdav' as const;
-  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true };
+  /**
+   * `modTime` is learnt on the first write given a time (docs/connectors.md "Modification times"):
+   * the PUT carries `X-OC-Mtime` (rclone's and ownCloud's way); a server that answers
+   * `X-OC-Mtime: accepted`, or whose `getlastmodified` then shows that time, keeps it (`set`);
+   * any other ignores it (Apache mod_dav: RFC 4918 makes getlastmodified a protected property,
+   * so PROPPATCH cannot set it either) and the connector says `none` from then on.
+   */
+  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, modTime: 'set', modTimePrecision: 1000 };
+  /** Whether the server keeps X-OC-Mtime: unknown until the first write with a time shows it. */
+  private ocMtime: boolean | undefined;
   private readonly config: WebdavConfig;
   private readonly dav: DavClient;
   /** mkdir chains in flight, by relative path. */
@@ -80,7 +89,7 @@ export class WebdavConnector implements Connector {
     return Readable.from(bodyChunks(res.body, { skip, limit, signal: options.signal, fail: (err) => requestError(err, ctx, options.signal) }), { objectMode: false });
   }
 
-  async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal }): Promise<WriteResult> {
+  async write(path: string, body: Readable, options: WriteOptions): Promise<WriteResult> {
     const rel = relativePath(path);
     const ctx = this.ctx('write', rel);
     if (rel === '') throw new ConnectorError('CONFLICT', 'write needs a file path, not the base path');
@@ -113,11 +122,15 @@ export class WebdavConnector implements Connector {
     try {
       await this.mkdirs(parentOf(rel), options.signal);
       sent = true;
+      const keep = options.modifiedAt && this.ocMtime !== false ? options.modifiedAt : undefined;
       const res = await this.dav.request({
         method: 'PUT', serverPath: this.serverPath(rel), signal: options.signal, ctx, body: Readable.from(counted()),
-        headers: { 'Content-Type': 'application/octet-stream' },
+        // Whole seconds since the epoch, as rclone's webdav backend sends it.
+        headers: { 'Content-Type': 'application/octet-stream', ...(keep ? { 'X-OC-Mtime': String(Math.floor(keep.getTime() / 1000)) } : {}) },
       });
+      const accepted = String(res.body.headers['x-oc-mtime'] ?? '').toLowerCase() === 'accepted';
       res.discard();
+      if (keep && this.ocMtime === undefined) await this.learnOcMtime(rel, keep, accepted, options.signal);
       return { size };
     } catch (err) {
       body.destroy();
@@ -131,6 +144,23 @@ export class WebdavConnector implements Connector {
     } finally {
       options.signal?.removeEventListener('abort', onAbort);
     }
+  }
+
+  /**
+   * After the first PUT with X-OC-Mtime: kept when the server says `accepted` (ownCloud, Nextcloud)
+   * or when the file's getlastmodified (whole seconds) is that time (rclone serve webdav sets it
+   * without saying so); otherwise the server ignores the header.
+   */
+  private async learnOcMtime(rel: string, time: Date, accepted: boolean, signal: AbortSignal | undefined): Promise<void> {
+    let kept = accepted;
+    if (!kept) {
+      // The file is written: a failed look leaves the question open for the next write.
+      const stat = await this.stat(rel, { signal }).catch(() => undefined);
+      if (stat === undefined) return;
+      kept = stat?.modifiedAt?.getTime() === Math.floor(time.getTime() / 1000) * 1000;
+    }
+    this.ocMtime = kept;
+    if (!kept) this.capabilities.modTime = 'none';
   }
 
   async mkdir(path: string, options?: { signal?: AbortSignal }): Promise<void> {

@@ -365,6 +365,13 @@ export class AzureFilesFake {
     const size = lengthHeader(r, 'x-ms-content-length', false);
     if (size !== undefined) await this.store.resize(path, size);
     this.store.setProperties(path, httpProperties(r.req));
+    // x-ms-file-last-write-time: an ISO 8601 time sets it; `preserve` (the SDK's default) and `now` keep what the write made.
+    const lastWrite = single(r.req.headers['x-ms-file-last-write-time']);
+    if (lastWrite && lastWrite !== 'preserve' && lastWrite !== 'now') {
+      const time = parseIsoTime(lastWrite);
+      if (!time) throw invalidHeader('x-ms-file-last-write-time', lastWrite);
+      await this.store.setLastWriteTime(path, time);
+    }
     this.send(r, 200, await this.store.node(path));
   }
 
@@ -419,6 +426,8 @@ export class AzureFilesFake {
   }
 
   private fileHeaders(res: ServerResponse, node: Node): void {
+    // Get File and Get File Properties answer the times too (x-ms-file-last-write-time above all).
+    nodeHeaders(res, node);
     const p = node.properties;
     res.setHeader('Content-Type', p.contentType ?? 'application/octet-stream');
     if (p.contentEncoding) res.setHeader('Content-Encoding', p.contentEncoding);
@@ -433,14 +442,7 @@ export class AzureFilesFake {
   /** A success answer with the node's common headers (ETag, Last-Modified, file id and times). */
   private send(r: Request, status: number, node?: Node | null, body?: string): void {
     if (node) {
-      r.res.setHeader('ETag', node.etag);
-      r.res.setHeader('Last-Modified', node.mtime.toUTCString());
-      r.res.setHeader('x-ms-file-id', node.fileId);
-      r.res.setHeader('x-ms-file-attributes', node.kind === 'directory' ? 'Directory' : 'Archive');
-      r.res.setHeader('x-ms-file-creation-time', isoTime(node.birthtime));
-      r.res.setHeader('x-ms-file-last-write-time', isoTime(node.mtime));
-      r.res.setHeader('x-ms-file-change-time', isoTime(node.mtime));
-      r.res.setHeader('x-ms-file-permission-key', '1*1');
+      nodeHeaders(r.res, node);
     }
     r.res.setHeader('Content-Length', String(body === undefined ? 0 : Buffer.byteLength(body)));
     r.res.writeHead(status);
@@ -520,6 +522,26 @@ function decodePart(s: string): string {
   } catch {
     throw new FakeError(400, 'InvalidUri', 'The requested URI does not represent any resource on the server.');
   }
+}
+
+/** The headers every answer about a file or directory carries: ETag, Last-Modified, file id and times. */
+function nodeHeaders(res: ServerResponse, node: Node): void {
+  res.setHeader('ETag', node.etag);
+  res.setHeader('Last-Modified', node.mtime.toUTCString());
+  res.setHeader('x-ms-file-id', node.fileId);
+  res.setHeader('x-ms-file-attributes', node.kind === 'directory' ? 'Directory' : 'Archive');
+  res.setHeader('x-ms-file-creation-time', isoTime(node.birthtime));
+  res.setHeader('x-ms-file-last-write-time', isoTime(node.mtime));
+  res.setHeader('x-ms-file-change-time', isoTime(node.mtime));
+  res.setHeader('x-ms-file-permission-key', '1*1');
+}
+
+/** An ISO 8601 UTC time with up to 7 fractional digits (the service's format), to the millisecond; null if malformed. */
+function parseIsoTime(text: string): Date | null {
+  const m = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(\d{1,7}))?Z$/.exec(text);
+  if (!m) return null;
+  const time = new Date(`${m[1]}.${(m[2] ?? '').padEnd(3, '0').slice(0, 3)}Z`);
+  return Number.isNaN(time.getTime()) ? null : time;
 }
 
 /** The service's date-time format in listings and x-ms-file-*-time: ISO 8601 with 7 fractional digits. */

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
-import { mkdir, readdir, rename, rm, rmdir, stat, truncate, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm, rmdir, stat, truncate, unlink, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { FakeError } from './azure-files.errors.js';
 
@@ -150,6 +150,11 @@ export class FakeStore {
 
   async resize(path: string, size: number): Promise<void> {
     await truncate(path, size);
+  }
+
+  /** The file's last write time (the fake keeps it as the body's mtime on disk, which it reports as both times). */
+  async setLastWriteTime(path: string, time: Date): Promise<void> {
+    await utimes(path, time, time);
   }
 
   setProperties(path: string, properties: FileProperties): void {

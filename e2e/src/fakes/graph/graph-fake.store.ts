@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createReadStream, type Stats } from 'node:fs';
-import { lstat, mkdir, readdir, rename, rm } from 'node:fs/promises';
+import { lstat, mkdir, readdir, rename, rm, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ReferenceQuickXorHash } from './quickxorhash.reference.js';
 
@@ -11,6 +11,8 @@ export interface DriveItemJson {
   size: number;
   createdDateTime: string;
   lastModifiedDateTime: string;
+  /** The client's times: the fake keeps one modification time (the file's mtime on disk) for both. */
+  fileSystemInfo: { createdDateTime: string; lastModifiedDateTime: string };
   eTag: string;
   cTag: string;
   parentReference?: { driveId: string; driveType: string; id?: string; path?: string };
@@ -61,6 +63,11 @@ export class DriveStore {
     return this.pathsById.get(id);
   }
 
+  /** PATCH fileSystemInfo.lastModifiedDateTime: the item's modification time. */
+  async setModifiedAt(rel: string, time: Date): Promise<void> {
+    await utimes(this.abs(rel), time, time);
+  }
+
   /** Sorted child names of a folder (the listing order Graph keeps stable between pages). */
   async children(rel: string): Promise<string[]> {
     const names = await readdir(this.abs(rel));
@@ -76,6 +83,7 @@ export class DriveStore {
     const base: DriveItemJson = {
       id, name, size: st.isDirectory() ? 0 : st.size,
       createdDateTime: st.birthtime.toISOString(), lastModifiedDateTime: st.mtime.toISOString(),
+      fileSystemInfo: { createdDateTime: st.birthtime.toISOString(), lastModifiedDateTime: st.mtime.toISOString() },
       eTag: `"{${id}},${version}"`, cTag: `"c:{${id}},${version}"`,
       parentReference: rel === ''
         ? { driveId: DRIVE_ID, driveType: 'business' }

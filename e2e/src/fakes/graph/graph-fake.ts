@@ -225,9 +225,16 @@ export class GraphFake {
   }
 
   private async patch(req: IncomingMessage, res: ServerResponse, rel: string, conflict: string | null): Promise<void> {
-    const body = JSON.parse((await readBody(req)) || '{}') as { name?: unknown; parentReference?: { id?: string; path?: string }; '@microsoft.graph.conflictBehavior'?: string };
+    const body = JSON.parse((await readBody(req)) || '{}') as { name?: unknown; parentReference?: { id?: string; path?: string }; fileSystemInfo?: { lastModifiedDateTime?: unknown }; '@microsoft.graph.conflictBehavior'?: string };
     if (rel === '') throw new HttpError(400, 'invalidRequest', 'The root cannot be moved or renamed.');
     if (!(await this.store.stat(rel))) throw new HttpError(404, 'itemNotFound', 'The resource could not be found.');
+    const modified = body.fileSystemInfo?.lastModifiedDateTime;
+    if (modified !== undefined) {
+      const time = typeof modified === 'string' ? new Date(modified) : null;
+      if (!time || Number.isNaN(time.getTime())) throw new HttpError(400, 'invalidRequest', 'fileSystemInfo.lastModifiedDateTime is not a date.');
+      // Graph keeps whole seconds of a client's time.
+      await this.store.setModifiedAt(rel, new Date(Math.floor(time.getTime() / 1000) * 1000));
+    }
     const name = body.name === undefined ? rel.slice(rel.lastIndexOf('/') + 1) : body.name;
     if (typeof name !== 'string' || !validName(name)) throw new HttpError(400, 'invalidRequest', 'The name in the request is invalid.');
     let parent = rel.includes('/') ? rel.slice(0, rel.lastIndexOf('/')) : '';
