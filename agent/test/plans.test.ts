@@ -94,9 +94,8 @@ describe('plans on the agent', () => {
 
   test('move is refused through a relay with a clear error', async () => {
     const { agent, running, conn } = await connected();
-    conn.send('job.assign', assignPayload('0123456789abcdef01234567', src, dst, {
-      source: undefined, relay: { source_type: 'sftp' }, options: { ...SYNC, mode: 'move' },
-    } as never));
+    const { source: _relayed, ...assign } = assignPayload('0123456789abcdef01234567', src, dst, { relay: { source_type: 'sftp' }, options: { ...SYNC, mode: 'move' } });
+    conn.send('job.assign', assign);
     const failed = await conn.next('job.failed');
     expect(failed.payload.error).toMatch(/^move is not supported through a relay/);
     await agent.shutdown('test');
