@@ -172,6 +172,41 @@ describe.each([
   });
 });
 
+describe.each([
+  ['sftp', async (): Promise<WatchStore> => new SftpWatchStore()],
+  ['s3', async (): Promise<WatchStore> => S3WatchStore.create()],
+])('folder watch on %s: filters', (_type, makeStore) => {
+  let store: WatchStore;
+  beforeEach(async () => {
+    store = await makeStore();
+  });
+  afterEach(async () => {
+    await store.cleanup();
+  });
+
+  it('reports only the files the filters keep, and never lists a directory they prune', async () => {
+    for (const name of ['keep/a.csv', 'keep/top.csv', 'skip/c.csv', 'skip/deep/d.csv', 'top.csv', 'x.tmp', 'ok.csv']) await store.put(`in/${name}`, 'small');
+    await store.put('in/big.csv', 'x'.repeat(50));
+    const wrapped = new WrappedConnector(store.connector);
+    const listed: string[] = [];
+    wrapped.mapEntry = (entry) => {
+      listed.push(entry.path);
+      return entry;
+    };
+    // Paths relative to the watched folder: `/top.csv` is in/top.csv, not in/keep/top.csv.
+    const watch = new FolderWatch(spec({
+      path: 'in', recursive: true, include_existing: true,
+      filters: { rules: ['- skip/', '- *.tmp', '- /top.csv'], max_size: 10 },
+    }));
+    const got: FileVersion[] = [];
+    const summary = await watch.poll(wrapped, { report: (v) => void got.push(v) });
+    expect(paths(got)).toEqual(['in/keep/a.csv', 'in/keep/top.csv', 'in/ok.csv']);
+    expect(summary).toMatchObject({ matched: 3, reported: 3 });
+    expect(listed).toContain('in/keep/a.csv');
+    expect(listed.filter((p) => p.startsWith('in/skip/'))).toEqual([]);
+  });
+});
+
 describe('folder watch on sftp: size and modification time', () => {
   let store: SftpWatchStore;
   beforeEach(() => {
@@ -364,6 +399,7 @@ describe('watch specs', () => {
     ['a recursive that is no boolean', { recursive: 'yes' as unknown as boolean }, /^recursive must be true or false/],
     ['an include_existing that is no boolean', { include_existing: 1 as unknown as boolean }, /^include_existing must be true or false/],
     ['a path that is no string', { path: 3 as unknown as string }, /^path must be a string/],
+    ['a filter rule that does not parse', { filters: { rules: ['+ *.csv', '- [a'] } }, /^filters\.rules\[1\]: "- \[a" is not a valid pattern: unclosed \[/],
   ])('refuses %s, naming the field', (_label, over, message) => {
     let error: unknown;
     try {

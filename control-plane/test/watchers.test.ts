@@ -170,6 +170,33 @@ describe('agents', () => {
     client.close();
   });
 
+  test('the transfer\'s filters go to the agent in the spec and decide what a report may hold; changing them is a new revision', async () => {
+    const s = await setup();
+    const agent = await makeAgent(app, s.key);
+    const filters = { rules: ['- tmp/', '+ *.csv', '- **'], max_size: 10 };
+    const action = (f: unknown) => ({ transfer: { destinationConnectionId: s.dst.id, destinationPath: '/archive/{{file.name}}', options: { filters: f } } });
+    const w = (await post(s.key, s.body({ recursive: true, pattern: '*', action: action(filters) }))).json().data;
+    const { client } = await ProtocolClient.connect(app, agent.token, { watch: true, connector_types: ['sftp', 's3'] });
+    const set = await setWhere(client, (ids) => ids.includes(w.id), 'the watcher in its set');
+    expect(set.watchers.find((x) => x.id === w.id)).toMatchObject({ revision: 1, spec: { path: '/inbox', recursive: true, filters } });
+
+    // Paths relative to the watched folder: inbox/tmp/ is pruned, a.txt is not included, big.csv is over max_size.
+    const refusedBefore = app.watcherEvents.refused;
+    client.send('watch.found', {
+      watcher_id: w.id, revision: 1, seq: 1,
+      files: [file('inbox/a.csv'), file('inbox/sub/b.csv'), file('inbox/tmp/c.csv'), file('inbox/a.txt'), { ...file('inbox/big.csv'), size: 11 }],
+    });
+    await eventually(async () => acks(client).includes(1), 'acknowledged');
+    const events = await app.db.watcherEvents.find({ watcher_id: new Types.ObjectId(w.id) }).lean();
+    expect(events.map((e) => e.path).sort()).toEqual(['inbox/a.csv', 'inbox/sub/b.csv']);
+    expect(app.watcherEvents.refused - refusedBefore).toBe(3);
+
+    expect((await put(s.key, w.id, { action: action({ rules: ['- *.tmp'] }) })).statusCode).toBe(200);
+    const changed = await setWhere(client, (_ids, next) => next.watchers.some((x) => x.id === w.id && x.revision === 2), 'revision 2 in its set');
+    expect(changed.watchers.find((x) => x.id === w.id)).toMatchObject({ spec: { filters: { rules: ['- *.tmp'] } } });
+    client.close();
+  });
+
   test('reports of files the watcher does not watch, of another account\'s watcher or of a paused one are dropped (and acknowledged)', async () => {
     const s = await setup();
     const other = await setup();

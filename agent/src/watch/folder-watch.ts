@@ -1,6 +1,6 @@
 import type { Connector, Entry } from '../connectors/types.js';
 import { versionIdentity } from './identity.js';
-import { compileNamePattern, NamePatternError } from '@xfer/shared';
+import { checkFilterOptions, compileFilters, compileNamePattern, NamePatternError, type FileFilter, type FilterOptions } from '@xfer/shared';
 import { digest, pathKey, VersionTable } from './version-table.js';
 
 /**
@@ -22,6 +22,12 @@ export interface WatchSpec {
   stable_seconds: number;
   /** Report the files already there at the first complete listing (else they are the baseline). */
   include_existing: boolean;
+  /**
+   * rclone filter rules and size/age bounds (shared/src/filters; docs/api.md "Filters"), on paths
+   * relative to `path`: a file they exclude is not reported (as if it were not there: one that
+   * passes later, say older than `min_age`, is new then), a directory they prune is not listed.
+   */
+  filters?: FilterOptions;
 }
 
 /**
@@ -82,8 +88,9 @@ export interface PollSummary {
 
 /** A watch spec (or first-listing option) that cannot be used; the message starts with the field's name. */
 export class WatchSpecError extends Error {
-  constructor(readonly field: keyof WatchSpec | keyof FirstListing, message: string) {
-    super(`${field} ${message}`);
+  /** `message` follows the field's name, or (`named`) already starts with it. */
+  constructor(readonly field: keyof WatchSpec | keyof FirstListing, message: string, named = false) {
+    super(named ? message : `${field} ${message}`);
     this.name = 'WatchSpecError';
   }
 }
@@ -103,6 +110,10 @@ export function checkWatchSpec(spec: WatchSpec): void {
   const s = spec.stable_seconds;
   if (!Number.isInteger(s) || s < 0 || s > MAX_STABLE_SECONDS) throw new WatchSpecError('stable_seconds', `must be a whole number from 0 to ${MAX_STABLE_SECONDS}`);
   if (typeof spec.include_existing !== 'boolean') throw new WatchSpecError('include_existing', 'must be true or false');
+  if (spec.filters !== undefined) {
+    const problem = checkFilterOptions(spec.filters, 'filters');
+    if (problem) throw new WatchSpecError('filters', problem, true);
+  }
 }
 
 /** Throws a `WatchSpecError` naming the first field of `first` that is not usable. */
@@ -202,13 +213,16 @@ export class FolderWatch {
     const epoch = (this.epoch = (this.epoch + 1) >>> 0);
     const table = this.table;
     const summary: PollSummary = { listed: 0, matched: 0, reported: 0, waiting: 0, removed: 0, state_bytes: 0 };
+    // Ages count back from this poll.
+    const filter = compileFilters(this.spec.filters, new Date(now()));
 
-    for await (const entry of connector.list(this.spec.path, { recursive: this.spec.recursive, signal })) {
+    for await (const entry of this.listing(connector, filter, signal)) {
       signal?.throwIfAborted();
       if (entry.kind !== 'file') continue;
       summary.listed++;
       const name = entry.path.slice(entry.path.lastIndexOf('/') + 1);
       if (!this.matches(name)) continue;
+      if (!filter.empty && !filter.includeFile(this.relative(entry.path), entry.size, validDate(entry.modifiedAt))) continue;
       summary.matched++;
 
       const key = pathKey(entry.path);
@@ -251,4 +265,41 @@ export class FolderWatch {
     summary.state_bytes = table.byteLength;
     return summary;
   }
+
+  /** `path` (relative to the connection's base) relative to the watched folder, as the filters see it. */
+  private relative(path: string): string {
+    const base = this.spec.path.replace(/^\/+|\/+$/g, '');
+    const p = path.replace(/^\/+/, '');
+    return base !== '' && p.startsWith(`${base}/`) ? p.slice(base.length + 1) : p;
+  }
+
+  /**
+   * The watched folder's entries. A recursive watch whose filters prune directories walks the tree
+   * one directory at a time and never lists a directory `includeDirectory` refuses (rclone's
+   * directory filtering); otherwise the connector lists the tree in one go.
+   */
+  private async *listing(connector: Connector, filter: FileFilter, signal: AbortSignal | undefined): AsyncIterable<Entry> {
+    if (!this.spec.recursive || filter.empty || !filter.prunes) {
+      yield* connector.list(this.spec.path, { recursive: this.spec.recursive, signal });
+      return;
+    }
+    // Directories still to list, depth first; only the sub-directories of the one in hand are held.
+    const pending = [this.spec.path];
+    while (pending.length > 0) {
+      const dir = pending.pop()!;
+      const below: string[] = [];
+      for await (const entry of connector.list(dir, { recursive: false, signal })) {
+        if (entry.kind === 'directory') {
+          if (filter.includeDirectory(this.relative(entry.path))) below.push(entry.path);
+          continue;
+        }
+        yield entry;
+      }
+      pending.push(...below.reverse());
+    }
+  }
+}
+
+function validDate(d: Date | undefined): Date | undefined {
+  return d && !Number.isNaN(d.getTime()) ? d : undefined;
 }

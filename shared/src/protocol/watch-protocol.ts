@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ConnectionSettings } from '../schemas/connections.js';
+import { FilterOptions } from './job-options.js';
 
 /**
  * Watchers over the agent protocol (scope-areas.md "Watchers"; docs/architecture.md "Watchers";
@@ -34,6 +35,12 @@ export const WatchSpec = Type.Object({
   recursive: Type.Boolean(),
   stable_seconds: Type.Integer({ minimum: 0, maximum: 86_400 }),
   include_existing: Type.Boolean(),
+  /**
+   * The watcher's transfer options' `filters` (issue 25; docs/api.md "Filters"): a file they
+   * exclude is not reported, a directory they prune is not listed. Paths are relative to `path`.
+   * Absent: no filter (agents from before it ignore it).
+   */
+  filters: Type.Optional(FilterOptions),
 });
 export type WatchSpec = Static<typeof WatchSpec>;
 

@@ -6,7 +6,7 @@ import type { AgentHub, AgentSession, AgentsService } from '../agents/index.js';
 import { serves } from '../agents/index.js';
 import type { ConnectionsService } from '../connections/index.js';
 import { runConnection } from '../transfers/index.js';
-import type { StoredWatcher } from './watcher-events.js';
+import { watchFiltersOf, type StoredWatcher } from './watcher-events.js';
 
 type Polled = Extract<AgentMessage, { type: 'watch.polled' }>['payload'];
 
@@ -140,7 +140,10 @@ export class WatcherAssignments {
       }
       assigned.push({
         id: String(w._id), revision: w.revision, connection: settings.get(id)!, poll_interval_seconds: w.poll_interval_seconds,
-        spec: { path: w.path, pattern: w.pattern, recursive: w.recursive, stable_seconds: w.stable_seconds, include_existing: w.include_existing },
+        spec: {
+          path: w.path, pattern: w.pattern, recursive: w.recursive, stable_seconds: w.stable_seconds, include_existing: w.include_existing,
+          ...watchFiltersOf(w),
+        },
         ...baselineOf(w),
       });
     }

@@ -1,7 +1,8 @@
 import { Types } from 'mongoose';
 import type { FastifyBaseLogger } from 'fastify';
 import {
-  basePathProblem, CloseCodes, compileNamePattern, type AgentMessage, type FoundFile, type TransferOptionsInput, type WatcherEvent, type WatcherEventStatus,
+  basePathProblem, checkFilterOptions, CloseCodes, compileFilters, compileNamePattern, type AgentMessage, type FileFilter, type FilterOptions,
+  type FoundFile, type TransferOptionsInput, type WatcherEvent, type WatcherEventStatus,
 } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import type { WatcherDoc } from '../../../models/watcher.model.js';
@@ -57,7 +58,7 @@ export function presentEvent(e: StoredWatcherEvent, transfer: TransferOutcome | 
  * to serve the connection; this keeps even such an agent from making the watcher's action copy a
  * file the watcher does not watch (docs/security.md "Templates: data is never code").
  */
-export function foreignFile(watcher: Pick<StoredWatcher, 'path' | 'pattern' | 'recursive'>, file: FoundFile): string | null {
+export function foreignFile(watcher: Pick<StoredWatcher, 'path' | 'pattern' | 'recursive' | 'transfer'>, file: FoundFile): string | null {
   const problem = basePathProblem(`/${file.path}`);
   if (problem) return `its ${problem}`;
   const base = watcher.path.replace(/^\/+|\/+$/g, '');
@@ -69,7 +70,39 @@ export function foreignFile(watcher: Pick<StoredWatcher, 'path' | 'pattern' | 'r
   const name = segments[segments.length - 1]!;
   if (file.name !== name) return 'its name is not the last segment of its path';
   if (!compileNamePattern(watcher.pattern)(name)) return `its name does not match ${watcher.pattern}`;
+  const { filters } = watchFiltersOf(watcher);
+  if (filters) {
+    if (checkFilterOptions(filters)) return 'the watcher\'s filters are not valid';
+    // The rules and sizes, as the agent applied them (ages depend on when it polled: not checked here).
+    const filter = compiledFilters({ ...filters, min_age: undefined, max_age: undefined });
+    const rel = below.join('/');
+    const excluded = !filter.includeFile(rel, file.size)
+      || below.slice(0, -1).some((_, i) => !filter.includeDirectory(below.slice(0, i + 1).join('/')));
+    if (excluded) return 'the watcher\'s filters exclude it';
+  }
   return null;
+}
+
+/**
+ * The `filters` of a watcher's transfer options, which also decide which files the watcher
+ * reports (watch-protocol.ts `WatchSpec.filters`; docs/api.md "Filters"), as a spread for the spec.
+ */
+export function watchFiltersOf(watcher: Pick<StoredWatcher, 'transfer'>): { filters?: FilterOptions } {
+  const filters = (watcher.transfer?.options as { filters?: FilterOptions } | undefined)?.filters;
+  return filters ? { filters } : {};
+}
+
+/** Compiled filters of the last few watchers (reports come in frames of up to MAX_FOUND_PER_REPORT files of one watcher). */
+const compiledCache = new Map<string, FileFilter>();
+function compiledFilters(filters: FilterOptions): FileFilter {
+  const key = JSON.stringify(filters);
+  let filter = compiledCache.get(key);
+  if (!filter) {
+    filter = compileFilters(filters, new Date());
+    if (compiledCache.size >= 32) compiledCache.delete(compiledCache.keys().next().value!);
+    compiledCache.set(key, filter);
+  }
+  return filter;
 }
 
 /**

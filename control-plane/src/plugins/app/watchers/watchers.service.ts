@@ -13,7 +13,7 @@ import type { TransfersService } from '../transfers/index.js';
 import type { WorkflowRuns, WorkflowsService } from '../workflows/index.js';
 import { ownedConnectionId } from '../connections/index.js';
 import { presentOwner, type StoredOwner } from '../access/index.js';
-import { presentEvent, type StoredWatcher, type StoredWatcherEvent } from './watcher-events.js';
+import { presentEvent, watchFiltersOf, type StoredWatcher, type StoredWatcherEvent } from './watcher-events.js';
 
 type AccountId = string | Types.ObjectId;
 
@@ -150,7 +150,9 @@ export class WatchersService {
       transfer: fields.action ? fields.action.transfer : current.transfer,
       workflow_id: fields.action ? fields.action.workflow_id : current.workflow_id,
     };
-    const rewatch = WATCHED.some((f) => input[f] !== undefined);
+    // The transfer's filters also decide what the watcher reports (watch-protocol.ts WatchSpec.filters).
+    const rewatch = WATCHED.some((f) => input[f] !== undefined)
+      || JSON.stringify(watchFiltersOf(next).filters ?? null) !== JSON.stringify(watchFiltersOf(current).filters ?? null);
     const update: Record<string, unknown> = { $set: { ...next, owner, updated_at: new Date() } };
     if (rewatch) update.$inc = { revision: 1 };
     await beforeWrite(id, { ...auditDetails(next), changed });
