@@ -224,4 +224,31 @@ describe.each(PAIRS)('sync engine, $name', ({ make }) => {
     expect(second.files.map((f) => [f.path, f.status])).toEqual([[name, 'skipped']]);
     expect(Object.keys(await treeOf(dst.connector)).sort()).toEqual([name, 'other.txt'].sort());
   });
+  test('filters apply to both sides: excluded source files are not copied, excluded destination files never deleted, an excluded directory never listed', async () => {
+    await src.put('skip/deep/x.txt', 'excluded source');
+    await src.put('a/junk.tmp', 'excluded source');
+    await dst.put('skip/kept.txt', 'excluded destination');
+    await dst.put('c/old.tmp', 'excluded destination');
+    await dst.put('c/stale.txt', 'not in the source');
+    const listedAt = (c: Connector) => {
+      const w = new WrappedConnector(c);
+      const dirs: string[] = [];
+      const list = w.list.bind(w);
+      w.list = (path, o) => {
+        dirs.push(path);
+        return list(path, o);
+      };
+      return { w, dirs };
+    };
+    const source = listedAt(src.connector);
+    const synced = await run(source.w, dst.connector, { mode: 'sync', filters: { rules: ['- /skip/**', '- *.tmp'] } });
+    expect(synced.status).toBe('completed');
+    expect(names(synced.files, 'copied')).toEqual(paths);
+    expect(names(synced.files, 'deleted')).toEqual(['c/stale.txt']);
+    const tree = Object.keys(await treeOf(dst.connector));
+    expect(tree).toEqual(expect.arrayContaining(['skip/kept.txt', 'c/old.tmp']));
+    expect(tree).not.toContain('a/junk.tmp');
+    // A file store is walked one directory at a time and never enters skip/; an object store lists by key once.
+    expect(source.dirs.filter((d) => d.startsWith('skip'))).toEqual([]);
+  });
 });

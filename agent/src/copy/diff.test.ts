@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import fc from 'fast-check';
-import type { FileFilter } from '@xfer/shared';
+import { compileFilters, type FileFilter } from '@xfer/shared';
 import { AgentAccess } from '../connectors/access.js';
 import { FsConnector } from '../connectors/fs/fs.connector.js';
 import type { Entry } from '../connectors/types.js';
@@ -12,7 +12,7 @@ import { compareKeys, keyOf, orderedListing, type ListedEntry } from './ordered-
 import { deleteRefusal } from './sync-engine.js';
 import type { SourceItem } from './types.js';
 
-const PASS: FileFilter = { empty: true, includeFile: () => true, includeDirectory: () => true };
+const PASS: FileFilter = { empty: true, prunes: false, includeFile: () => true, includeDirectory: () => true };
 const byteOrder = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
 
 /** Names that sort differently by UTF-16 units, bytes and with or without a directory's `/`. */
@@ -69,7 +69,7 @@ describe('orderedListing on a file store', () => {
         writeFileSync(join(root, p), p);
       }
       const listedDirs: string[] = [];
-      const filter: FileFilter = { empty: false, includeFile: (p) => p !== 'z.txt', includeDirectory: (p) => p !== 'skip' };
+      const filter = compileFilters({ rules: ['- /skip/**', '- /z.txt'] }, new Date());
       const paths: string[] = [];
       for await (const l of orderedListing({ connector, root: '/', filter, signal: new AbortController().signal, missing: 'fail', onListed: (d) => listedDirs.push(d) })) paths.push(l.key);
       expect(paths).toEqual(['keep/', 'keep/a.txt']);

@@ -149,7 +149,7 @@ async function* passKeyOrder(o: OrderedListingOptions, root: string): AsyncGener
 
 /** Every directory from the top down to `dir` is included (an excluded one prunes all below it). */
 function ancestorsIncluded(filter: FileFilter, dir: string): boolean {
-  if (filter.empty || dir === '') return true;
+  if (!filter.prunes || dir === '') return true;
   let at = dir.indexOf('/');
   while (at >= 0) {
     if (!filter.includeDirectory(dir.slice(0, at))) return false;
