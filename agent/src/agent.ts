@@ -7,6 +7,8 @@ import { JobRunner } from './jobs/job-runner.js';
 import { AgentBandwidth, type BandwidthTimetable } from './copy/bandwidth.js';
 import { Slots } from './jobs/slots.js';
 import { VerifiedLookup } from './jobs/verified-lookup.js';
+import { PlanPages } from './jobs/plan-pages.js';
+import { PlanRunner } from './jobs/plan-runner.js';
 import type { AgentMetrics } from './metrics/agent-metrics.js';
 import { reasonOf } from './copy/errors.js';
 import { truncate } from './copy/stats.js';
@@ -86,6 +88,8 @@ export class Agent {
   private readonly relays: Relays;
   private readonly watches: WatchRunner;
   private readonly verified: VerifiedLookup;
+  private readonly planPages: PlanPages;
+  private readonly plans: PlanRunner;
   private readonly connectors: ConnectorSource;
   private shuttingDown: Promise<void> | null = null;
   private connectionTests = 0;
@@ -104,7 +108,7 @@ export class Agent {
       outboxMemoryBytes: o.outboxMemoryBytes,
       hello: () => ({
         version: o.version, hostname: o.hostname, connector_types: this.connectors.types(),
-        running_jobs: this.runner.runningJobIds(), max_jobs: o.maxJobs, watch: true, settle: true,
+        running_jobs: this.runner.runningJobIds(), max_jobs: o.maxJobs, watch: true, settle: true, sync: true,
         ...(o.labels && o.labels.length > 0 ? { labels: o.labels } : {}),
       }),
       onWelcome: (welcome) => this.welcome(welcome),
@@ -114,8 +118,10 @@ export class Agent {
     const slots = new Slots(o.maxJobs);
     this.relays = new Relays({ link: () => this.session.relayLink, connectors: this.connectors, slots, log: o.log, metrics: o.metrics });
     this.verified = new VerifiedLookup({ send: (m) => this.session.send(m), timeoutMs: o.verifiedQueryTimeoutMs });
+    this.planPages = new PlanPages({ send: (m) => this.session.send(m) });
+    this.plans = new PlanRunner({ link: this.session, connectors: this.connectors, log: o.log });
     this.runner = new JobRunner({
-      maxJobs: o.maxJobs, slots, relays: this.relays, send: (m) => this.session.send(m), verified: this.verified, connectors: this.connectors, log: o.log,
+      maxJobs: o.maxJobs, slots, relays: this.relays, send: (m) => this.session.send(m), verified: this.verified, plans: this.planPages, connectors: this.connectors, log: o.log,
       progress: o.progress, tuning: o.tuning, metrics: o.metrics, bandwidth: o.bwlimit ? new AgentBandwidth(o.bwlimit) : null,
     });
     this.watches = new WatchRunner({
@@ -128,6 +134,7 @@ export class Agent {
     const end = await this.session.run();
     if (end.kind === 'terminal') {
       // Nobody will take these jobs' reports any more; stop them so nothing partial is left behind.
+      this.plans.stopAll();
       await Promise.all([this.runner.stopAll('shutdown'), this.relays.stopAll('agent shutting down'), this.watches.stop()]);
       return { code: 3, reason: end.reason };
     }
@@ -147,6 +154,8 @@ export class Agent {
     if (this.shuttingDown && !immediately) return this.shuttingDown;
     this.o.log.info({ reason, running_jobs: this.runner.runningJobIds().length, relays_serving: this.relays.serving }, 'shutting down');
     this.settling.abort();
+    // A plan writes nothing: stopped at once (the control plane fails it with the session).
+    this.plans.stopAll();
     const timeoutMs = immediately ? 0 : this.o.drainTimeoutMs;
     const drain = Promise.all([this.runner.drain(timeoutMs), this.relays.drain(timeoutMs), this.watches.stop()]);
     this.shuttingDown = (async () => {
@@ -159,6 +168,7 @@ export class Agent {
 
   private welcome(welcome: Welcome): void {
     this.verified.sessionOpened(welcome.verified_lookup === true);
+    this.planPages.sessionOpened();
     for (const id of welcome.abort_jobs) {
       if (this.runner.stop(id, 'cancel')) this.o.log.info({ job_id: id }, 'aborting a job the control plane no longer wants');
     }
@@ -191,6 +201,15 @@ export class Agent {
         return;
       case 'job.verified':
         this.verified.answered(message.payload);
+        return;
+      case 'plan.assign':
+        this.plans.assign(message.payload);
+        return;
+      case 'plan.cancel':
+        this.plans.cancel(message.payload.plan_id);
+        return;
+      case 'job.plan.page':
+        this.planPages.answered(message.payload);
         return;
       case 'watch.set':
         this.watches.apply(message.payload);

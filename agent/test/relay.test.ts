@@ -504,4 +504,30 @@ describe('relay sftp → s3 between two agents', () => {
       await pair.stop();
     }
   });
+  test('sync through a relay: the source agent lists in order (relay.source.listing); the destination deletes what the source lacks once every copy is verified', async () => {
+    sourceTree({ 'a.txt': 'a', 'b/c.txt': 'c', 'b-d/e.txt': 'e', 'z.txt': 'z' });
+    await raw.put('out/stale.txt', Buffer.from('stale'));
+    await raw.put('out/b/old.txt', Buffer.from('old'));
+    await raw.put('out/z.txt', Buffer.from('z'));
+    const pair = await agents();
+    try {
+      const id = jobId();
+      const sync = options({ overwrite: 'if_changed', mode: 'sync', compare: 'size' });
+      pair.forwarder.start(
+        { job_id: id, attempt: 1, source_path: '/', destination: s3Settings(), destination_path: '/out', options: sync, resume: false },
+        { source: sftpSettings(), source_path: '/', listing: { mode: 'sync' } },
+      );
+      const end = await jobEnd(pair.forwarder.destination, id);
+      expect(end.type).toBe('job.completed');
+      expect(end.payload).toMatchObject({ files_transferred: 3, files_skipped: 1, files_deleted: 2, files_failed: 0 });
+      const results = fileResults(pair.forwarder.destination, id);
+      expect(results.filter((r) => r.status === 'deleted').map((r) => [r.path, r.reason]).sort()).toEqual([['b/old.txt', 'not in the source'], ['stale.txt', 'not in the source']]);
+      expect(await raw.sha256('out/stale.txt')).toBeNull();
+      expect(await raw.sha256('out/b-d/e.txt')).toBe(sha256('e'));
+      // z.txt was the same size at the destination: never wanted.
+      expect([...pair.forwarder.wanted].sort()).toEqual(['a.txt', 'b-d/e.txt', 'b/c.txt']);
+    } finally {
+      await pair.stop();
+    }
+  });
 });

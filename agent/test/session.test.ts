@@ -21,7 +21,7 @@ describe('agent session', () => {
     const conn = await server.connection(0);
     expect(conn.headers.authorization).toBe(`Bearer ${TEST_TOKEN}`);
     const hello = await conn.welcome();
-    expect(hello.payload).toEqual({ version: '0.1.0-test', hostname: 'test-host', connector_types: ['nfs', 'sftp'], running_jobs: [], max_jobs: 2, acks: true, relay: true, watch: true, settle: true });
+    expect(hello.payload).toEqual({ version: '0.1.0-test', hostname: 'test-host', connector_types: ['nfs', 'sftp'], running_jobs: [], max_jobs: 2, acks: true, relay: true, watch: true, settle: true, sync: true });
     conn.send('ping', { request_id: 'r-1' });
     expect((await conn.next('pong')).payload).toEqual({ request_id: 'r-1' });
     await agent.shutdown('test');

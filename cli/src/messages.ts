@@ -25,6 +25,10 @@ export const Messages = {
   empty: 'No results',
   connectionNotFound: (ref: string) => `No connection with the id or name "${ref}"`,
   transferEnded: (id: string, status: string, error: string | null) => `Transfer ${id} ${status}${error ? `: ${error}` : ''}`,
+  planComputing: (transferId: string, planId: string) => `Plan ${planId} is being computed: see it with xfer transfers plan ${transferId} --show`,
+  planKept: (transferId: string, planId: string, expiresAt: string) =>
+    `Dry run: nothing was changed. Transfer ${transferId} and its plan are kept: xfer transfers execute ${transferId} --plan ${planId} applies exactly this plan (until ${expiresAt})`,
+  badRemote: (text: string) => `Expected CONNECTION:PATH (a connection's name or id, a colon, a path), got "${text}"`,
   transferStarted: (id: string) => `Transfer ${id} is on its way (it runs once an agent has a free slot): follow it with xfer transfers watch ${id}`,
   queued: (id: string) => `Transfer ${id} is queued: waiting for it to start (xfer transfers execute ${id} starts it)`,
   waiting: (id: string, position: number | null) => `Transfer ${id} waits for an agent with a free slot${position ? ` (queue position ${position})` : ''}`,

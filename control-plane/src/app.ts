@@ -20,6 +20,7 @@ import parametersPlugin from './plugins/app/parameters/index.js';
 import transfersPlugin from './plugins/app/transfers/index.js';
 import agentsPlugin from './plugins/app/agents/index.js';
 import relayPlugin from './plugins/app/relay/index.js';
+import plansPlugin from './plugins/app/plans/index.js';
 import workflowsPlugin from './plugins/app/workflows/index.js';
 import schedulesPlugin from './plugins/app/schedules/index.js';
 import watchersPlugin from './plugins/app/watchers/index.js';
@@ -201,6 +202,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(transfersPlugin);
   await app.register(agentsPlugin);
   await app.register(relayPlugin);
+  await app.register(plansPlugin);
   await app.register(notificationsPlugin);
   await app.register(workflowsPlugin);
   await app.register(schedulesPlugin);

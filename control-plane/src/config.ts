@@ -55,6 +55,8 @@ export interface Config {
   jobOrphanTimeoutMs: number;
   /** Automatic takeovers of one transfer's runs before it fails instead (`XFER_JOB_MAX_TAKEOVERS`). */
   jobMaxTakeovers: number;
+  /** How long a transfer's plan may be executed after it was created (`XFER_PLAN_TTL`; docs/api.md "Sync, move and plans"). */
+  planTtlMs: number;
   /** Interval of the coordination loop: dispatch, cancels, agent requests, session refresh, revocations. */
   dispatchPollMs: number;
   /** How long `POST /connections/:id/test` and `POST /agents/:id/test` wait for the agent. */
@@ -414,6 +416,7 @@ export function parseConfig(env: Env): Config {
     jobLeaseMs,
     jobOrphanTimeoutMs: duration(env, 'XFER_JOB_ORPHAN_TIMEOUT', 600_000, 100, 7 * 24 * 3600_000),
     jobMaxTakeovers: int(env, 'XFER_JOB_MAX_TAKEOVERS', 5, 0, 1000),
+    planTtlMs: duration(env, 'XFER_PLAN_TTL', 3_600_000, 1_000, 7 * 24 * 3600_000),
     dispatchPollMs: int(env, 'XFER_DISPATCH_POLL_MS', 500, 10, 10_000),
     agentRequestTimeoutMs: int(env, 'XFER_AGENT_REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
     fileStore: parseFileStore(env, dataDir),

@@ -297,6 +297,7 @@ const DOORS: Record<string, Door> = {
   'POST /api/v1/agents/:id/test': { mintsNothing: 'a ping' },
   'POST /api/v1/transfers': { mintsNothing: 'a job over connections of the account' },
   'POST /api/v1/transfers/:id/execute': { mintsNothing: 'runs a job' },
+  'POST /api/v1/transfers/:id/plan': { mintsNothing: 'lists both connections of a job on one of the account\'s agents, writes nothing' },
   'POST /api/v1/transfers/:id/cancel': { mintsNothing: 'stops a job' },
   'POST /api/v1/transfers/:id/retry': { mintsNothing: 'runs a job again' },
   'DELETE /api/v1/transfers/:id': { mintsNothing: 'removes' },

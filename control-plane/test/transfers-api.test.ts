@@ -43,8 +43,8 @@ describe('POST /transfers', () => {
     expect(Object.keys(data).sort()).toEqual(FIELDS);
     expect(data).toMatchObject({
       name: body.name, sourceConnectionId: sftp.id, sourcePath: '/in/data/x', destinationConnectionId: s3.id, destinationPath: '/out',
-      options: { overwrite: 'if_changed', verify: 'checksum', concurrency: 8 }, status: 'queued', attempt: 1,
-      files_total: 0, files_transferred: 0, files_skipped: 0, files_failed: 0, bytes_transferred: 0,
+      options: { overwrite: 'if_changed', verify: 'checksum', concurrency: 8, mode: 'copy', compare: 'size_mtime', cutoff: 'hard' }, status: 'queued', attempt: 1,
+      files_total: 0, files_transferred: 0, files_skipped: 0, files_failed: 0, files_deleted: 0, bytes_transferred: 0, cutoff: null,
       started_at: null, completed_at: null, error: null, agent_id: null,
       mode: null, source_agent_id: null, attempts: 1, queued_at: null, queue_position: null, takeovers: 0, last_interruption: null,
     });
@@ -54,7 +54,7 @@ describe('POST /transfers', () => {
 
   test('takes the given options', async () => {
     const res = await post({ ...valid(), options: { overwrite: 'never', verify: 'size', concurrency: 64 } });
-    expect(res.json().data.options).toEqual({ overwrite: 'never', verify: 'size', concurrency: 64 });
+    expect(res.json().data.options).toEqual({ overwrite: 'never', verify: 'size', concurrency: 64, mode: 'copy', compare: 'size_mtime', cutoff: 'hard' });
   });
 
   test.each([

@@ -87,7 +87,7 @@ describe('a job on an agent', () => {
     const page1 = (await app.inject({ method: 'GET', url: `/api/v1/transfers/${ctx.job.id}/files?limit=6`, headers: auth(ctx.key) })).json();
     expect(page1.data).toHaveLength(6);
     expect(page1.data[0]).toEqual({
-      path: 'dir/file-9.bin', attempt: 1, status: 'copied', size: 100, sha256: sha(9), verified_by: 'sha256', error: null, created_at: expect.any(String),
+      path: 'dir/file-9.bin', attempt: 1, status: 'copied', size: 100, sha256: sha(9), verified_by: 'sha256', error: null, reason: null, created_at: expect.any(String),
     });
     const page2 = (await app.inject({ method: 'GET', url: `/api/v1/transfers/${ctx.job.id}/files?limit=6&cursor=${page1.next_cursor}`, headers: auth(ctx.key) })).json();
     expect(page2.data).toHaveLength(4);
@@ -100,7 +100,7 @@ describe('a job on an agent', () => {
     }, 'transfer.completed event');
     expect(events.map((e) => [e.type, e.data])).toEqual([
       ['transfer.started', { id: ctx.job.id, name: ctx.job.name, attempt: 1, agent_id: ctx.agent.id }],
-      ['transfer.completed', { id: ctx.job.id, files_transferred: 10, bytes_transferred: 1000 }],
+      ['transfer.completed', { id: ctx.job.id, files_transferred: 10, bytes_transferred: 1000, files_deleted: 0 }],
     ]);
     const actions = (await app.db.auditEvents.find({ 'resource.id': ctx.job.id }).lean()).map((e) => e.action);
     expect(actions).toEqual(['transfer.create', 'transfer.execute']);
@@ -136,7 +136,7 @@ describe('a job on an agent', () => {
     });
     // Emitted right after the state change the execute answered on (transfer-states.ts ended()): a read can fall in between.
     const failed = await eventually(() => app.db.outboxEvents.findOne({ type: 'transfer.failed', 'data.id': ctx.job.id }).lean(), 'the transfer.failed event');
-    expect(failed.data).toEqual({ id: ctx.job.id, status: 'failed', error: expect.stringMatching(/^2 files failed/), files_transferred: 2, bytes_transferred: 20 });
+    expect(failed.data).toEqual({ id: ctx.job.id, status: 'failed', error: expect.stringMatching(/^2 files failed/), files_transferred: 2, bytes_transferred: 20, files_deleted: 0 });
     ctx.client.close();
   });
 

@@ -118,7 +118,7 @@ test('run --json: creates, starts and follows the job; exit 0, the completed Tra
   expect(JSON.parse(watched.stdout)).toEqual(job);
 
   const table = xfer(['transfers', 'list', '--status', 'completed']);
-  expect(table.stdout).toMatch(/^ID +NAME +STATUS +FILES +BYTES +ATTEMPT +CREATED$/m);
+  expect(table.stdout).toMatch(/^ID +NAME +STATUS +FILES +BYTES +DELETED +ATTEMPT +CREATED$/m);
   expect(table.stdout).toMatch(new RegExp(`^${job.id} +copy ${run} +completed +${SMALL}/${SMALL} `, 'm'));
 }, 120_000);
 

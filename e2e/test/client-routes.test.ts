@@ -29,6 +29,7 @@ const CALLS: Array<(c: XferClient) => Promise<unknown>> = [
   (c) => c.agents.list(), (c) => c.agents.create({ name: 'a' }), (c) => c.agents.get('ID'), (c) => c.agents.update('ID', { max_jobs: 2 }), (c) => c.agents.delete('ID'), (c) => c.agents.test('ID'), (c) => c.agents.approve('ID'),
   (c) => c.transfers.list(), (c) => c.transfers.get('ID'), (c) => c.transfers.execute('ID'), (c) => c.transfers.cancel('ID'),
   (c) => c.transfers.retry('ID'), (c) => c.transfers.delete('ID'), (c) => c.transfers.files('ID'),
+  (c) => c.transfers.plan('ID'), (c) => c.transfers.getPlan('ID'), (c) => c.transfers.planItems('ID'), (c) => c.transfers.startPlan('ID', 'PLAN'),
   (c) => c.transfers.create({ name: 't', sourceConnectionId: 's', sourcePath: '/', destinationConnectionId: 'd', destinationPath: '/' }),
   (c) => c.files.list(), (c) => c.files.search({ q: 'x' }), (c) => c.files.get('ID'), (c) => c.files.delete('ID'),
   async (c) => (await c.files.download('ID')).body.resume(),

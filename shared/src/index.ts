@@ -10,6 +10,7 @@ export * from './schemas/activity.js';
 export * from './schemas/settings.js';
 export * from './schemas/agents.js';
 export * from './schemas/transfers.js';
+export * from './schemas/plans.js';
 export * from './schemas/files.js';
 export * from './schemas/shares.js';
 export * from './schemas/webhooks.js';

@@ -8,6 +8,7 @@ import { CopyStats, truncate } from './stats.js';
 import { DEFAULT_TUNING, type CopyOutcome, type CopyRequest, type SourceItem } from './types.js';
 import { withEarlierResults } from './earlier-results.js';
 import { WriteSide } from './write-side.js';
+import { comparesListings, syncTree } from './sync-engine.js';
 
 const MAX_ERROR_CHARS = 4000;
 /** The error of a run a soft cutoff left unfinished (the job runner reports the cutoff in its place: jobs/cutoff.ts). */
@@ -37,6 +38,8 @@ function listed(request: CopyRequest, log?: Logger): AsyncIterable<SourceItem> {
  * Resolves (never rejects) with the outcome and the final counters.
  */
 export async function copyTree(request: CopyRequest, log?: Logger): Promise<CopyOutcome> {
+  // sync, move, filters, compare, or a plan: both listings in order, compared (sync-engine.ts).
+  if (request.plan || comparesListings(request.options)) return syncTree(request, log, request.plan);
   const { signal, options } = request;
   const tuning = { ...DEFAULT_TUNING, ...request.tuning };
   const stats = new CopyStats(request.observer);

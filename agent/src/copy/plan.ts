@@ -48,7 +48,7 @@ export function planFile(source: Entry, existing: Entry | null, policy: Overwrit
 }
 
 /** The earlier attempt's record still describes both the source file and what the destination holds. */
-function stillVerified(source: Entry, existing: Entry, earlier: VerifiedFile): boolean {
+export function stillVerified(source: Entry, existing: Entry, earlier: VerifiedFile): boolean {
   if (earlier.size !== source.size || existing.size !== earlier.size) return false;
   for (const side of [source, existing]) {
     const sum = side.checksum;

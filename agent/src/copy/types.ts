@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import type { FileResult, JobOptions, VerifiedFile } from '@xfer/shared';
+import type { FileResult, JobOptions, PlanItem, VerifiedFile } from '@xfer/shared';
 import type { AskVerified } from './earlier-results.js';
 import type { Connector, Entry } from '../connectors/types.js';
 
@@ -74,6 +74,11 @@ export interface CopyRun {
   tuning?: Partial<CopyTuning>;
   /** The run's bandwidth limit and soft cutoff (options.bandwidth_limit, the agent's timetable, window, max_duration); none: unlimited. */
   limits?: RunLimits;
+  /**
+   * The items of a stored plan to apply (`job.assign.plan_id`), in path order: the run does
+   * exactly those, each only when both sides still look as the plan saw them (copy/sync-engine.ts).
+   */
+  plan?: AsyncIterable<PlanItem>;
 }
 
 /**

@@ -84,7 +84,21 @@ export class WriteSide {
     }
   }
 
-  private async file(item: SourceItem): Promise<FileResult | null> {
+  /**
+   * Copies one file whose fate the comparison decided already (copy/sync-engine.ts): no stat, no
+   * overwrite policy, the same temporary name, verification and retries. Null when cut short by a
+   * cancel; the caller records the result.
+   */
+  copyDecided(item: SourceItem): Promise<FileResult | null> {
+    return this.file(item, true);
+  }
+
+  /** Removes one file (a `sync` deletion, a `move`'s source) with the run's retries; rejects with the last error. */
+  removeWithRetries(connector: Connector, path: string, shown: string): Promise<void> {
+    return this.retrying(shown, () => connector.remove(path, { signal: this.o.signal }));
+  }
+
+  private async file(item: SourceItem, decided = false): Promise<FileResult | null> {
     const destPath = joinRel(this.root, item.path);
     const { destination, options, signal } = this.o;
     let attempts = 0;
@@ -94,6 +108,7 @@ export class WriteSide {
         attempts++;
         // `always` needs to know nothing of the destination (a stat per file is a round trip,
         // and on object stores a 404 per new file); a file an earlier attempt verified does.
+        if (decided) return await this.copyOnce(item, destPath);
         const needsStat = options.overwrite !== 'always' || item.earlier !== undefined;
         const existing = needsStat ? await destination.stat(destPath, { signal }) : null;
         const plan = planFile(item.entry, existing, options.overwrite, item.earlier);
@@ -138,7 +153,7 @@ export class WriteSide {
       // an already-aborted signal before it begins), and the catch below closes the source.
       signal.throwIfAborted();
       source.pipe(hasher);
-      const result = await destination.write(target, hasher, { size, signal });
+      const result = await destination.write(target, hasher, { size, signal, modifiedAt: item.entry.modifiedAt });
       written = true;
       if (hasher.sourceError || sourceError) throw hasher.sourceError ?? sourceError;
       if (!hasher.readableEnded) throw new VerifyError('the destination stopped reading before the end of the file');

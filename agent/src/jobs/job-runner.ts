@@ -16,6 +16,7 @@ import { RelayInterrupted, type RelayDestination } from '../relay/relay-destinat
 import type { Relays } from '../relay/relays.js';
 import { Slots } from './slots.js';
 import type { VerifiedLookup } from './verified-lookup.js';
+import type { PlanPages } from './plan-pages.js';
 
 export type JobAssign = PayloadOf<typeof ServerToAgent, 'job.assign'>;
 
@@ -43,6 +44,8 @@ export interface JobRunnerOptions {
   tuning?: Partial<CopyTuning>;
   /** Asks the control plane what earlier attempts verified (resume runs); none: resume follows the overwrite policy alone. */
   verified?: Pick<VerifiedLookup, 'query'>;
+  /** Pages through the stored plan of a job assigned with `plan_id` (plan-pages.ts); none: such a job fails. */
+  plans?: Pick<PlanPages, 'items'>;
   /** Counts each job's end by status and connector type, relayed ones also as relays (`--metrics-port`); none: not measured. */
   metrics?: Pick<AgentMetrics, 'jobEnded' | 'relayEnded'>;
   /** The agent's bandwidth timetable (`--bwlimit`), shared by all its runs; none: only each run's own limit. */
@@ -181,14 +184,19 @@ export class JobRunner {
     let relay: RelayDestination | null = null;
     let outcome: CopyOutcome | null = null;
     try {
+      if (assign.plan_id !== undefined && !this.o.plans) throw new Error('this agent cannot apply plans');
       const common = {
         destinationPath: assign.destination_path, options: assign.options, resume: assign.resume,
+        ...(assign.plan_id !== undefined ? { plan: this.o.plans!.items(job.id, job.controller.signal) } : {}),
         askVerified: assign.resume && this.o.verified ? (paths: string[], signal: AbortSignal) => this.o.verified!.query(job.id, paths, signal) : undefined,
         run: { jobId: job.id, attempt: assign.attempt }, signal: job.controller.signal, observer: reporter, tuning: this.o.tuning, limits,
       };
       if (assign.relay) {
         // The destination side of a relay: the source agent lists and reads, through the control plane.
         if (!this.o.relays) throw new Error('this agent cannot be the destination of a relayed job');
+        // The source agent would have to delete each file once this side verified it: not done (docs/agent.md "Sync, move and plans").
+        if (assign.options.mode === 'move') throw new Error('move is not supported through a relay: run it on an agent that serves both connections, or copy and delete the source with a workflow');
+        if (assign.plan_id !== undefined) throw new Error('a plan is applied on an agent that serves both connections, not through a relay');
         relay = this.o.relays.destination({
           jobId: job.id, attempt: assign.attempt, concurrency: assign.options.concurrency, log,
           onInterrupted: (err) => this.stop(job.id, 'interrupted', err.message),

@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import {
-  AgentToServer, frame, MAX_RELAY_ENTRIES, MAX_RELAY_SENT_FILES, RELAY_CHUNK_BYTES, RELAY_FRAME_HEADER_BYTES, relayFrameHeader,
+  AgentToServer, compileFilters, frame, MAX_RELAY_ENTRIES, MAX_RELAY_SENT_FILES, RELAY_CHUNK_BYTES, RELAY_FRAME_HEADER_BYTES, relayFrameHeader,
   type AgentMessage, type PayloadOf, type RelayEntry, type ServerToAgent,
 } from '@xfer/shared';
 import type { Logger } from 'pino';
@@ -8,6 +8,7 @@ import { baseName, joinRel, relativePath } from '../connectors/paths.js';
 import type { Connector } from '../connectors/types.js';
 import { reasonOf } from '../copy/errors.js';
 import { readSide } from '../copy/read-side.js';
+import { orderedSourceItems } from '../copy/sync-engine.js';
 import type { SourceItem } from '../copy/types.js';
 import type { ConnectorSource } from '../lib/connector-source.js';
 import type { RelayLink } from '../session/relay-link.js';
@@ -187,7 +188,7 @@ export class RelaySource {
       pageBytes = 0;
     };
     try {
-      const items = readSide(source, this.o.request.source_path, signal)[Symbol.asyncIterator]();
+      const items = this.listing(source, signal)[Symbol.asyncIterator]();
       let pending: Promise<IteratorResult<SourceItem>> | null = null;
       for (;;) {
         pending ??= items.next();
@@ -212,6 +213,26 @@ export class RelaySource {
     } catch (err) {
       if (!signal.aborted) this.finish({ error: reasonOf(err), permanent: true }, 'failed');
     }
+  }
+
+  /**
+   * The source's items: the lazy listing of a plain copy, or, for a job that compares listings
+   * (`relay.source.listing`), the ordered and filtered one (copy/sync-engine.ts), which the
+   * destination merges with its own.
+   */
+  private listing(source: Connector, signal: AbortSignal): AsyncIterable<SourceItem> {
+    const { source_path: path, listing } = this.o.request;
+    if (!listing) return readSide(source, path, signal);
+    const root = this.root;
+    return (async function* () {
+      for await (const item of orderedSourceItems(source, path, compileFilters(listing.filters, new Date()), signal)) {
+        // The destination cannot tell a file root's one item from a tree's: it would delete the rest of its directory.
+        if (listing.mode === 'sync' && item.entry.kind === 'file' && item.entry.path === root) {
+          throw new Error(`sync of the single file ${path} through a relay is not supported: copy it`);
+        }
+        yield item;
+      }
+    })();
   }
 
   /** The wanted files, in order, into the tar writer; small ones read ahead. */

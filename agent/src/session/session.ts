@@ -113,6 +113,8 @@ export class AgentSession {
   private readonly urls: readonly string[];
   /** Index in `urls` of the next dial. */
   private turn: number;
+  /** Callers of `opened` waiting for the next welcome. */
+  private readonly openWaiters = new Set<() => void>();
   /** The relays' link to the current session, when its welcome set `relay`. */
   private link: SocketRelayLink | null = null;
 
@@ -173,6 +175,40 @@ export class AgentSession {
     } else {
       this.o.log.debug({ type: message.type }, 'not connected: message dropped');
     }
+  }
+
+  /**
+   * Writes `message` to the open session now: true once written to its socket, false when no
+   * session is open or the write failed. Nothing is held: the caller keeps what it must send again
+   * (a plan's batches: jobs/plan-runner.ts, which waits for `opened` and sends them then).
+   */
+  write(message: AgentMessage): Promise<boolean> {
+    const ws = this.ws;
+    if (ws === null || !this.welcomed || ws.readyState !== WebSocket.OPEN) return Promise.resolve(false);
+    return new Promise<boolean>((resolve) => {
+      ws.send(JSON.stringify(message), (err) => {
+        resolve(!err);
+        this.checkIdle();
+      });
+    });
+  }
+
+  /** Resolves once a session is open (at once when one is), or rejects when `signal` aborts. */
+  opened(signal: AbortSignal): Promise<void> {
+    if (this.connected) return Promise.resolve();
+    signal.throwIfAborted();
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = () => {
+        this.openWaiters.delete(done);
+        reject(signal.reason as Error);
+      };
+      const done = () => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      this.openWaiters.add(done);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
   }
 
   /** Whether the session is open (welcomed). */
@@ -315,6 +351,8 @@ export class AgentSession {
           for (const queued of this.outbox.take()) this.send(queued);
           this.reports.unsendAll();
           this.pump();
+          for (const done of [...this.openWaiters]) done();
+          this.openWaiters.clear();
           return;
         }
         if (message.type === 'welcome') {

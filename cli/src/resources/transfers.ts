@@ -7,6 +7,7 @@ import {
 import { BaseCommand } from '../base-command.js';
 import { Messages } from '../messages.js';
 import { errorLine, record, type Column } from '../output.js';
+import { SYNC_OPTION_FLAGS, syncOptionFlags, syncOptions, type SyncOptionFlags } from './sync-options.js';
 import { createProgress, formatBytes, progressMode, writeLine, type ProgressDisplay, type ProgressInput } from '../progress/index.js';
 
 export const transferColumns: Column<Transfer>[] = [
@@ -15,6 +16,8 @@ export const transferColumns: Column<Transfer>[] = [
   { header: 'status', get: (t) => t.status },
   { header: 'files', get: (t) => `${t.files_transferred + t.files_skipped}/${t.files_total}` },
   { header: 'bytes', get: (t) => formatBytes(t.bytes_transferred) },
+  // Files a sync deleted at the destination, a move at the source.
+  { header: 'deleted', get: (t) => t.files_deleted ?? 0 },
   { header: 'attempt', get: (t) => t.attempt },
   { header: 'created', get: (t) => t.created_at },
 ];
@@ -25,6 +28,7 @@ export const transferFileColumns: Column<TransferFile>[] = [
   { header: 'size', get: (f) => formatBytes(f.size) },
   { header: 'attempt', get: (f) => f.attempt },
   { header: 'error', get: (f) => f.error },
+  { header: 'reason', get: (f) => f.reason },
 ];
 
 export const transferIdArg = { id: Args.string({ description: 'Transfer id', required: true }) };
@@ -32,25 +36,31 @@ export const transferIdArg = { id: Args.string({ description: 'Transfer id', req
 export const transferStatusFlag = Flags.string({ description: 'Only transfers in this state', options: [...TRANSFER_STATUSES] });
 export const transferFileStatusFlag = Flags.string({ description: 'Only files with this outcome', options: [...TRANSFER_FILE_STATUSES] });
 
-/** How a transfer copies: the flags of every command that makes transfers (transfers, schedules, watchers); absent, the server's defaults apply. */
+/**
+ * How a transfer copies: the flags of every command that makes transfers (transfers, schedules,
+ * watchers), with the sync, filter and limit flags (sync-options.ts); absent, the server's defaults apply.
+ */
 export const transferOptionFlags = {
   overwrite: Flags.string({ description: 'When a file the destination already has is replaced (server default: if_changed)', options: [...OVERWRITE_POLICIES] }),
   verify: Flags.string({ description: 'How each copy is checked (server default: checksum)', options: [...VERIFY_MODES] }),
   concurrency: Flags.integer({ description: 'Files copied at once, 1-64 (server default: 8)', min: 1, max: 64 }),
+  ...syncOptionFlags,
 };
-export const TRANSFER_OPTION_FLAGS = ['overwrite', 'verify', 'concurrency'] as const;
-export type TransferOptionFlags = { overwrite?: string; verify?: string; concurrency?: number };
+export const TRANSFER_OPTION_FLAGS = ['overwrite', 'verify', 'concurrency', ...SYNC_OPTION_FLAGS] as const;
+export type TransferOptionFlags = { overwrite?: string; verify?: string; concurrency?: number } & SyncOptionFlags;
 
 /**
  * A request's `options`: the flags given over `current` (an update changes only what it names, but
- * the API replaces a stored transfer whole); undefined when there are none, so the server's defaults apply.
+ * the API replaces a stored transfer whole); undefined when there are none, so the server's defaults
+ * apply. `argv` gives the order of the filter rules (sync-options.ts `filterRules`).
  */
-export function transferOptions(f: TransferOptionFlags, current?: TransferOptionsInput): TransferOptionsInput | undefined {
+export function transferOptions(f: TransferOptionFlags, current?: TransferOptionsInput, argv: readonly string[] = process.argv): TransferOptionsInput | undefined {
   const options = {
     ...current,
     ...(f.overwrite !== undefined && { overwrite: f.overwrite as OverwritePolicy }),
     ...(f.verify !== undefined && { verify: f.verify as VerifyMode }),
     ...(f.concurrency !== undefined && { concurrency: f.concurrency }),
+    ...syncOptions(f, argv),
   };
   return Object.keys(options).length > 0 ? options : undefined;
 }

@@ -52,6 +52,8 @@ const schema = new Schema(
     watch: { type: Boolean, required: true, default: false },
     /** The agent moves and deletes verified source files for workflows (`hello.settle`). */
     settle: { type: Boolean, required: true, default: false },
+    /** The agent runs the issue-25 options and computes plans (`hello.sync`): only then is it sent such jobs and plans. */
+    sync: { type: Boolean, required: true, default: false },
     /** The account's limit of jobs at once (`PUT /agents/:id {max_jobs}`), bounded by `max_jobs`; null: none. */
     job_limit: { type: Number, default: null },
     /** Last time the agent was heard from; kept after it disconnects. */

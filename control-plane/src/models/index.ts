@@ -12,6 +12,8 @@ import { agentModel } from './agent.model.js';
 import { agentRequestModel } from './agent-request.model.js';
 import { transferModel } from './transfer.model.js';
 import { transferFileModel } from './transfer-file.model.js';
+import { transferPlanModel } from './transfer-plan.model.js';
+import { transferPlanBatchModel } from './transfer-plan-batch.model.js';
 import { relayedAttemptModel } from './relayed-attempt.model.js';
 import { relaySentFileModel } from './relay-sent-file.model.js';
 import { transferQueueModel } from './transfer-queue.model.js';
@@ -59,6 +61,8 @@ export function registerModels(conn: Connection) {
     agentRequests: agentRequestModel(conn),
     transfers: transferModel(conn),
     transferFiles: transferFileModel(conn),
+    transferPlans: transferPlanModel(conn),
+    transferPlanBatches: transferPlanBatchModel(conn),
     relaySentFiles: relaySentFileModel(conn),
     relayedAttempts: relayedAttemptModel(conn),
     transferQueue: transferQueueModel(conn),
@@ -99,5 +103,8 @@ export type Models = ReturnType<typeof registerModels>;
 export async function createIndexes(models: Models): Promise<void> {
   // Before the unique {chain, seq} index: records from before the chain would collide in it.
   await setAsideLegacyRecords(models.auditEvents.collection);
+  // Replaced by {job_id, attempt, path, status} (transfer-file.model.ts): a unique index left from
+  // before would still refuse a moved file's `deleted` result after its `copied` one.
+  await models.transferFiles.collection.dropIndex('job_id_1_attempt_1_path_1').catch(() => undefined);
   for (const model of Object.values(models)) await model.createIndexes();
 }

@@ -21,7 +21,9 @@ const schema = new Schema(
   },
   { collection: 'transfer_files', autoIndex: false, versionKey: false },
 );
-schema.index({ job_id: 1, attempt: 1, path: 1 }, { unique: true });
+// `status` is part of the key: a move reports a file `copied`, then `deleted` (issue 25). The
+// index of the same prefix without it, from before, is dropped at start (models/index.ts).
+schema.index({ job_id: 1, attempt: 1, path: 1, status: 1 }, { unique: true });
 // The unique index also serves the resume lookup (agents/verified-lookup.ts: job_id, attempt below the
 // current one, path $in the batch): job_id fixed, a few attempt values, each seeking the batch's
 // paths. A `{job_id, path}` index would serve it no better and cost every insert of a file result.

@@ -19,6 +19,12 @@ const schema = new Schema(
     /** The transfer's connections (they never change), to decide which agents may run it. */
     source_connection_id: { type: Schema.Types.ObjectId, required: true },
     destination_connection_id: { type: Schema.Types.ObjectId, required: true },
+    /**
+     * The run uses issue-25 options or applies a plan (plugins/app/transfers/options.ts `needsSync`):
+     * only agents whose hello set `sync` may run it; `direct_only`: a plan's run, never relayed.
+     */
+    needs_sync: { type: Boolean, default: false },
+    direct_only: { type: Boolean, default: false },
     /** When this entry was inserted: a transfer that has not caught up with its entry within a grace is dropped. */
     entered_at: { type: Date, required: true },
     /** Since when no agent that could run it has been online (the orphan sweeper's clock); null while one is. */

@@ -75,6 +75,11 @@ const schema = new Schema(
     started_at: { type: Date, default: null },
     completed_at: { type: Date, default: null },
     error: { type: String, default: null },
+    /**
+     * The plan the runs of the current execute apply (`POST /transfers/:id/execute {plan_id}`;
+     * plugins/app/plans/), null for a plain run. Set by each execute, kept by takeovers.
+     */
+    plan_id: { type: Schema.Types.ObjectId, default: null },
     /** Set when the run stopped at the end of its window or max_duration (issue 25). */
     cutoff: { type: String, enum: ['window', 'max_duration', null], default: null },
     /**

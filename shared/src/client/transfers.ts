@@ -2,6 +2,7 @@ import type { Deleted, Page } from '../schemas/common.js';
 import type {
   CreateTransferRequest, ExecuteTransferResult, ListTransferFilesQuery, ListTransfersQuery, Transfer, TransferFile,
 } from '../schemas/transfers.js';
+import type { ListPlanItemsQuery, TransferPlan, TransferPlanItem } from '../schemas/plans.js';
 import { TransferFailedError } from './errors.js';
 import type { PageIterator } from './paging.js';
 import { Resource, seg } from './resource.js';
@@ -32,6 +33,40 @@ export class TransfersApi extends Resource {
   /** `?wait=false`: makes the job wait for an agent and answers with it at once, queued with its `queue_position` (follow it with `get`). */
   start(id: string, s?: CallSettings): Promise<Transfer> {
     return this.data('POST', `/transfers/${seg(id)}/execute`, { ...s, query: { wait: false } });
+  }
+
+  /**
+   * Runs the job applying exactly plan `planId` (`plan`; ready, not expired, and the transfer
+   * unchanged since: 409/410 otherwise) and waits for its end, as `execute`.
+   */
+  async executePlan(id: string, planId: string, s?: CallSettings): Promise<ExecuteTransferResult> {
+    const result = await this.t.json<ExecuteTransferResult>('POST', `/transfers/${seg(id)}/execute`, { timeoutMs: 0, ...s, json: { plan_id: planId } });
+    if (!result.success) throw new TransferFailedError(id, result);
+    return result;
+  }
+
+  /** `executePlan` with `?wait=false`: answers with the waiting job at once. */
+  startPlan(id: string, planId: string, s?: CallSettings): Promise<Transfer> {
+    return this.data('POST', `/transfers/${seg(id)}/execute`, { ...s, query: { wait: false }, json: { plan_id: planId } });
+  }
+
+  /**
+   * Computes a new plan of the job on an agent (it lists both sides and writes nothing) and waits
+   * until it is `ready` or `failed`; `wait: false` answers at once with it `planning` (follow it with `getPlan`).
+   */
+  plan(id: string, options: { wait?: boolean } = {}, s?: CallSettings): Promise<TransferPlan> {
+    return this.data('POST', `/transfers/${seg(id)}/plan`, { timeoutMs: 0, ...s, ...(options.wait === false ? { query: { wait: false } } : {}) });
+  }
+
+  /** The job's latest plan (404 when it has none). */
+  getPlan(id: string, s?: CallSettings): Promise<TransferPlan> { return this.data('GET', `/transfers/${seg(id)}/plan`, s); }
+
+  /** The latest plan's items in path order, one page; `action` narrows them. */
+  planItems(id: string, query?: ListPlanItemsQuery, s?: CallSettings): Promise<Page<TransferPlanItem>> {
+    return this.page(`/transfers/${seg(id)}/plan/items`, query, s);
+  }
+  allPlanItems(id: string, query?: ListPlanItemsQuery, s?: CallSettings): PageIterator<TransferPlanItem> {
+    return this.pager(`/transfers/${seg(id)}/plan/items`, query, s);
   }
 
   /** queued or in-progress → cancelled (409 otherwise). */

@@ -2,6 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { ConnectionSettings } from '../schemas/connections.js';
 import { StringEnum } from '../schemas/common.js';
 import { ProtocolError } from './protocol-error.js';
+import { FilterOptions, RUN_MODES } from './job-options.js';
 
 /**
  * Relays (issue 14, docs/architecture.md "Relays"): a job whose source and destination no one
@@ -164,6 +165,15 @@ export const RelayServerToAgent = {
     source: ConnectionSettings,
     source_path: Type.String({ minLength: 1, maxLength: 4096 }),
     concurrency: Type.Integer({ minimum: 1, maximum: 64 }),
+    /**
+     * Issue 25: how to list for a job that compares listings (`sync`, `move`, filters or
+     * `compare`; docs/agent.md "Sync, move and plans"): in full-path byte order, filtered with the
+     * job's filters (an excluded directory is never listed). Absent: the lazy listing of a plain copy.
+     */
+    listing: Type.Optional(Type.Object({
+      mode: Type.Optional(StringEnum(RUN_MODES)),
+      filters: Type.Optional(FilterOptions),
+    }, { additionalProperties: false })),
   }),
 } as const;
 

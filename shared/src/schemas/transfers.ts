@@ -148,6 +148,8 @@ export const ExecuteTransferResult = Type.Object({
   success: Type.Boolean(),
   files_transferred: Type.Integer(),
   bytes_transferred: Type.Integer(),
+  /** Files the run deleted (`sync`, `move`); present when it deleted any. */
+  files_deleted: Type.Optional(Type.Integer()),
   status: Type.Optional(StringEnum(TRANSFER_STATUSES)),
   files_total: Type.Optional(Type.Integer()),
   error: Type.Optional(Type.Union([Type.String(), Type.Null()])),

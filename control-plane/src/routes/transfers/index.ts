@@ -1,13 +1,15 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import {
-  CreateTransferRequest, Deleted, Envelope, ExecuteTransferQuery, ExecuteTransferResult, IdParams, ListTransferFilesQuery,
+  CreateTransferRequest, Deleted, Envelope, ExecuteTransferBody, ExecuteTransferQuery, ExecuteTransferResult, IdParams, ListTransferFilesQuery,
   ListTransfersQuery, Page, Transfer, TransferFile,
 } from '@xfer/shared';
+import { Type } from '@sinclair/typebox';
 import { ServiceUnavailableError } from '../../errors.js';
 import { mapPage } from '../../lib/pagination.js';
 import { principalOf } from '../../plugins/app/access/index.js';
-import { stateConflict, transferNotFound, type StoredTransfer } from '../../plugins/app/transfers/index.js';
+import { needsSync, stateConflict, transferNotFound, type StoredTransfer } from '../../plugins/app/transfers/index.js';
+import plans from './plans.js';
 import { executeResult, presentTransfer, presentTransferFile } from './transfers.presenter.js';
 
 /**
@@ -57,22 +59,28 @@ const transfers: FastifyPluginAsync = async (fastify) => {
    * nor a relay pair, could ever run it now; otherwise it waits in its account's queue until an
    * eligible agent has a free slot (plugins/app/agents/scheduler.ts). Blocks until the transfer
    * ends and answers the bare summary, or with `?wait=false` answers 202 with it at once. A
-   * client that goes away stops only its own wait, never the transfer.
+   * client that goes away stops only its own wait, never the transfer. With `{plan_id}` the run
+   * applies exactly that plan (plans.ts; 404/409/410 when it cannot), on one agent with `hello.sync`.
    */
   app.post('/transfers/:id/execute', {
-    schema: { params: IdParams, querystring: ExecuteTransferQuery, response: { 200: ExecuteTransferResult, 202: Envelope(Transfer) } },
+    schema: {
+      params: IdParams, querystring: ExecuteTransferQuery, body: Type.Union([ExecuteTransferBody, Type.Null()]),
+      response: { 200: ExecuteTransferResult, 202: Envelope(Transfer) },
+    },
     config: { access: { scope: 'transfers:write' } },
   }, async (request, reply) => {
     const { accountId } = principalOf(request);
     const job = await app.transfers.find(accountId, request.params.id);
     if (job.status !== 'queued' || job.queued_at) throw stateConflict(job, 'executed', 'queued');
-    await app.agents.assertRunnable(accountId, await app.transfers.connectionsOf(job), app.dispatcher.relays);
-    const waiting = await app.transfers.enqueue(job);
+    const planId = request.body?.plan_id;
+    const plan = planId ? await app.plans.executable(accountId, job, planId) : null;
+    await app.agents.assertRunnable(accountId, await app.transfers.connectionsOf(job), app.dispatcher.relays, { sync: needsSync(job.options, plan?._id), direct: !!plan });
+    const waiting = await app.transfers.enqueue(job, plan?._id ?? null);
     if (!waiting) throw stateConflict(await app.transfers.find(accountId, request.params.id), 'executed', 'queued');
     app.dispatcher.wake();
     await app.audit.recordRequest(request, {
       action: 'transfer.execute', outcome: 'success', resource: resource(String(job._id)),
-      details: { name: job.name, attempt: waiting.attempt },
+      details: { name: job.name, attempt: waiting.attempt, ...(plan ? { plan_id: String(plan._id) } : {}) },
     });
     if (request.query.wait === false) return reply.code(202).send({ data: await present(waiting) });
 
@@ -147,6 +155,8 @@ const transfers: FastifyPluginAsync = async (fastify) => {
     const job = await app.transfers.find(accountId, request.params.id);
     return mapPage(await app.transfers.listFiles(job, request.query), presentTransferFile);
   });
+
+  await app.register(plans);
 };
 
 export default transfers;

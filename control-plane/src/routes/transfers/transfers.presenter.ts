@@ -1,6 +1,6 @@
-import type { ExecuteTransferResult, JobOptions, Transfer, TransferFile, TransferMode, TransferStatus } from '@xfer/shared';
+import type { ExecuteTransferResult, Transfer, TransferFile, TransferMode, TransferStatus } from '@xfer/shared';
 import type { TransferFileDoc } from '../../models/transfer-file.model.js';
-import type { StoredTransfer } from '../../plugins/app/transfers/index.js';
+import { presentedOptions, type StoredTransfer } from '../../plugins/app/transfers/index.js';
 
 /** The read shape of a transfer; `queuePosition` from TransfersService.queuePositions (null unless it waits). */
 export function presentTransfer(doc: StoredTransfer, queuePosition: number | null = null): Transfer {
@@ -11,7 +11,7 @@ export function presentTransfer(doc: StoredTransfer, queuePosition: number | nul
     sourcePath: doc.source_path,
     destinationConnectionId: String(doc.destination_connection_id),
     destinationPath: doc.destination_path,
-    options: { ...(doc.options as JobOptions) },
+    options: presentedOptions(doc.options),
     status: doc.status as TransferStatus,
     files_total: doc.files_total,
     files_transferred: doc.files_transferred,
@@ -60,7 +60,10 @@ export function presentTransferFile(doc: TransferFileDoc): TransferFile {
 
 /** The execute answer (api.md: bare, not in `data`); the details only when it did not succeed. */
 export function executeResult(job: StoredTransfer): ExecuteTransferResult {
-  const base = { success: job.status === 'completed', files_transferred: job.files_transferred, bytes_transferred: job.bytes_transferred };
+  const base = {
+    success: job.status === 'completed', files_transferred: job.files_transferred, bytes_transferred: job.bytes_transferred,
+    ...(job.files_deleted ? { files_deleted: job.files_deleted } : {}),
+  };
   if (base.success) return base;
   return { ...base, status: job.status as TransferStatus, files_total: job.files_total, error: job.error ?? (job.status === 'cancelled' ? 'Transfer cancelled' : null) };
 }

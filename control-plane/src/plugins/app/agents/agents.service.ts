@@ -8,7 +8,7 @@ import { sha256Hex } from '../../../lib/crypto.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
 import type { AgentSlots, RunConnection } from '../transfers/index.js';
 import { onlineWindowMs, type AgentHub } from './hub.js';
-import { chooseFor, chooseRun, isApproved, SERVES, type AgentFacts } from './eligibility.js';
+import { chooseFor, chooseRun, isApproved, SERVES, type AgentFacts, type RunNeeds } from './eligibility.js';
 import { isDuplicateKey } from '../../../lib/duplicate-key.js';
 
 export type StoredAgent = AgentDoc & { _id: Types.ObjectId };
@@ -43,7 +43,7 @@ export interface AgentLoad {
 }
 
 /** Fields the choice of agents reads: never the token hash. */
-const FACTS = { ...SERVES, name: 1, relay: 1, watch: 1, settle: 1, max_jobs: 1, job_limit: 1, session: 1 } as const;
+const FACTS = { ...SERVES, name: 1, relay: 1, watch: 1, settle: 1, sync: 1, max_jobs: 1, job_limit: 1, session: 1 } as const;
 const sameList = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((v, i) => v === b[i]);
 
 /**
@@ -99,8 +99,8 @@ export class AgentsService {
    * directly or relayed (`relays`: this control plane relays); throws the 503 (or 409) saying why
    * not (eligibility.ts `chooseRun`). Whether a slot is free does not matter: the transfer waits.
    */
-  async assertRunnable(accountId: AccountId, [source, destination]: [RunConnection, RunConnection], relays: boolean): Promise<void> {
-    const choice = chooseRun(source, destination, await this.factsOf(accountId), relays);
+  async assertRunnable(accountId: AccountId, [source, destination]: [RunConnection, RunConnection], relays: boolean, needs: RunNeeds = {}): Promise<void> {
+    const choice = chooseRun(source, destination, await this.factsOf(accountId), relays, needs);
     if (choice.mode === null) throw choice.problem;
   }
 

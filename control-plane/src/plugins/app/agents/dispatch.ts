@@ -1,11 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { Types } from 'mongoose';
-import { CloseCodes, type ConnectionSettings, type ConnectionType, type OverwritePolicy, type VerifyMode } from '@xfer/shared';
+import { CloseCodes, type ConnectionSettings, type ConnectionType } from '@xfer/shared';
 import { Loop } from '../../../lib/loop.js';
 import { ConflictError, NotFoundError } from '../../../errors.js';
 import type { Models } from '../../../models/index.js';
 import type { ConnectionsService } from '../connections/index.js';
-import type { StoredTransfer, TransfersService } from '../transfers/index.js';
+import { jobOptions, type StoredTransfer, type TransfersService } from '../transfers/index.js';
 import type { AgentsService } from './agents.service.js';
 import type { AgentHub } from './hub.js';
 import type { AgentRequests } from './requests.js';
@@ -203,8 +203,9 @@ export class Dispatcher {
       source_path: job.source_path,
       destination,
       destination_path: job.destination_path,
-      options: { overwrite: job.options!.overwrite as OverwritePolicy, verify: job.options!.verify as VerifyMode, concurrency: job.options!.concurrency },
+      options: jobOptions(job.options, job.plan_id),
       resume: job.attempt > 1,
+      ...(job.plan_id ? { plan_id: String(job.plan_id) } : {}),
       ...(sourceType ? { relay: { source_type: sourceType } } : {}),
     });
     if (!sent) {

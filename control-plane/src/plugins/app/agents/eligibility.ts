@@ -17,6 +17,8 @@ export interface AgentFacts {
   watch?: boolean | null;
   /** `hello.settle`: it moves and deletes verified source files (workflows). */
   settle?: boolean | null;
+  /** `hello.sync`: it runs the issue-25 options (sync, move, filters, limits, windows) and plans. */
+  sync?: boolean | null;
   /** The agent's own limit (`hello.max_jobs`). */
   max_jobs?: number | null;
   /** The account's limit (`PUT /agents/:id {max_jobs}`). */
@@ -135,7 +137,31 @@ export function chooseFor<A extends AgentFacts>(conn: RunConnection, agents: A[]
  * serves both, even a busy one (the transfer waits for it); else relayed, when `relays` are
  * available and an online relay-capable agent serves each end; else the error saying why not.
  */
-export function chooseRun<A extends AgentFacts>(source: RunConnection, destination: RunConnection, agents: A[], relays: boolean): RunChoice<A> {
+export function chooseRun<A extends AgentFacts>(source: RunConnection, destination: RunConnection, agents: A[], relays: boolean, needs: RunNeeds = {}): RunChoice<A> {
+  if (!needs.sync && !needs.direct) return chooseAny(source, destination, agents, relays);
+  // Only agents that run the options (both sides of a relay); a plan's run never relayed.
+  const choice = chooseAny(source, destination, needs.sync ? agents.filter((a) => a.sync) : agents, relays && !needs.direct);
+  if (choice.mode !== null || !needs.sync) return choice;
+  // Say so when agents without `sync` could have run it: they are what the transfer waits for.
+  if (chooseAny(source, destination, agents, relays && !needs.direct).mode === null) return choice;
+  return {
+    mode: null,
+    problem: new ServiceUnavailableError(`${choice.problem.message}: this transfer uses sync, move, filters, limits, a window or a plan, which only agents `
+      + 'that run them can run (xfer-agent with issue 25 or later: hello.sync); update the agents that serve its connections'),
+  };
+}
+
+/**
+ * What a run needs of its agents besides serving its connections: `sync`, agents that said
+ * `hello.sync` (plugins/app/transfers/options.ts `needsSync`); `direct`, one agent for both ends
+ * (a plan's run: the plan was computed, and is applied, by one agent seeing both sides).
+ */
+export interface RunNeeds {
+  sync?: boolean;
+  direct?: boolean;
+}
+
+function chooseAny<A extends AgentFacts>(source: RunConnection, destination: RunConnection, agents: A[], relays: boolean): RunChoice<A> {
   const both = () => `Connection '${source.name}' is served by ${servedBy(source, agents)} and connection '${destination.name}' by ${servedBy(destination, agents)}`;
   const noRelays = () => `${both()}: no agent serves both ends and relays are unavailable; let one agent serve both (agent_id or agent_pool)`;
   // Pinned to two agents without relays: no agent coming online changes that.

@@ -178,7 +178,7 @@ export class AgentHub {
         session: this.sessionDoc(session, now), version: hello.version, hostname: hello.hostname,
         connector_types: [...new Set(hello.connector_types)], max_jobs: hello.max_jobs, last_seen_at: now,
         agent_labels: [...new Set(hello.labels ?? [])], relay: hello.relay === true, watch: hello.watch === true,
-        settle: hello.settle === true,
+        settle: hello.settle === true, sync: hello.sync === true,
       } },
       { new: true },
     ).lean());

@@ -8,7 +8,7 @@ import { Dispatcher } from './dispatch.js';
 import { advertisedUrl } from '../../../config.js';
 
 export { AgentsService, agentNotFound, type AgentLoad, type StoredAgent } from './agents.service.js';
-export { chooseRun, effectiveSlots, isApproved, poolsOf, serves, SERVES, type AgentFacts, type ServingFacts, type RunChoice } from './eligibility.js';
+export { chooseRun, effectiveSlots, isApproved, poolsOf, serves, SERVES, type AgentFacts, type ServingFacts, type RunChoice, type RunNeeds } from './eligibility.js';
 export type { AgentHub } from './hub.js';
 export type { WatchReport } from './events.js';
 export type { AgentRequests, AgentCall } from './requests.js';

@@ -102,7 +102,7 @@ export class Scheduler {
         if (!source || !destination) continue;
         // Taken over again not long ago: it waits out its backoff (queue-states.ts takeoverBackoffMs).
         if (entry.not_before && entry.not_before > now) continue;
-        const choice = chooseRun(source, destination, agents, this.o.relays());
+        const choice = chooseRun(source, destination, agents, this.o.relays(), { sync: !!entry.needs_sync, direct: !!entry.direct_only });
         if (await this.tryStart(entry, choice, local, remoteRoom)) started++;
         if (local.every((l) => l.free <= 0)) return started;
       }
@@ -214,7 +214,7 @@ export class Scheduler {
           if (await transfers.failWaiting(entry, `The ${which} connection ${id} of this transfer was deleted; it cannot run`)) failed++;
           continue;
         }
-        const choice = chooseRun(source, destination, agents, this.o.relays());
+        const choice = chooseRun(source, destination, agents, this.o.relays(), { sync: !!entry.needs_sync, direct: !!entry.direct_only });
         if (choice.mode !== null) {
           if (entry.orphaned_since) await transfers.queue.setOrphanedSince(entry._id, entry.attempt, null);
           continue;

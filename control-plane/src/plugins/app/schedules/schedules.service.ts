@@ -1,12 +1,12 @@
 import { Types } from 'mongoose';
 import {
-  basePathProblem, DEFAULT_TRANSFER_OPTIONS,
+  basePathProblem,
   type CreateScheduleRequest, type ListScheduleRunsQuery, type ListSchedulesQuery, type Page, type Schedule, type ScheduleRun,
   type ScheduleTransferInput, type UpdateScheduleRequest,
 } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import type { ParametersService } from '../parameters/index.js';
-import type { TransferOutcome, TransfersService } from '../transfers/index.js';
+import { presentedOptions, storedOptions, type TransferOutcome, type TransfersService } from '../transfers/index.js';
 import type { WorkflowRuns, WorkflowsService } from '../workflows/index.js';
 import { ownedConnectionId } from '../connections/index.js';
 import { presentOwner, type StoredOwner } from '../access/index.js';
@@ -54,7 +54,7 @@ export function presentSchedule(doc: StoredSchedule, last: TransferOutcome | nul
     transfer: t
       ? {
         sourceConnectionId: String(t.source_connection_id), sourcePath: t.source_path,
-        destinationConnectionId: String(t.destination_connection_id), destinationPath: t.destination_path, options: t.options,
+        destinationConnectionId: String(t.destination_connection_id), destinationPath: t.destination_path, options: presentedOptions(t.options),
       }
       : null,
     workflowId: doc.workflow_id ? String(doc.workflow_id) : null,
@@ -229,7 +229,7 @@ export class SchedulesService {
       transfer: {
         source_connection_id: new Types.ObjectId(transfer.sourceConnectionId), source_path: transfer.sourcePath,
         destination_connection_id: new Types.ObjectId(transfer.destinationConnectionId), destination_path: transfer.destinationPath,
-        options: { ...DEFAULT_TRANSFER_OPTIONS, ...transfer.options },
+        options: storedOptions(transfer.options, 'transfer.options'),
       },
       workflow_id: null,
     };

@@ -3,6 +3,7 @@ import { TransfersService } from './transfers.service.js';
 
 export { TransfersService, runConnection, stateConflict, transferNotFound, type RunConnection, type TransferOutcome } from './transfers.service.js';
 export type { StoredTransfer } from './transfer-states.js';
+export { checkTransferOptions, jobOptions, needsSync, presentedOptions, storedOptions } from './options.js';
 export { CATCH_UP_MS, type RunPlan, type StartOutcome } from './queue-states.js';
 export type { QueueEntry } from './queue.js';
 export type { AgentSlots, HeldSlot } from './slots.js';

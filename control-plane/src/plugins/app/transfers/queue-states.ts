@@ -1,6 +1,7 @@
 import { Types } from 'mongoose';
 import type { TransferMode } from '@xfer/shared';
 import type { QueueEntry } from './queue.js';
+import { needsSync } from './options.js';
 import { TransferStates, ZERO_COUNTERS, isObjectIdHex, oid, type Id, type StoredTransfer } from './transfer-states.js';
 
 /**
@@ -41,6 +42,7 @@ function entryOf(job: StoredTransfer, attempt: number, queuedAt: Date, now: Date
   return {
     _id: job._id, account_id: job.account_id, queued_at: queuedAt, attempt,
     source_connection_id: job.source_connection_id, destination_connection_id: job.destination_connection_id,
+    needs_sync: needsSync(job.options, job.plan_id), direct_only: !!job.plan_id,
     entered_at: now, orphaned_since: null, not_before: notBefore,
   };
 }
@@ -58,8 +60,10 @@ export class TransferQueueStates extends TransferStates {
    * The entry's insert is the claim, so of two executes (on any instances) one wins; null for the
    * other, and when the transfer was not in that state.
    */
-  async enqueue(job: StoredTransfer): Promise<StoredTransfer | null> {
-    if (job.status !== 'queued' || job.queued_at) return null;
+  async enqueue(queued: StoredTransfer, planId: Types.ObjectId | null = null): Promise<StoredTransfer | null> {
+    if (queued.status !== 'queued' || queued.queued_at) return null;
+    // The plan this execute applies (none: a plain run), in the entry and the transfer alike.
+    const job = { ...queued, plan_id: planId };
     const now = new Date();
     if (!(await this.queue.add(entryOf(job, job.attempt, now, now)))) {
       // An entry left by an execute that died before it changed the transfer is adopted once the grace is over.
@@ -70,7 +74,7 @@ export class TransferQueueStates extends TransferStates {
     }
     const waiting = await this.write(job._id, () => this.o.db.transfers.findOneAndUpdate(
       { _id: job._id, account_id: job.account_id, status: 'queued', attempt: job.attempt, queued_at: null },
-      { $set: { queued_at: now, takeovers: 0, last_interruption: null, updated_at: now } },
+      { $set: { queued_at: now, plan_id: planId, takeovers: 0, last_interruption: null, updated_at: now } },
       { new: true },
     ).lean<StoredTransfer>());
     if (!waiting) {
@@ -279,7 +283,7 @@ export class TransferQueueStates extends TransferStates {
   async requeueLost(missing: Set<string>, now = new Date()): Promise<number> {
     const waiting = await this.o.db.transfers.collection
       .find<StoredTransfer>({ status: 'queued', queued_at: { $gt: new Date(0) } })
-      .project<StoredTransfer>({ account_id: 1, attempt: 1, queued_at: 1, source_connection_id: 1, destination_connection_id: 1 })
+      .project<StoredTransfer>({ account_id: 1, attempt: 1, queued_at: 1, source_connection_id: 1, destination_connection_id: 1, options: 1, plan_id: 1 })
       .toArray();
     const entries = new Set<string>();
     for (let i = 0; i < waiting.length; i += 1000) {

@@ -5,12 +5,13 @@ import { TransferQueueStates } from './queue-states.js';
 import { onlyDuplicateKeys } from '../../../lib/duplicate-key.js';
 
 type Counters = Pick<PayloadOf<typeof AgentToServer, 'job.completed'>,
-  'files_total' | 'files_transferred' | 'files_skipped' | 'files_failed' | 'bytes_transferred'>;
+  'files_total' | 'files_transferred' | 'files_skipped' | 'files_failed' | 'files_deleted' | 'bytes_transferred'>;
 
-function countersOf(p: Counters): Counters {
+/** The counters to store; `files_deleted` 0 from an agent from before issue 25, which never deletes. */
+function countersOf(p: Counters): Required<Counters> {
   return {
     files_total: p.files_total, files_transferred: p.files_transferred, files_skipped: p.files_skipped,
-    files_failed: p.files_failed, bytes_transferred: p.bytes_transferred,
+    files_failed: p.files_failed, files_deleted: p.files_deleted ?? 0, bytes_transferred: p.bytes_transferred,
   };
 }
 
@@ -62,6 +63,7 @@ export class TransferReports extends TransferQueueStates {
     const docs = files.map((f) => ({
       job_id: oid(id), attempt, path: f.path, account_id: accountId, created_at: now,
       status: f.status, size: f.size, sha256: f.sha256 ?? null, verified_by: f.verified_by ?? null, error: f.error ?? null,
+      reason: f.reason ?? null,
     }));
     try {
       await this.o.db.transferFiles.insertMany(docs, { ordered: false, lean: true });

@@ -29,7 +29,7 @@ export const oid = (id: Id) => (typeof id === 'string' ? new Types.ObjectId(id) 
 export const isObjectIdHex = (id: string) => /^[0-9a-f]{24}$/i.test(id);
 
 /** The counters a new run starts from. */
-export const ZERO_COUNTERS = { files_total: 0, files_transferred: 0, files_skipped: 0, files_failed: 0, bytes_transferred: 0 };
+export const ZERO_COUNTERS = { files_total: 0, files_transferred: 0, files_skipped: 0, files_failed: 0, files_deleted: 0, bytes_transferred: 0 };
 
 /**
  * The transfer state machine, the base of TransfersService (transfers.service.ts): the
@@ -88,7 +88,8 @@ export class TransferStates {
   protected async ended(job: StoredTransfer): Promise<void> {
     const id = String(job._id);
     await this.slots.release(job._id);
-    const summary = { id, files_transferred: job.files_transferred, bytes_transferred: job.bytes_transferred };
+    // files_deleted: what a sync deleted at the destination, a move at the source (docs/api.md "Events").
+    const summary = { id, files_transferred: job.files_transferred, bytes_transferred: job.bytes_transferred, files_deleted: job.files_deleted ?? 0 };
     this.o.metrics.transferEnded(job.status, job.bytes_transferred ?? 0, job.files_transferred ?? 0);
     if (job.status === 'completed') await this.o.outbox.emit(job.account_id, 'transfer.completed', summary);
     else await this.o.outbox.emit(job.account_id, 'transfer.failed', { ...summary, status: job.status, error: job.error ?? 'Transfer cancelled', ...(job.cutoff ? { cutoff: job.cutoff } : {}) });
@@ -145,6 +146,12 @@ export class TransferStates {
         _id: id, account_id: oid(accountId), status: { $in: [...FINISHED_TRANSFER_STATUSES] },
       }).lean<StoredTransfer>();
       if (doc) await this.o.db.transferFiles.deleteMany({ job_id: id });
+      // Its plans go with it (plugins/app/plans/).
+      if (doc) {
+        const plans = (await this.o.db.transferPlans.find({ transfer_id: id }, { _id: 1 }).lean()).map((p) => p._id);
+        if (plans.length > 0) await this.o.db.transferPlanBatches.deleteMany({ plan_id: { $in: plans } });
+        await this.o.db.transferPlans.deleteMany({ transfer_id: id });
+      }
       if (doc) await Promise.all([this.o.db.relaySentFiles.deleteMany({ job_id: id }), this.o.db.relayedAttempts.deleteMany({ job_id: id })]);
       return doc;
     });

@@ -1,12 +1,13 @@
 import { Types } from 'mongoose';
 import {
-  basePathProblem, DEFAULT_TRANSFER_OPTIONS, normalizeBasePath, type CreateTransferRequest, type ListTransferFilesQuery, type ListTransfersQuery, type Page,
+  basePathProblem, normalizeBasePath, type CreateTransferRequest, type ListTransferFilesQuery, type ListTransfersQuery, type Page,
   type TransferStatus, type VerifiedFile,
 } from '@xfer/shared';
 import type { Models } from '../../../models/index.js';
 import type { TransferFileDoc } from '../../../models/transfer-file.model.js';
 import type { StoredTransfer, TransferStatesOptions } from './transfer-states.js';
 import { TransferReports } from './transfer-reports.js';
+import { storedOptions } from './options.js';
 import { BadRequestError, ConflictError, NotFoundError } from '../../../errors.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
 import type { ParametersService } from '../parameters/index.js';
@@ -185,7 +186,7 @@ export class TransfersService extends TransferReports {
       source_path: sourcePath,
       destination_connection_id: destination._id,
       destination_path: destinationPath,
-      options: { ...DEFAULT_TRANSFER_OPTIONS, ...input.options },
+      options: storedOptions(input.options, `${prefix}options`),
     });
     return doc.toObject() as StoredTransfer;
   }

@@ -1,6 +1,6 @@
 import { Types } from 'mongoose';
 import {
-  basePathProblem, compileNamePattern, DEFAULT_POLL_INTERVAL_SECONDS, DEFAULT_STABLE_SECONDS, DEFAULT_TRANSFER_OPTIONS,
+  basePathProblem, compileNamePattern, DEFAULT_POLL_INTERVAL_SECONDS, DEFAULT_STABLE_SECONDS,
   MAX_POLL_INTERVAL_SECONDS, MIN_POLL_INTERVAL_SECONDS, NamePatternError,
   type CreateWatcherRequest, type ListWatcherEventsQuery, type ListWatchersQuery, type Page, type UpdateWatcherRequest,
   type Watcher, type WatcherActionInput, type WatcherEvent,
@@ -9,7 +9,7 @@ import type { Models } from '../../../models/index.js';
 import type { ParametersService } from '../parameters/index.js';
 import { BadRequestError, NotFoundError } from '../../../errors.js';
 import { paginate, toObjectId } from '../../../lib/pagination.js';
-import type { TransfersService } from '../transfers/index.js';
+import { presentedOptions, storedOptions, type TransfersService } from '../transfers/index.js';
 import type { WorkflowRuns, WorkflowsService } from '../workflows/index.js';
 import { ownedConnectionId } from '../connections/index.js';
 import { presentOwner, type StoredOwner } from '../access/index.js';
@@ -55,7 +55,7 @@ export function presentWatcher(doc: StoredWatcher): Watcher {
     include_existing: doc.include_existing,
     active: doc.active,
     action: {
-      transfer: t ? { destinationConnectionId: String(t.destination_connection_id), destinationPath: t.destination_path, options: t.options } : null,
+      transfer: t ? { destinationConnectionId: String(t.destination_connection_id), destinationPath: t.destination_path, options: presentedOptions(t.options) } : null,
       workflowId: doc.workflow_id ? String(doc.workflow_id) : null,
     },
     owner: presentOwner(doc.owner),
@@ -74,6 +74,18 @@ function auditDetails(doc: Pick<StoredWatcher, 'name' | 'connection_id' | 'path'
     ...(doc.workflow_id ? { workflow_id: String(doc.workflow_id) } : {}),
     ...(doc.transfer ? { destination_connection_id: String(doc.transfer.destination_connection_id), destination_path: doc.transfer.destination_path } : {}),
   };
+}
+
+/**
+ * A watcher's transfer options, checked and with their defaults (docs/api.md "Sync, move and
+ * plans"): each of its transfers copies the one file it found, so `sync` would delete every other
+ * file of the destination folder; it is refused (`copy` or `move` instead).
+ */
+function watcherOptions(options: Parameters<typeof storedOptions>[0]) {
+  if (options?.mode === 'sync') {
+    throw new BadRequestError('action.transfer.options.mode sync is not available to a watcher: each of its transfers copies one found file, and a sync would delete the other files of the destination; use copy or move');
+  }
+  return storedOptions(options, 'action.transfer.options');
 }
 
 /**
@@ -226,7 +238,7 @@ export class WatchersService {
     if (problem) throw new BadRequestError(`action.transfer.destinationPath ${problem.replace(/^path /, '')}`);
     await this.o.parameters.checkTemplate(accountId, 'action.transfer.destinationPath', t.destinationPath, { run: true, file: true });
     return {
-      transfer: { destination_connection_id: destination, destination_path: t.destinationPath, options: { ...DEFAULT_TRANSFER_OPTIONS, ...t.options } },
+      transfer: { destination_connection_id: destination, destination_path: t.destinationPath, options: watcherOptions(t.options) },
       workflow_id: null,
     };
   }

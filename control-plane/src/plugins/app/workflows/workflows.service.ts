@@ -1,6 +1,6 @@
 import { Types } from 'mongoose';
 import {
-  basePathProblem, DEFAULT_TRANSFER_OPTIONS,
+  basePathProblem,
   type CreateWorkflowRequest, type ListWorkflowRunsQuery, type ListWorkflowsQuery, type Page, type RunWorkflowRequest,
   type UpdateWorkflowRequest, type Workflow, type WorkflowRun, type WorkflowStep, type WorkflowStepInput,
 } from '@xfer/shared';
@@ -11,6 +11,7 @@ import { BadRequestError, ConflictError, NotFoundError } from '../../../errors.j
 import { paginate, toObjectId } from '../../../lib/pagination.js';
 import { parseTemplate, templateUses } from '../../../lib/templates.js';
 import { ownedConnectionId } from '../connections/index.js';
+import { presentedOptions, storedOptions } from '../transfers/index.js';
 import { presentRun, type StoredWorkflowRun, type WorkflowRuns } from './workflow-runs.js';
 
 type AccountId = string | Types.ObjectId;
@@ -45,7 +46,7 @@ export function presentStep(s: WorkflowStepDoc): WorkflowStep {
     ...(s.source_path !== undefined && s.source_path !== null ? { sourcePath: s.source_path } : {}),
     ...(s.destination_connection_id ? { destinationConnectionId: String(s.destination_connection_id) } : {}),
     ...(s.destination_path !== undefined && s.destination_path !== null ? { destinationPath: s.destination_path } : {}),
-    ...(s.options ? { options: s.options } : {}),
+    ...(s.options ? { options: presentedOptions(s.options) } : {}),
     ...(s.to !== undefined && s.to !== null ? { to: s.to } : {}),
     ...(s.channel ? { channel: s.channel as WorkflowStep['channel'] } : {}),
     ...(s.subject ? { subject: s.subject } : {}),
@@ -219,7 +220,7 @@ export class WorkflowsService {
           await this.checkPath(accountId, `${at}.destinationPath`, step.destinationPath!);
           out.push({
             type: 'transfer', source_connection_id: source, source_path: step.sourcePath!, destination_connection_id: destination,
-            destination_path: step.destinationPath!, options: { ...DEFAULT_TRANSFER_OPTIONS, ...step.options },
+            destination_path: step.destinationPath!, options: storedOptions(step.options, `${at}.options`),
           });
           transferAt = i;
           settledBy = -1;
