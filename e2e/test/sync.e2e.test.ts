@@ -184,6 +184,33 @@ describe.each(PAIRS)('%s → %s', (fromType, toType) => {
   }, 180_000);
 });
 
+describe('kept modification times: a plain copy, then a sync (s3 → sftp)', () => {
+  let from: Side;
+  let to: Side;
+
+  beforeAll(async () => {
+    from = await side('s3', 'kept-src');
+    to = await side('sftp', 'kept-dst');
+    // Objects carrying rclone's `mtime` metadata (an hour ago), as rclone or xfer itself writes them.
+    await generateTree(from.tree, 10);
+  }, 120_000);
+
+  test('a copy (no mode) gives each file the kept mtime, not the object\'s upload time; a sync then has nothing to do', async () => {
+    const job = await stack.api.data<{ id: string }>('POST', '/transfers', {
+      name: 'plain copy', sourceConnectionId: from.id, sourcePath: '/tree', destinationConnectionId: to.id, destinationPath: '/tree',
+    });
+    const copied = await stack.api.call('POST', `/transfers/${job.id}/execute`);
+    expect(copied.body).toMatchObject({ success: true, files_transferred: 10 });
+    const kept = await from.tree.mtimes();
+    const written = await to.tree.mtimes();
+    expect([...written].filter(([path, at]) => Math.abs(at - kept.get(path)!) > 1000).map(([path, at]) => `${path}: ${new Date(at).toISOString()} for ${new Date(kept.get(path)!).toISOString()}`)).toEqual([]);
+
+    const again = await sync(stack.api, from, to);
+    expect(withStatus(again.results, 'copied')).toEqual([]);
+    expect(again.done).toMatchObject({ success: true, files_transferred: 0 });
+  }, 180_000);
+});
+
 describe('what a sync never deletes (sftp → s3)', () => {
   let from: Side;
   let to: Side;

@@ -4,7 +4,7 @@ import { createReadStream, createWriteStream, mkdirSync, readdirSync, rmSync, st
 import { dirname, join, relative } from 'node:path';
 import type { Readable } from 'node:stream';
 import {
-  DeleteObjectCommand, GetObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, PutObjectCommand, S3Client,
+  DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, PutObjectCommand, S3Client,
 } from '@aws-sdk/client-s3';
 
 /**
@@ -153,6 +153,8 @@ export interface TreePlace {
   stamps(): Promise<Map<string, string>>;
   /** How coarse a stamp's time is: a write within the same span may leave the stamp as it was. */
   readonly stampResolutionMs: number;
+  /** Each file's modification time (ms since the epoch): a local file's, an object's kept `mtime` (else its last-modified time). */
+  mtimes(): Promise<Map<string, number>>;
 }
 
 /**
@@ -185,6 +187,18 @@ export function localPlace(root: string, owner?: string): TreePlace {
     },
     async digests() {
       return (await digestDir(root)).files;
+    },
+    async mtimes() {
+      const mtimes = new Map<string, number>();
+      const walk = (dir: string) => {
+        for (const entry of readdirSync(dir, { withFileTypes: true })) {
+          const full = join(dir, entry.name);
+          if (entry.isDirectory()) walk(full);
+          else mtimes.set(relative(root, full), statSync(full).mtimeMs);
+        }
+      };
+      if (statSync(root, { throwIfNoEntry: false })) walk(root);
+      return mtimes;
     },
     async stamps() {
       const stamps = new Map<string, string>();
@@ -241,6 +255,16 @@ export function s3Place(s3: S3Client, bucket: string, prefix: string): TreePlace
     },
     async digests() {
       return (await digestBucket(s3, bucket, prefix)).files;
+    },
+    async mtimes() {
+      const mtimes = new Map<string, number>();
+      for await (const { rel, object } of listObjects(s3, bucket, prefix)) {
+        if (rel === '' || rel.endsWith('/')) continue;
+        const head = await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: object.Key! }));
+        const kept = Number(head.Metadata?.mtime);
+        mtimes.set(rel, Number.isFinite(kept) && head.Metadata?.mtime ? kept * 1000 : head.LastModified!.getTime());
+      }
+      return mtimes;
     },
     async stamps() {
       const stamps = new Map<string, string>();
