@@ -10,7 +10,7 @@ export interface RunRef {
   attempt: number;
 }
 
-/** A temporary file not written for this long (mtime) belongs to nobody any more, whatever job left it. */
+/** A temporary file not written for this long (its mtime, and the start in its name) belongs to nobody any more, whatever job left it. */
 export const STALE_PART_MS = 60 * 60 * 1000;
 /** An open multipart upload started this long ago (store clock) is abandoned, whatever job left it. */
 export const STALE_UPLOAD_MS = 24 * 60 * 60 * 1000;
@@ -22,14 +22,27 @@ export function runTag(run: RunRef): string {
   return `j${createHash('sha256').update(run.jobId).digest('hex').slice(0, 10)}a${run.attempt}`;
 }
 
-/** `.<name>.xfer-[<run tag>-]<12 hex>.part` (the tag is absent in names of agents before it). */
-const TEMP_NAME = /^\..*xfer-(?:(j[0-9a-f]{10})a(\d+)-)?[0-9a-f]{12}\.part$/;
+/**
+ * `.<name>.xfer-[<run tag>-][t<start, base-36 ms>-]<12 hex>.part` (the tag and the start are absent
+ * in names of agents before them).
+ */
+const TEMP_NAME = /^\..*xfer-(?:(j[0-9a-f]{10})a(\d+)-)?(?:t([0-9a-z]{1,11})-)?[0-9a-f]{12}\.part$/;
 
-/** Whether `name` is one of the engine's temporary names, and of which job and attempt. */
-export function parseTempName(name: string): { job: string | null; attempt: number | null } | null {
+/** Whether `name` is one of the engine's temporary names, of which job and attempt, and when its write started. */
+export function parseTempName(name: string): { job: string | null; attempt: number | null; startedAt?: number } | null {
   const m = TEMP_NAME.exec(name);
   if (!m) return null;
-  return { job: m[1] ?? null, attempt: m[2] ? Number(m[2]) : null };
+  return { job: m[1] ?? null, attempt: m[2] ? Number(m[2]) : null, ...(m[3] ? { startedAt: parseInt(m[3], 36) } : {}) };
+}
+
+/**
+ * When a temporary file was last known alive: the later of its mtime and the start its name records.
+ * The name matters since connectors keep modification times (issue 25): a finished write carries
+ * its source's old mtime until the rename, and must not look abandoned to another job's sweep then.
+ */
+function lastAlive(startedAt: number | undefined, modifiedAt: Date | undefined): number | undefined {
+  if (startedAt === undefined) return modifiedAt?.getTime();
+  return Math.max(startedAt, modifiedAt?.getTime() ?? 0);
 }
 
 /**
@@ -57,7 +70,8 @@ export async function sweepTemporaries(destination: Connector, root: string, run
       const temp = parseTempName(baseName(entry.path));
       if (!temp) continue;
       const earlierOfJob = own !== null && temp.job === own && temp.attempt !== null && temp.attempt < run!.attempt;
-      const stale = entry.modifiedAt !== undefined && Date.now() - entry.modifiedAt.getTime() > STALE_PART_MS && !(own !== null && temp.job === own && temp.attempt === run!.attempt);
+      const alive = lastAlive(temp.startedAt, entry.modifiedAt);
+      const stale = alive !== undefined && Date.now() - alive > STALE_PART_MS && !(own !== null && temp.job === own && temp.attempt === run!.attempt);
       if (!earlierOfJob && !stale) continue;
       await destination.remove(entry.path, { signal });
       removed++;

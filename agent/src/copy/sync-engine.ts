@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import PQueue from 'p-queue';
-import { compileFilters, type FileFilter, type FilterOptions, type JobOptions, type MaxDelete, type PlanItem, type PlanSummary, type VerifiedFile } from '@xfer/shared';
+import { compileFilters, hasFilters, type FileFilter, type FilterOptions, type JobOptions, type MaxDelete, type PlanItem, type PlanSummary, type VerifiedFile } from '@xfer/shared';
 import type { Logger } from 'pino';
 import { baseName, joinRel, relativePath } from '../connectors/paths.js';
 import type { Connector, Entry } from '../connectors/types.js';
@@ -18,12 +18,6 @@ import { DEFAULT_TUNING, type CopyOutcome, type CopyRequest, type SourceItem } f
 import { WriteSide } from './write-side.js';
 
 const MAX_ERROR_CHARS = 4000;
-
-/** Filter options that select something (absent or empty: everything). */
-export function hasFilters(filters: FilterOptions | undefined): boolean {
-  return !!filters && ((filters.rules?.length ?? 0) > 0 || filters.min_size !== undefined || filters.max_size !== undefined
-    || filters.min_age !== undefined || filters.max_age !== undefined);
-}
 
 /**
  * Whether a run compares listings (this module) rather than copying lazily (copy-engine.ts): a

@@ -226,12 +226,14 @@ export class WriteSide {
 }
 
 /**
- * `.<name>.xfer-<run tag>-<random>.part` beside the final name: hidden, unique, renamed within one
- * directory, and saying which job and attempt wrote it (leftovers.ts finds those of earlier runs).
+ * `.<name>.xfer-<run tag>-t<start>-<random>.part` beside the final name: hidden, unique, renamed
+ * within one directory, saying which job and attempt wrote it and when the write started
+ * (leftovers.ts finds those of earlier runs, and tells abandoned ones by the later of that start
+ * and the file's mtime, which a kept modification time sets into the past).
  */
-export function tempPathFor(destPath: string, run?: RunRef): string {
+export function tempPathFor(destPath: string, run?: RunRef, now = Date.now()): string {
   const name = baseName(destPath);
-  const random = `${run ? `${runTag(run)}-` : ''}${randomBytes(6).toString('hex')}`;
+  const random = `${run ? `${runTag(run)}-` : ''}t${now.toString(36)}-${randomBytes(6).toString('hex')}`;
   const temp = Buffer.byteLength(name) <= MAX_NAME_IN_TEMP ? `.${name}.xfer-${random}.part` : `.xfer-${random}.part`;
   return joinRel(parentOf(destPath), temp);
 }

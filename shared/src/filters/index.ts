@@ -39,9 +39,10 @@ export interface FileFilter {
 
 const PASS_ALL: FileFilter = { empty: true, prunes: false, includeFile: () => true, includeDirectory: () => true };
 
-function hasNoFilter(options: FilterOptions | undefined): boolean {
-  return !options || ((options.rules?.length ?? 0) === 0 && options.min_size === undefined && options.max_size === undefined
-    && options.min_age === undefined && options.max_age === undefined);
+/** Filter options that select something: a rule or a bound (absent or empty: every file passes). */
+export function hasFilters(options: FilterOptions | undefined): boolean {
+  return !!options && ((options.rules?.length ?? 0) > 0 || options.min_size !== undefined || options.max_size !== undefined
+    || options.min_age !== undefined || options.max_age !== undefined);
 }
 
 /**
@@ -49,7 +50,7 @@ function hasNoFilter(options: FilterOptions | undefined): boolean {
  * (ages count back from it). Throws on rules that do not parse.
  */
 export function compileFilters(options: FilterOptions | undefined, now: Date): FileFilter {
-  if (!options || hasNoFilter(options)) return PASS_ALL;
+  if (!options || !hasFilters(options)) return PASS_ALL;
   const built = buildRules(options.rules ?? []);
   if (!(built instanceof RuleSet)) {
     throw new Error(`filters: rules[${built.index}] ${JSON.stringify(options.rules![built.index])} is not a valid pattern: ${built.reason}`);

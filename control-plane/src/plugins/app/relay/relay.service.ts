@@ -15,6 +15,7 @@ import { CONTROL_PIPE_BYTES, DATA_PIPE_BYTES, SessionEnd } from './ends.js';
 import { LinkCloseCodes, PeerLink } from './peer-link.js';
 import { Relay, type RelayOutcome, type Side } from './relay.js';
 import { markRelayed, recordSent } from './vouched.js';
+import { relayListing } from '../transfers/options.js';
 
 /** How long a peer-link token is good for: the dial that follows at once. */
 const LINK_TOKEN_TTL_MS = 60_000;
@@ -288,8 +289,10 @@ export class RelayService implements RelayTraffic {
     const lost = `Relay source agent ${session.agent.name} disconnected`;
     if (!session.open) return relay.end({ kind: 'lost', side: 'source', error: lost });
     const end = new SessionEnd(session, CONTROL_PIPE_BYTES);
+    const listing = relayListing(job.options);
     const sent = end.sendSource({
       job_id: relay.jobId, attempt: relay.attempt, source, source_path: job.source_path, concurrency: job.options!.concurrency,
+      ...(listing ? { listing } : {}),
     });
     if (!sent) {
       end.finish({ notice: null, code: LinkCloseCodes.lost, reason: lost });

@@ -1,5 +1,5 @@
 import {
-  checkFilterOptions, DEFAULT_TRANSFER_OPTIONS, type FilterOptions, type JobOptions, type TransferOptionsInput,
+  checkFilterOptions, DEFAULT_TRANSFER_OPTIONS, hasFilters, type FilterOptions, type JobOptions, type TransferOptionsInput,
 } from '@xfer/shared';
 import { BadRequestError } from '../../../errors.js';
 
@@ -73,10 +73,7 @@ export function presentedOptions(stored: unknown): JobOptions {
 export function needsSync(stored: unknown, planId?: unknown): boolean {
   if (planId) return true;
   const o = presentedOptions(stored);
-  const filters = o.filters;
-  const filtering = !!filters && ((filters.rules?.length ?? 0) > 0 || filters.min_size !== undefined || filters.max_size !== undefined
-    || filters.min_age !== undefined || filters.max_age !== undefined);
-  return o.mode !== 'copy' || o.compare !== 'size_mtime' || filtering || o.max_delete !== undefined
+  return o.mode !== 'copy' || o.compare !== 'size_mtime' || hasFilters(o.filters) || o.max_delete !== undefined
     || o.bandwidth_limit !== undefined || o.max_duration !== undefined || o.window !== undefined;
 }
 
@@ -87,5 +84,25 @@ export function needsSync(stored: unknown, planId?: unknown): boolean {
 export function jobOptions(stored: unknown, planId?: unknown): JobOptions {
   const o = presentedOptions(stored);
   if (!needsSync(stored, planId)) return { overwrite: o.overwrite, verify: o.verify, concurrency: o.concurrency };
+  // A copy whose only new option is a limit or a window keeps the agent's lazy path (a stat per
+  // file, no destination listing): the default `compare` is left out, since an agent compares
+  // listings whenever `compare` is given (docs/agent.md "Sync, move and plans").
+  if (o.mode === 'copy' && o.compare === ISSUE_25_DEFAULTS.compare && !planId) {
+    const { compare: _default, ...rest } = o;
+    return rest;
+  }
   return o;
+}
+
+/**
+ * What the source agent of a relayed run needs to list as the destination compares
+ * (`relay.source.listing`): in path order and filtered, for a run whose options make the agent
+ * compare listings (`jobOptions` keeps `compare`, or the mode or filters ask for it). Absent: the
+ * lazy listing of a plain copy.
+ */
+export function relayListing(stored: unknown): { mode?: JobOptions['mode']; filters?: FilterOptions } | undefined {
+  const o = jobOptions(stored);
+  const filtered = hasFilters(o.filters);
+  if ((o.mode ?? 'copy') === 'copy' && o.compare === undefined && !filtered) return undefined;
+  return { ...(o.mode ? { mode: o.mode } : {}), ...(filtered ? { filters: o.filters } : {}) };
 }
