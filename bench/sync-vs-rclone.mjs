@@ -9,8 +9,10 @@
 //     rewritten (another size, a newer mtime) and 1% deleted, and the measured run follows: xfer
 //     (control plane + agent binaries, a transfer with `options.mode: "sync"` executed through the
 //     API) and `rclone sync` (the command is printed). Both compare by size and modification time,
-//     their default. Figures: wall time of each, the ratio, the agent's peak RSS during the
-//     measured run (VmHWM, reset before it through /proc/<pid>/clear_refs).
+//     their default. rclone reads the kept mtime of an object whose size matches with a HEAD;
+//     xfer stats it too (connectors' `modifiedAtNeedsStat`). Figures: wall time of each, the
+//     ratio, the peak RSS of a fresh agent over the measured run (VmHWM; the first sync's apart),
+//     and the CPU seconds each process used during xfer's measured run.
 //     Targets: xfer ≥ 1.5× rclone's speed, agent peak RSS ≤ 250 MiB.
 // (2) `--list-files` tiny files in a local directory, read through the nfs connector's mounted
 //     mode (options.mount_path: the fs connector, so the listing, not a server, is measured), and
