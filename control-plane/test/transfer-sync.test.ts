@@ -65,7 +65,7 @@ describe('options', () => {
       [{ mode: 'mirror' }, /mode/],
       [{ compare: 'mtime' }, /compare/],
       [{ filters: { rules: [''] } }, /rules/],
-      [{ filters: { min_size: 10, max_size: 5 } }, /^body\.options\.filters\.min_size \(10\) is more than body\.options\.filters\.max_size \(5\)/],
+      [{ filters: { min_size: 10, max_size: 5 } }, /^body\.options\.filters\.min_size \(10\) is larger than body\.options\.filters\.max_size \(5\)/],
       [{ filters: { min_age: 100, max_age: 5 } }, /^body\.options\.filters\.min_age/],
       [{ filters: { min_size: -1 } }, /min_size/],
       [{ filters: { colour: 'red' } }, /colour|additional/],

@@ -32,5 +32,8 @@ function item(source: Connector, path: string, sourceRel: string, entry: Entry):
     path,
     entry,
     open: (signal: AbortSignal): Promise<Readable> => source.read(sourceRel, { signal }),
+    ...(entry.modifiedAtNeedsStat
+      ? { keptModifiedAt: async (signal: AbortSignal) => (await source.stat(sourceRel, { signal }))?.modifiedAt }
+      : {}),
   };
 }

@@ -115,4 +115,10 @@ export interface SourceItem {
   open(signal: AbortSignal): Promise<Readable>;
   /** What an earlier attempt of the job recorded verified for this file (resume runs only; copy/earlier-results.ts). */
   earlier?: VerifiedFile;
+  /**
+   * The modification time the source store keeps for this file, for an entry whose listing shows
+   * another (`entry.modifiedAtNeedsStat`: an S3 object's `mtime` metadata comes only with a stat).
+   * Absent: the listing's time is the file's.
+   */
+  keptModifiedAt?(signal: AbortSignal): Promise<Date | undefined>;
 }

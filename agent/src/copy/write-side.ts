@@ -153,7 +153,7 @@ export class WriteSide {
       // an already-aborted signal before it begins), and the catch below closes the source.
       signal.throwIfAborted();
       source.pipe(hasher);
-      const result = await destination.write(target, hasher, { size, signal, modifiedAt: item.entry.modifiedAt });
+      const result = await destination.write(target, hasher, { size, signal, modifiedAt: await this.keptTime(item, signal) });
       written = true;
       if (hasher.sourceError || sourceError) throw hasher.sourceError ?? sourceError;
       if (!hasher.readableEnded) throw new VerifyError('the destination stopped reading before the end of the file');
@@ -176,6 +176,19 @@ export class WriteSide {
       }
       throw cause;
     }
+  }
+
+  /**
+   * The source's modification time for the destination to keep: the listing's, or, where the
+   * listing shows the store's write time instead (`modifiedAtNeedsStat`: S3), the kept one a stat
+   * returns — else a plain copy from objects rclone or xfer wrote would stamp every file with its
+   * upload time, and the next `size_mtime` comparison would copy them all again. Only asked when
+   * the destination keeps times; a failed stat falls back to the listing's time.
+   */
+  private async keptTime(item: SourceItem, signal: AbortSignal): Promise<Date | undefined> {
+    const keeps = (this.o.destination.capabilities.modTime ?? 'none') !== 'none';
+    if (!keeps || !item.entry.modifiedAtNeedsStat || !item.keptModifiedAt) return item.entry.modifiedAt;
+    return (await item.keptModifiedAt(signal).catch(() => undefined)) ?? item.entry.modifiedAt;
   }
 
   /**

@@ -5,6 +5,7 @@ import { dirname, join, relative } from 'node:path';
 import type { JobOptions } from '@xfer/shared';
 import { AgentAccess } from '../../src/connectors/access.js';
 import { FsConnector } from '../../src/connectors/fs/fs.connector.js';
+import { parseTempName } from '../../src/copy/leftovers.js';
 
 /** A fresh temporary directory; remove it with `rmTemp`. */
 export function tempDir(prefix = 'xfer-agent-'): string {
@@ -59,7 +60,7 @@ export function snapshot(root: string): Record<string, string> {
 
 /** Paths under `root` that look like the engine's temporary files. */
 export function partFiles(root: string): string[] {
-  return Object.keys(snapshot(root)).filter((p) => /\.xfer-(j[0-9a-f]{10}a\d+-)?[0-9a-f]+\.part$/.test(p));
+  return Object.keys(snapshot(root)).filter((p) => parseTempName(p.slice(p.lastIndexOf('/') + 1)) !== null);
 }
 
 export function sha256(data: Buffer | string): string {

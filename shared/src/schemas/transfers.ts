@@ -1,8 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Id, Name, PageQuery, StringEnum, Timestamp } from './common.js';
-import {
-  COMPARE_MODES, CUTOFF_MODES, FilterOptions, JobOptions, MaxDelete, OVERWRITE_POLICIES, RUN_MODES, RunWindow, VERIFY_MODES,
-} from '../protocol/agent-protocol.js';
+import { JobOptions } from '../protocol/agent-protocol.js';
 
 /** Transfer job states (api.md "States and transitions"). */
 export const TRANSFER_STATUSES = ['queued', 'in-progress', 'completed', 'failed', 'cancelled'] as const;
@@ -90,23 +88,8 @@ export type Transfer = Static<typeof Transfer>;
 const ConnectionRef = Type.String({ minLength: 1, maxLength: 64 });
 const TransferPath = Type.String({ minLength: 1, maxLength: MAX_TRANSFER_PATH_LENGTH });
 
-/** Options of a create; absent ones take `DEFAULT_TRANSFER_OPTIONS`. */
-export const TransferOptionsInput = Type.Object(
-  {
-    overwrite: Type.Optional(StringEnum(OVERWRITE_POLICIES)),
-    verify: Type.Optional(StringEnum(VERIFY_MODES)),
-    concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
-    mode: Type.Optional(StringEnum(RUN_MODES)),
-    compare: Type.Optional(StringEnum(COMPARE_MODES)),
-    filters: Type.Optional(FilterOptions),
-    max_delete: Type.Optional(MaxDelete),
-    bandwidth_limit: Type.Optional(Type.Integer({ minimum: 1024 })),
-    max_duration: Type.Optional(Type.Integer({ minimum: 1 })),
-    window: Type.Optional(RunWindow),
-    cutoff: Type.Optional(StringEnum(CUTOFF_MODES)),
-  },
-  { additionalProperties: false },
-);
+/** Options of a create: the job's options, each optional (absent ones take their defaults), nothing else. */
+export const TransferOptionsInput = Type.Partial(JobOptions, { additionalProperties: false });
 export type TransferOptionsInput = Static<typeof TransferOptionsInput>;
 
 /**

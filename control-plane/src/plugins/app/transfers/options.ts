@@ -21,19 +21,6 @@ function knownTimeZone(tz: string): boolean {
   }
 }
 
-/** Why these filters cannot be stored (the field named), or null. The rules are the filter engine's (shared/src/filters). */
-function filtersProblem(filters: FilterOptions, field: string): string | null {
-  const rules = checkFilterOptions(filters, field);
-  if (rules) return rules;
-  if (filters.min_size !== undefined && filters.max_size !== undefined && filters.min_size > filters.max_size) {
-    return `${field}.min_size (${filters.min_size}) is more than ${field}.max_size (${filters.max_size}): no file would pass`;
-  }
-  if (filters.min_age !== undefined && filters.max_age !== undefined && filters.min_age > filters.max_age) {
-    return `${field}.min_age (${filters.min_age}) is more than ${field}.max_age (${filters.max_age}): no file would pass`;
-  }
-  return null;
-}
-
 /**
  * Throws a 400 naming the field for options the request schema lets through but that cannot run:
  * filter rules that do not parse, bounds that exclude everything, an unknown window time zone or an
@@ -43,7 +30,7 @@ function filtersProblem(filters: FilterOptions, field: string): string | null {
  */
 export function checkTransferOptions(options: TransferOptionsInput | undefined, field: string): void {
   if (!options) return;
-  const problem = (options.filters && filtersProblem(options.filters, `${field}.filters`))
+  const problem = (options.filters && checkFilterOptions(options.filters, `${field}.filters`))
     ?? (options.window && !knownTimeZone(options.window.tz) ? `${field}.window.tz is not a known IANA time zone: '${options.window.tz}'` : null)
     ?? (options.window && options.window.start === options.window.end ? `${field}.window.start and ${field}.window.end are the same time: the window would never open` : null)
     ?? (options.max_delete !== undefined && options.mode !== 'sync'
