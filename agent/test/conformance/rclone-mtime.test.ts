@@ -1,9 +1,7 @@
 import { mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { defaultCacheDir } from '../../../control-plane/src/db/embedded-mongo.js';
 import type { ConnectionSettings } from '@xfer/shared';
-import { ensureRclone } from '../../../e2e/src/tools/rclone.js';
 import { runCommand } from '../../../e2e/src/tools/run-command.js';
 import { BlobConnector } from '../../src/connectors/blob/blob.connector.js';
 import { S3Connector } from '../../src/connectors/s3/s3.connector.js';
@@ -25,7 +23,9 @@ let rclone: string;
 let work: string;
 
 beforeAll(async () => {
-  rclone = await ensureRclone({ cacheDir: defaultCacheDir(env), env, log: () => undefined });
+  // Started with the test services (e2e/src/services/webdav.service.ts serves WebDAV with it).
+  rclone = env.XFER_TEST_RCLONE ?? '';
+  if (!rclone) throw new Error('XFER_TEST_RCLONE is not set: start the test services (npm run services -- up), which provide rclone');
   work = await mkdtemp(join(tmpdir(), 'xfer-rclone-mtime-'));
 }, 300_000);
 afterAll(async () => {

@@ -13,7 +13,7 @@ import type { ServiceDefinition } from './types.js';
 export const webdav: ServiceDefinition = {
   name: 'webdav',
   summary: `WebDAV (rclone ${RCLONE_VERSION} serve webdav over a directory)`,
-  provides: ['XFER_TEST_WEBDAV_HOST', 'XFER_TEST_WEBDAV_PORT', 'XFER_TEST_WEBDAV_USER', 'XFER_TEST_WEBDAV_PASSWORD', 'XFER_TEST_WEBDAV_ROOT'],
+  provides: ['XFER_TEST_WEBDAV_HOST', 'XFER_TEST_WEBDAV_PORT', 'XFER_TEST_WEBDAV_USER', 'XFER_TEST_WEBDAV_PASSWORD', 'XFER_TEST_WEBDAV_ROOT', 'XFER_TEST_RCLONE'],
   async install(ctx) {
     await ensureRclone(ctx);
   },
@@ -42,6 +42,8 @@ export const webdav: ServiceDefinition = {
         XFER_TEST_WEBDAV_PASSWORD: password,
         // The served directory: the conformance suite's raw checks read it through the file system too.
         XFER_TEST_WEBDAV_ROOT: root,
+        // The rclone binary itself, for tests that check xfer against rclone without reaching e2e's tools.
+        XFER_TEST_RCLONE: bin,
       },
     };
   },
