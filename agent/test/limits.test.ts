@@ -82,11 +82,14 @@ test('soft cutoff: the running files finish, no new file starts, and the run fai
   const { agent, running, conn } = await connected();
   conn.send('job.assign', assignPayload('job-s', src, dst, { options: options({ bandwidth_limit: 100_000, max_duration: 1, cutoff: 'soft', concurrency: 2 }) }));
   const failed = (await conn.next('job.failed')).payload;
-  expect(failed).toMatchObject({ cutoff: 'max_duration', files_transferred: 2, files_failed: 0 });
-  expect(failed.error).toMatch(/^max_duration of 1 s reached \(soft cutoff: the running files finished\): 2 (of 6 files done|files done of the \d+ listed so far); the next run resumes$/);
-  // The two started files finished, complete; no other was started.
+  // The files running at the cutoff: two, unless a very busy machine let the second start only after it.
   const results = fileResults(conn, 'job-s');
-  expect(results).toHaveLength(2);
+  const started = results.length;
+  expect(started).toBeGreaterThanOrEqual(1);
+  expect(started).toBeLessThanOrEqual(2);
+  expect(failed).toMatchObject({ cutoff: 'max_duration', files_transferred: started, files_failed: 0 });
+  expect(failed.error).toMatch(new RegExp(`^max_duration of 1 s reached \\(soft cutoff: the running files finished\\): ${started} (of 6 files done|files done of the \\d+ listed so far); the next run resumes$`));
+  // The started files finished, complete; no other was started.
   expect(results.every((r) => r.status === 'copied')).toBe(true);
   expect(finalFiles(dst)).toEqual(results.map((r) => r.path).sort());
   expectComplete(finalFiles(dst));
