@@ -21,7 +21,14 @@ test('agrees with picomatch on random patterns and names', () => {
       fc.array(fc.array(fc.constantFrom(...NAME_CHARS), { minLength: 1, maxLength: 8 }).map((c) => c.join('')).filter((n) => n !== '.' && n !== '..'), { minLength: 1, maxLength: 8 }),
       (negate, parts, names) => {
         const pattern = (negate ? '!' : '') + parts.join('');
-        const ours = compileNamePattern(pattern);
+        let ours: (name: string) => boolean;
+        try {
+          ours = compileNamePattern(pattern);
+        } catch (err) {
+          // Braces that expand past the bound are refused (name-pattern.ts); picomatch has no bound: nothing to compare.
+          if (err instanceof NamePatternError && /alternatives/.test(err.message)) return;
+          throw err;
+        }
         const theirs = picomatch(pattern);
         for (const name of names) {
           if (pattern.includes('*.*') && name.endsWith('.')) continue;
