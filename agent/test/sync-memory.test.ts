@@ -74,5 +74,5 @@ test('a 1,000,000-entry sync comparison: live memory does not grow with the entr
     + `${(marks.late! / MiB).toFixed(1)} MiB at 900,000 (growth ${(growth / MiB).toFixed(2)} MiB); peak RSS ${(peakRss / MiB).toFixed(0)} MiB\n`);
   // 800,000 more entries: a leak of 20 bytes per entry would show as 16 MiB.
   expect(growth).toBeLessThan(16 * MiB);
-  expect(marks.late!).toBeLessThan(300 * MiB);
+  // No absolute bound: a jest worker carries the heap of the files it ran before (568 MiB seen in CI); the growth is the measure.
 }, 600_000);
