@@ -10,7 +10,10 @@
 //     (control plane + agent binaries, a transfer with `options.mode: "sync"` executed through the
 //     API) and `rclone sync` (the command is printed). Both compare by size and modification time,
 //     their default. rclone reads the kept mtime of an object whose size matches with a HEAD;
-//     xfer stats it too (connectors' `modifiedAtNeedsStat`). Figures: wall time of each, the
+//     xfer's agent knows the objects it wrote from its index of kept times (a fresh process on the
+//     same state directory: connectors/kept-times.ts) and HEADs only the others. A last row runs
+//     both again on unchanged trees, xfer with an empty state directory (every object HEADed, as
+//     rclone). Figures: wall time of each, the
 //     ratio, the peak RSS of a fresh agent over the measured run (VmHWM; the first sync's apart),
 //     and the CPU seconds each process used during xfer's measured run.
 //     Targets: xfer ≥ 1.5× rclone's speed, agent peak RSS ≤ 250 MiB.
@@ -111,7 +114,10 @@ async function measureSync() {
   for (let i = 0; i < FILES; i++) utimesSync(join(srcRoot, 'tree', `d${Math.floor(i / PER_DIR)}`, `f${i}.bin`), hourAgo, hourAgo);
   log(`written in ${seconds(t0).toFixed(1)} s`);
 
-  agent = await stack.startAgent('syncbench');
+  // The agents of the measured runs keep their state (the index of kept times) here.
+  const state = mkdtempSync(join(tmpdir(), 'syncbench-state-'));
+  tmpRoots.push(state);
+  agent = await stack.startAgent('syncbench', {}, ['--state-dir', state]);
   const conns = await bench.connections(stack.api);
   const transfer = (prefix) => ({ name: `sync bench ${prefix}`, sourceConnectionId: conns.sftp, sourcePath: '/tree', destinationConnectionId: conns.s3, destinationPath: `/${prefix}` });
 
@@ -146,10 +152,11 @@ async function measureSync() {
   log(`${onePercent} files changed and ${onePercent} deleted at the source; measured runs (load ${load()})`);
 
   // A fresh agent for the measured run, as rclone starts fresh: its peak is the sync's own (an
-  // allocator keeps what the first full sync took), and no session is warm.
+  // allocator keeps what the first full sync took), and no session is warm; on the same state
+  // directory, as a restarted agent is.
   const firstRss = peakRssMiB(agent.proc.child.pid);
   await stopProc(agent.proc);
-  agent = await stack.startAgent('syncbench-measured');
+  agent = await stack.startAgent('syncbench-measured', {}, ['--state-dir', state]);
   const stopWatch = rssWatch(agent.proc.child.pid);
   const cpuBefore = cpuSnapshot();
   const xferRun = await xferSync(stack.api, transfer('xfer'));
@@ -168,8 +175,22 @@ async function measureSync() {
   if (xferRun.job.files_transferred !== onePercent || xferRun.job.files_deleted !== onePercent) {
     throw new Error(`xfer's measured run copied ${xferRun.job.files_transferred} and deleted ${xferRun.job.files_deleted}, expected ${onePercent} each`);
   }
+  // Once more with nothing changed, xfer's agent given an empty state directory: no index of kept
+  // times (connectors/kept-times.ts), so it HEADs every object as rclone does. For the record: what
+  // the index saves, and where xfer stands without it.
+  await stopProc(agent.proc);
+  const emptyState = mkdtempSync(join(tmpdir(), 'syncbench-state-'));
+  tmpRoots.push(emptyState);
+  agent = await stack.startAgent('syncbench-cold', {}, ['--state-dir', emptyState]);
+  const xferCold = await xferSync(stack.api, transfer('xfer'));
+  const rcloneCold = await timed(bench.rclone, rcloneSync, rcloneEnv);
+  if (xferCold.job.files_transferred !== 0 || (xferCold.job.files_deleted ?? 0) !== 0) throw new Error(`xfer's unchanged run wrote: ${JSON.stringify(xferCold.job)}`);
+  log(`unchanged, empty index: xfer ${xferCold.seconds.toFixed(2)} s, rclone ${rcloneCold.toFixed(2)} s`);
   rmSync(join(srcRoot, 'tree'), { recursive: true, force: true });
-  return { xferFirst: xferFirst.seconds, rcloneFirst, xfer: xferRun.seconds, rclone: rcloneRun, rss: syncRss, firstRss, cpu: cpu.slice(0, 6), changed: onePercent, command: `rclone ${rcloneSync.join(' ')}` };
+  return {
+    xferFirst: xferFirst.seconds, rcloneFirst, xfer: xferRun.seconds, rclone: rcloneRun, xferCold: xferCold.seconds, rcloneCold,
+    rss: syncRss, firstRss, cpu: cpu.slice(0, 6), changed: onePercent, command: `rclone ${rcloneSync.join(' ')}`,
+  };
 }
 
 let agent;
@@ -228,6 +249,7 @@ console.log(`${FILES} files of ${FILE_BYTES} B; then ${s.changed} changed and ${
 console.log('run                     | xfer s  | rclone s | rclone/xfer');
 console.log(`first full sync         | ${s.xferFirst.toFixed(2).padStart(7)} | ${s.rcloneFirst.toFixed(2).padStart(8)} | ${(s.rcloneFirst / s.xferFirst).toFixed(2)}×`);
 console.log(`measured sync (1%/1%)   | ${s.xfer.toFixed(2).padStart(7)} | ${s.rclone.toFixed(2).padStart(8)} | ${ratio.toFixed(2)}×`);
+console.log(`unchanged, empty index  | ${s.xferCold.toFixed(2).padStart(7)} | ${s.rcloneCold.toFixed(2).padStart(8)} | ${(s.rcloneCold / s.xferCold).toFixed(2)}×  (xfer HEADs every object, as rclone)`);
 console.log(`target xfer ≥ ${TARGETS.ratio}× rclone: ${ratio.toFixed(2)}× ${verdict(ratio >= TARGETS.ratio)}`);
 console.log(`target agent peak RSS ≤ ${TARGETS.syncRssMiB} MiB during the measured sync (a fresh agent): ${s.rss.toFixed(0)} MiB ${verdict(s.rss <= TARGETS.syncRssMiB)}`);
 console.log(`agent peak RSS over the first full sync: ${s.firstRss.toFixed(0)} MiB`);

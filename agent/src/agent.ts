@@ -3,6 +3,7 @@ import { AgentToServer, frame, type AgentMessage, type ConnectionSettings, type 
 import type { Logger } from 'pino';
 import type { CopyTuning } from './copy/types.js';
 import { closedAccess, type AgentAccess } from './connectors/access.js';
+import { openKeptTimes } from './connectors/kept-times.js';
 import { JobRunner } from './jobs/job-runner.js';
 import { AgentBandwidth, type BandwidthTimetable } from './copy/bandwidth.js';
 import { Slots } from './jobs/slots.js';
@@ -41,7 +42,10 @@ export interface AgentOptions {
   connectionTestTimeoutMs?: number;
   /** Bound on one `source.settle` (default 9 minutes: within the control plane's 10-minute wait, so the answer still counts). */
   settleTimeoutMs?: number;
-  /** The state directory (config.ts `stateDir`): job reports past `outboxMemoryBytes` are spilled under it. */
+  /**
+   * The state directory (config.ts `stateDir`): job reports past `outboxMemoryBytes` are spilled
+   * under it, and the index of kept modification times lives there (connectors/kept-times.ts).
+   */
   stateDir?: string | null;
   outboxMemoryBytes?: number;
   /** Session knobs (backoff, stable time, handshake timeout); tests shorten them. */
@@ -98,7 +102,10 @@ export class Agent {
   private readonly settling = new AbortController();
 
   constructor(private readonly o: AgentOptions) {
-    this.connectors = reportingCredentials(o.connectors ?? registryConnectors, (settings, credentials, previous) => this.credentialsRotated(settings, credentials, previous), o.access ?? closedAccess());
+    this.connectors = reportingCredentials(
+      o.connectors ?? registryConnectors, (settings, credentials, previous) => this.credentialsRotated(settings, credentials, previous), o.access ?? closedAccess(),
+      o.stateDir ? openKeptTimes(o.stateDir, o.log) : null,
+    );
     this.session = new AgentSession({
       ...o.session,
       url: o.url,

@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { ConnectionSettings, ConnectionType } from '@xfer/shared';
 import type { AgentAccess } from './access.js';
+import type { KeptTimes } from './kept-times.js';
 
 /**
  * The one contract every storage connector implements (ARCHITECTURE.md "Connectors"), one folder
@@ -218,6 +219,13 @@ export interface ConnectorContext {
    * control plane stores the new ones only over those). Fire and forget: never throws, never awaited.
    */
   credentialsChanged?(credentials: Record<string, string>, previous: Record<string, string>): void;
+
+  /**
+   * The agent's index of the modification times it kept on objects (kept-times.ts): object
+   * stores' listings read it so a comparison stats only the objects it does not know. Absent:
+   * every same-size object is stat'ed.
+   */
+  keptTimes?: KeptTimes;
 }
 
 /** Builds a connector for one connection; the registry (connectors/index.ts) maps types to factories. */

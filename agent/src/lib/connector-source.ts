@@ -1,6 +1,7 @@
 import type { ConnectionSettings, ConnectionType } from '@xfer/shared';
 import type { AgentAccess } from '../connectors/access.js';
 import { connectorTypes, createConnector } from '../connectors/index.js';
+import type { KeptTimes } from '../connectors/kept-times.js';
 import type { Connector, ConnectorContext } from '../connectors/types.js';
 
 /**
@@ -19,15 +20,19 @@ export const registryConnectors: ConnectorSource = { types: connectorTypes, crea
 /**
  * `source` with every connector it creates told where to report credentials the service rotated
  * (ConnectorContext.credentialsChanged): to `report`, with the connection the connector serves;
- * and what the agent's owner lets it touch (`access`), for jobs and connection tests alike.
+ * what the agent's owner lets it touch (`access`), for jobs and connection tests alike; and the
+ * agent's index of kept modification times, where it has one.
  */
 export function reportingCredentials(
   source: ConnectorSource,
   report: (settings: ConnectionSettings, credentials: Record<string, string>, previous: Record<string, string>) => void,
   access: AgentAccess,
+  keptTimes?: KeptTimes | null,
 ): ConnectorSource {
   return {
     types: () => source.types(),
-    create: (settings) => source.create(settings, { access, credentialsChanged: (credentials, previous) => report(settings, credentials, previous) }),
+    create: (settings) => source.create(settings, {
+      access, credentialsChanged: (credentials, previous) => report(settings, credentials, previous), ...(keptTimes ? { keptTimes } : {}),
+    }),
   };
 }

@@ -45,8 +45,8 @@ export class RawS3 implements RawStore {
     return out.sort();
   }
 
-  async put(rel: string, data: Buffer): Promise<void> {
-    await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.key(rel), Body: data, ContentLength: data.length }));
+  async put(rel: string, data: Buffer, metadata?: Record<string, string>): Promise<void> {
+    await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.key(rel), Body: data, ContentLength: data.length, Metadata: metadata }));
   }
 
   async remove(rel: string): Promise<void> {

@@ -1,11 +1,15 @@
 import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { ConnectionSettings, ConnectionType } from '@xfer/shared';
 import { createS3Connector, S3Connector } from '../../src/connectors/s3/s3.connector.js';
+import { openKeptTimes, type KeptTimes } from '../../src/connectors/kept-times.js';
 import type { ConnectorErrorCode } from '../../src/connectors/types.js';
 import { partBytes } from '../../src/connectors/s3/s3.upload.js';
 import { runConformance, type ConformanceTarget } from './conformance.suite.js';
-import { bodyOf, closedPort, expectCode, randomBody, uniqueName } from './helpers.js';
+import { bodyOf, closedPort, collect, expectCode, randomBody, uniqueName } from './helpers.js';
 import { RawS3 } from './s3.raw.js';
 
 // The versitygw of `npm run services` (e2e/src/services/s3.service.ts), started by jest's global
@@ -30,16 +34,28 @@ function settings(type: ConnectionType, path: string, over: Partial<ConnectionSe
   };
 }
 
-/** A bucket of its own for one suite, the base path `/<bucket>[/<prefix>]` in it. */
-function s3Target(type: ConnectionType, prefix: string): () => Promise<ConformanceTarget> {
+/** An index of kept times of its own (connectors/kept-times.ts), removed with `done`. */
+function keptTimesIndex(): { index: KeptTimes; done: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'kept-times-'));
+  const index = openKeptTimes(dir);
+  if (!index) throw new Error('the index of kept times did not open');
+  return { index, done: () => { index.close(); rmSync(dir, { recursive: true, force: true }); } };
+}
+
+/**
+ * A bucket of its own for one suite, the base path `/<bucket>[/<prefix>]` in it; `indexed`: the
+ * connector reads and fills an index of kept times, as an agent with a state directory does.
+ */
+function s3Target(type: ConnectionType, prefix: string, indexed = false): () => Promise<ConformanceTarget> {
   return async () => {
     const bucket = uniqueName(`conf-${type}`);
     const raw = new RawS3(server, bucket, prefix);
     await raw.createBucket();
     const base = prefix === '' ? `/${bucket}` : `/${bucket}/${prefix}`;
     const port = await closedPort();
+    const kept = indexed ? keptTimesIndex() : null;
     return {
-      connector: () => createS3Connector(settings(type, base)),
+      connector: () => createS3Connector(settings(type, base), kept ? { keptTimes: kept.index } : {}),
       raw,
       failures: [
         { name: 'wrong secret key', connector: () => new S3Connector(settings(type, base, { credentials: { ...keys, region: 'us-east-1', secret_access_key: 'wrong-secret' } })), code: 'AUTH', message: /secret access key is not accepted/ },
@@ -57,13 +73,16 @@ function s3Target(type: ConnectionType, prefix: string): () => Promise<Conforman
       // versitygw answers standard composite checksums: the connector verifies the upload without a
       // read-back, by CRC32 parts for s3 and by MD5 parts (the multipart ETag) for r2 and gcs.
       largeStoreVerified: type === 's3' ? 'crc32-parts' : 'md5-parts',
-      cleanup: () => raw.destroy(),
+      cleanup: async () => {
+        kept?.done();
+        await raw.destroy();
+      },
     };
   };
 }
 
 runConformance('s3 (versitygw), bucket root', s3Target('s3', ''));
-runConformance('r2 (versitygw), prefix with a space', s3Target('r2', 'r2 base/data'));
+runConformance('r2 (versitygw), prefix with a space, index of kept times', s3Target('r2', 'r2 base/data', true));
 runConformance('gcs (versitygw), prefix, no multi-object delete', s3Target('gcs', 'gcs-base'));
 
 /** Runs `fn` with a bucket of its own, removed afterwards whatever happened. */
@@ -187,5 +206,70 @@ describe('s3 connector: endpoints and parts', () => {
     expect(partBytes(9999, undefined, 8 * MiB)).toBe(512 * MiB);
     // 1 TB known in advance: 10,000 parts would not do at 8 MiB.
     expect(partBytes(1, 1e12, 8 * MiB) * 9000).toBeGreaterThanOrEqual(1e12);
+  });
+});
+
+describe('s3 connector: the index of kept times (connectors/kept-times.ts)', () => {
+  const entry = async (c: S3Connector | ReturnType<typeof createS3Connector>, rel: string) => (await collect(c.list('d', { recursive: false }))).find((e) => e.path === rel);
+
+  it("lists the time it kept on an object while the object is the one it wrote or stat'ed; any other object is stat'ed", async () => {
+    const kept = keptTimesIndex();
+    await withBucket('conf-kept', async (bucket, raw) => {
+      const c = createS3Connector(settings('s3', `/${bucket}`), { keptTimes: kept.index });
+      const plain = new S3Connector(settings('s3', `/${bucket}`));
+      try {
+        const time = new Date('1999-03-04T05:06:07.000Z');
+        await c.write('d/a.txt', bodyOf('aaaa'), { size: 4, modifiedAt: time });
+        expect(await entry(c, 'd/a.txt')).toMatchObject({ size: 4, modifiedAt: time });
+        expect((await entry(c, 'd/a.txt'))?.modifiedAtNeedsStat).toBeUndefined();
+        // Without the index the listing has the store's write time only.
+        expect((await entry(plain, 'd/a.txt'))?.modifiedAtNeedsStat).toBe(true);
+
+        // Rewritten by another client: same size, other bytes, another kept time (rclone's format).
+        await raw.put('d/a.txt', Buffer.from('bbbb'), { mtime: '1000000000.5' });
+        expect((await entry(c, 'd/a.txt'))?.modifiedAtNeedsStat).toBe(true);
+        // A stat reads the kept time and records it: the next listing knows it.
+        const other = new Date(1_000_000_000_500);
+        expect((await c.stat('d/a.txt'))?.modifiedAt).toEqual(other);
+        expect(await entry(c, 'd/a.txt')).toMatchObject({ modifiedAt: other });
+        expect((await entry(c, 'd/a.txt'))?.modifiedAtNeedsStat).toBeUndefined();
+
+        // Written without a kept time: forgotten.
+        await c.write('d/a.txt', bodyOf('bbbb'), { size: 4 });
+        expect((await entry(c, 'd/a.txt'))?.modifiedAtNeedsStat).toBe(true);
+
+        // Written (not listed yet, so its write time is still unknown to the index), then removed,
+        // then the same bytes put back by another client without a time: not the object indexed.
+        await c.write('d/b.txt', bodyOf('same'), { size: 4, modifiedAt: time });
+        await c.remove('d/b.txt');
+        await raw.put('d/b.txt', Buffer.from('same'));
+        expect((await entry(c, 'd/b.txt'))?.modifiedAtNeedsStat).toBe(true);
+        expect((await c.stat('d/b.txt'))?.modifiedAt?.getTime()).not.toBe(time.getTime());
+      } finally {
+        await Promise.all([c.close(), plain.close()]);
+        kept.done();
+      }
+    });
+  });
+
+  it('stats (HEAD, sent without the SDK) map failures as every other request does', async () => {
+    await withBucket('conf-head', async (bucket, raw) => {
+      await raw.put('d/x.txt', Buffer.from('x'));
+      const port = await closedPort();
+      const cases: Array<[string, S3Connector, ConnectorErrorCode]> = [
+        ['wrong secret', new S3Connector(settings('s3', `/${bucket}`, { credentials: { ...keys, region: 'us-east-1', secret_access_key: 'wrong' } })), 'PERMISSION'],
+        ['closed port', new S3Connector(settings('s3', `/${bucket}`, { port })), 'TRANSIENT'],
+      ];
+      for (const [name, c, code] of cases) {
+        await expectCode(c.stat('d/x.txt'), code).catch((err: Error) => {
+          throw new Error(`${name}: ${err.message}`);
+        });
+        await c.close();
+      }
+      const c = new S3Connector(settings('s3', `/${bucket}`));
+      expect(await c.stat('d/missing.txt')).toBeNull();
+      expect(await c.stat('d/x.txt')).toMatchObject({ kind: 'file', size: 1 });
+      await c.close();
+    });
   });
 });

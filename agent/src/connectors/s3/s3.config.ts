@@ -67,7 +67,7 @@ export interface S3Target {
   where: string;
   quirks: S3Quirks;
   clientConfig: S3ClientConfig;
-  /** The agent's allow/deny lists: the SDK's agents and DirectPut's go through it. */
+  /** The agent's allow/deny lists: the SDK's agents and DirectS3's go through it. */
   guard: NetworkGuard;
 }
 

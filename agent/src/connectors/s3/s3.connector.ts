@@ -5,7 +5,6 @@ import {
   DeleteObjectCommand,
   DeleteObjectsCommand,
   GetObjectCommand,
-  HeadObjectCommand,
   ListMultipartUploadsCommand,
   ListObjectsV2Command,
   PutObjectCommand,
@@ -17,11 +16,12 @@ import { relativePath } from '../paths.js';
 import { mapErrors } from '../map-errors.js';
 import { closedAccess, type AgentAccess } from '../access.js';
 import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type OpenUpload, type WriteOptions, type WriteResult } from '../types.js';
+import type { KeptTimes } from '../kept-times.js';
 import { keptMtime } from '../mtime-metadata.js';
 import { guardUpload } from '../upload-guard.js';
 import { DEFAULT_S3_TUNING, s3Target, type S3Target, type S3Tuning } from './s3.config.js';
 import { s3Error } from './s3.errors.js';
-import { DirectPut } from './s3.put.js';
+import { DirectS3, header } from './s3.direct.js';
 import { storeChecksum, uploadObject } from './s3.upload.js';
 
 /** Listing passes of one remove before a marker that stays "not empty" fails it. */
@@ -39,15 +39,18 @@ export class S3Connector implements Connector {
   readonly type: S3Target['type'];
   private readonly target: S3Target;
   private readonly client: S3Client;
-  private readonly direct: DirectPut;
+  private readonly direct: DirectS3;
   private readonly tuning: S3Tuning;
+  /** The agent's index of kept times (kept-times.ts), and this bucket's name in it. */
+  private readonly kept: { times: KeptTimes; store: string } | null;
 
-  constructor(settings: ConnectionSettings, tuning: Partial<S3Tuning> = {}, access: AgentAccess = closedAccess()) {
+  constructor(settings: ConnectionSettings, tuning: Partial<S3Tuning> = {}, access: AgentAccess = closedAccess(), keptTimes?: KeptTimes) {
     this.tuning = { ...DEFAULT_S3_TUNING, ...tuning };
     this.target = s3Target(settings, this.tuning, access.network);
     this.type = this.target.type;
     this.client = new S3Client(this.target.clientConfig);
-    this.direct = new DirectPut(this.target, this.tuning);
+    this.direct = new DirectS3(this.target, this.tuning);
+    this.kept = keptTimes ? { times: keptTimes, store: `${this.type} ${this.target.where} ${this.target.bucket}` } : null;
   }
 
   /**
@@ -73,12 +76,18 @@ export class S3Connector implements Connector {
         if (isMarker && (object.Size ?? 0) > 0) continue;
         const entryPath = this.relOf(isMarker ? key.slice(0, -1) : key);
         if (entryPath === null) continue;
+        const size = object.Size ?? 0;
+        // ListObjectsV2 carries no metadata: a kept `mtime` comes from the agent's index when it
+        // knows this very object, else from stat (HEAD).
+        const kept = object.ETag ? this.kept?.times.lookup(this.kept.store, key, { size, etag: object.ETag, lastModified: object.LastModified }) : undefined;
         entries.push({
           key,
           entry: isMarker
             ? { path: entryPath, kind: 'directory', size: 0, modifiedAt: object.LastModified }
-            // ListObjectsV2 carries no metadata: a kept `mtime` only comes from stat (HEAD).
-            : { path: entryPath, kind: 'file', size: object.Size ?? 0, modifiedAt: object.LastModified, modifiedAtNeedsStat: true, checksum: storeChecksum(undefined, object.ETag), ...(object.ETag ? { etag: object.ETag } : {}) },
+            : {
+              path: entryPath, kind: 'file', size, ...(kept ? { modifiedAt: kept } : { modifiedAt: object.LastModified, modifiedAtNeedsStat: true }),
+              checksum: storeChecksum(undefined, object.ETag), ...(object.ETag ? { etag: object.ETag } : {}),
+            },
         });
       }
       for (const common of page.CommonPrefixes ?? []) {
@@ -95,10 +104,14 @@ export class S3Connector implements Connector {
     const rel = relativePath(path);
     if (rel !== '') {
       try {
-        const head = await this.call('stat', rel, () => this.client.send(new HeadObjectCommand({
-          Bucket: this.target.bucket, Key: this.key(rel), ChecksumMode: this.target.quirks.sha256 ? 'ENABLED' : undefined,
-        }), { abortSignal: options.signal }));
-        return { path: rel, kind: 'file', size: head.ContentLength ?? 0, modifiedAt: keptMtime(head.Metadata) ?? head.LastModified, checksum: storeChecksum(head.ChecksumSHA256, head.ETag), ...(head.ETag ? { etag: head.ETag } : {}) };
+        const key = this.key(rel);
+        const head = await this.call('stat', rel, () => this.direct.head(this.target.bucket, key, { signal: options.signal, checksumMode: this.target.quirks.sha256 }));
+        const size = Number(header(head, 'content-length') ?? 0);
+        const etag = header(head, 'etag');
+        const lastModified = header(head, 'last-modified') ? new Date(header(head, 'last-modified')!) : undefined;
+        const mtime = keptMtime(userMetadata(head));
+        if (mtime && etag && lastModified && !Number.isNaN(lastModified.getTime())) this.kept?.times.record(this.kept.store, key, { size, etag, lastModified, mtime });
+        return { path: rel, kind: 'file', size, modifiedAt: mtime ?? lastModified, checksum: storeChecksum(header(head, 'x-amz-checksum-sha256'), etag), ...(etag ? { etag } : {}) };
       } catch (err) {
         if (!(err instanceof ConnectorError && err.code === 'NOT_FOUND')) throw err;
       }
@@ -144,8 +157,14 @@ export class S3Connector implements Connector {
 
   async write(path: string, body: Readable, options: WriteOptions = {}): Promise<WriteResult> {
     const rel = relativePath(path);
-    return guardUpload(rel, body, { signal: options.signal, what: 'an object', mapError: (err) => s3Error(err, this.context('write', rel)) }, () =>
-      uploadObject({ client: this.client, direct: this.direct, bucket: this.target.bucket, key: this.key(rel), quirks: this.target.quirks, tuning: this.tuning }, body, options));
+    const key = this.key(rel);
+    const { etag, ...result } = await guardUpload(rel, body, { signal: options.signal, what: 'an object', mapError: (err) => s3Error(err, this.context('write', rel)) }, () =>
+      uploadObject({ client: this.client, direct: this.direct, bucket: this.target.bucket, key, quirks: this.target.quirks, tuning: this.tuning }, body, options));
+    if (this.kept) {
+      if (etag && options.modifiedAt) this.kept.times.record(this.kept.store, key, { size: result.size, etag, mtime: options.modifiedAt });
+      else this.kept.times.forget(this.kept.store, key);
+    }
+    return result;
   }
 
   async mkdir(path: string, options: { signal?: AbortSignal } = {}): Promise<void> {
@@ -176,6 +195,7 @@ export class S3Connector implements Connector {
         // Deepest first within a page: a directory's contents before its marker.
         keys.sort((a, b) => (a < b ? 1 : a > b ? -1 : 0));
         notYet = (await this.deleteKeys(rel, keys, signal)) ?? notYet;
+        for (const key of keys) this.kept?.times.forget(this.kept.store, key);
         token = page.IsTruncated ? page.NextContinuationToken : undefined;
       } while (token);
       if (!notYet) break;
@@ -184,6 +204,7 @@ export class S3Connector implements Connector {
     await this.call('remove', rel, () => this.client.send(new DeleteObjectCommand({ Bucket: this.target.bucket, Key: this.key(rel) }), { abortSignal: signal })).catch((err: unknown) => {
       if (!(err instanceof ConnectorError && err.code === 'NOT_FOUND')) throw err;
     });
+    this.kept?.times.forget(this.kept.store, this.key(rel));
   }
 
   async rename(from: string, to: string): Promise<void> {
@@ -299,5 +320,14 @@ export class S3Connector implements Connector {
 
 /** The registry's factory for `s3`, `r2` and `gcs` connections. */
 export function createS3Connector(settings: ConnectionSettings, context?: ConnectorContext): Connector {
-  return new S3Connector(settings, {}, context?.access);
+  return new S3Connector(settings, {}, context?.access, context?.keptTimes);
+}
+
+/** The `x-amz-meta-*` headers of an answer, by their names without the prefix (as the SDK's `Metadata`). */
+function userMetadata(headers: Record<string, string | string[] | undefined>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (name.startsWith('x-amz-meta-') && typeof value === 'string') out[name.slice('x-amz-meta-'.length)] = value;
+  }
+  return out;
 }

@@ -4,7 +4,7 @@ import { MAX_PARTS, uploadParts, type Part } from '@xfer/storage';
 import { ConnectorError, type Checksum, type WriteOptions, type WriteResult } from '../types.js';
 import { mtimeMetadata } from '../mtime-metadata.js';
 import type { S3Quirks, S3Tuning } from './s3.config.js';
-import type { DirectPut } from './s3.put.js';
+import type { DirectS3 } from './s3.direct.js';
 
 const MiB = 1024 * 1024;
 /** S3's part sizes: each (but the last) at least 5 MiB and at most 5 GiB (at most MAX_PARTS of them). */
@@ -12,8 +12,8 @@ const MAX_GROWN_PART_BYTES = 512 * MiB;
 
 export interface UploadTarget {
   client: S3Client;
-  /** PutObject and UploadPart, without the SDK's middleware (s3.put.ts). */
-  direct: DirectPut;
+  /** PutObject and UploadPart, without the SDK's middleware (s3.direct.ts). */
+  direct: DirectS3;
   bucket: string;
   key: string;
   quirks: S3Quirks;
@@ -28,13 +28,14 @@ export interface UploadTarget {
  * Content-MD5 or x-amz-checksum-crc32 (`quirks.partChecksum`), so the store checks every byte it
  * keeps. Memory: about (queueParts + 1) × part size, whatever the object size. The multipart
  * upload is @xfer/storage's (uploadParts), shared with the control plane's S3 file store; its
- * parts go out through DirectPut.
+ * parts go out through DirectS3.
  *
  * Resolves with the store's checksum of a single-PUT object (SHA-256 where the store returns one,
  * else the plain MD5 ETag); a multipart object has only a checksum of checksums, so none. Either
- * way `storeVerified` says when the store's answer confirms every byte sent.
+ * way `storeVerified` says when the store's answer confirms every byte sent. The ETag goes with it
+ * (the index of kept times, kept-times.ts).
  */
-export async function uploadObject(t: UploadTarget, body: AsyncIterable<unknown>, options: WriteOptions): Promise<WriteResult> {
+export async function uploadObject(t: UploadTarget, body: AsyncIterable<unknown>, options: WriteOptions): Promise<WriteResult & { etag?: string }> {
   const { signal } = options;
   // The kept modification time goes with the object itself (rclone's key and format), in the one
   // PUT or when the multipart upload is created: never a second request that could fail alone.
@@ -59,8 +60,9 @@ export async function uploadObject(t: UploadTarget, body: AsyncIterable<unknown>
   try {
     const completed = await upload.complete(signal);
     const verdict = upload.verdict(completed);
-    if (verdict.outcome === 'none') return { size: upload.size };
-    if (verdict.outcome === 'match') return { size: upload.size, storeVerified: `${t.quirks.partChecksum}-parts` };
+    const etag = completed.ETag ? { etag: completed.ETag } : {};
+    if (verdict.outcome === 'none') return { size: upload.size, ...etag };
+    if (verdict.outcome === 'match') return { size: upload.size, storeVerified: `${t.quirks.partChecksum}-parts`, ...etag };
     await t.client.send(new DeleteObjectCommand({ Bucket: t.bucket, Key: t.key })).catch(() => undefined);
     throw new ConnectorError('TRANSIENT', `the store's composite ${t.quirks.partChecksum} ${verdict.got} does not match the parts sent (${verdict.expected}); the object was removed`);
   } catch (err) {
@@ -69,7 +71,7 @@ export async function uploadObject(t: UploadTarget, body: AsyncIterable<unknown>
   }
 }
 
-async function putSingle(t: UploadTarget, data: Part, metadata: Record<string, string> | undefined, signal: AbortSignal | undefined): Promise<WriteResult> {
+async function putSingle(t: UploadTarget, data: Part, metadata: Record<string, string> | undefined, signal: AbortSignal | undefined): Promise<WriteResult & { etag?: string }> {
   const md5 = createHash('md5');
   const sha256 = t.quirks.sha256 ? createHash('sha256') : null;
   for (const chunk of data.chunks) {
@@ -82,7 +84,7 @@ async function putSingle(t: UploadTarget, data: Part, metadata: Record<string, s
   for (const [key, value] of Object.entries(metadata ?? {})) headers[`x-amz-meta-${key}`] = value;
   const res = await t.direct.put(t.bucket, t.key, data.chunks, headers, { signal });
   const checksum = storeChecksum(res.checksumSha256, res.etag);
-  return { size: data.length, checksum, ...(await singleVerdict(t, res.etag, digests.md5)) };
+  return { size: data.length, checksum, ...(await singleVerdict(t, res.etag, digests.md5)), ...(res.etag ? { etag: res.etag } : {}) };
 }
 
 /**
