@@ -79,6 +79,12 @@ export interface Decision {
   reason: string;
   /** A skip because both sides hold the same file (a `move` deletes such a source file too). */
   same?: boolean;
+  /**
+   * A skip because this run's comparison found both sides equal: counted in `files_skipped`, not
+   * listed in the per-file results (docs/api.md "Sync, move and plans": a resync of a million
+   * unchanged files writes no million rows).
+   */
+  unchanged?: boolean;
 }
 
 /** What deciding may need beyond the two listing entries: a fresh stat (kept times), a hash (checksum). */
@@ -98,7 +104,12 @@ export const MODTIME_WINDOW_MS = 1000;
 
 /** Reasons of skips where both sides hold the same file (`Decision.same`), as a stored plan carries them. */
 export function isSameReason(reason: string): boolean {
-  return reason.startsWith('same ') || reason.startsWith('verified by attempt ');
+  return isUnchangedReason(reason) || reason.startsWith('verified by attempt ');
+}
+
+/** Reasons of skips where the comparison found both sides equal (`Decision.unchanged`), as a stored plan carries them. */
+export function isUnchangedReason(reason: string): boolean {
+  return reason.startsWith('same ');
 }
 
 /**
@@ -133,15 +144,15 @@ export async function decide(pair: Pair, earlier: VerifiedFile | undefined, ctx:
 
 async function compare(path: string, source: Entry, destination: Entry, mode: CompareMode, ctx: DecideContext): Promise<Decision> {
   if (source.size !== destination.size) return { action: 'update', reason: 'size differs' };
-  if (mode === 'size') return { action: 'skip', reason: 'same size', same: true };
+  if (mode === 'size') return { action: 'skip', reason: 'same size', same: true, unchanged: true };
   if (mode === 'checksum') {
     const a = source.checksum;
     const b = destination.checksum;
     if (a && b && a.algorithm === b.algorithm) {
-      return a.value.toLowerCase() === b.value.toLowerCase() ? { action: 'skip', reason: `same ${a.algorithm}`, same: true } : { action: 'update', reason: `${a.algorithm} differs` };
+      return a.value.toLowerCase() === b.value.toLowerCase() ? { action: 'skip', reason: `same ${a.algorithm}`, same: true, unchanged: true } : { action: 'update', reason: `${a.algorithm} differs` };
     }
     const [x, y] = await Promise.all([ctx.hashSource(path, ctx.signal), ctx.hashDestination(path, ctx.signal)]);
-    return x === y ? { action: 'skip', reason: 'same sha256', same: true } : { action: 'update', reason: 'sha256 differs' };
+    return x === y ? { action: 'skip', reason: 'same sha256', same: true, unchanged: true } : { action: 'update', reason: 'sha256 differs' };
   }
   const [src, dst] = await Promise.all([
     source.modifiedAtNeedsStat ? ctx.statSource(path, ctx.signal) : source,
@@ -152,9 +163,9 @@ async function compare(path: string, source: Entry, destination: Entry, mode: Co
   if (!src.modifiedAt || !dst.modifiedAt) return { action: 'update', reason: 'modification time unknown' };
   const delta = dst.modifiedAt.getTime() - src.modifiedAt.getTime();
   if (ctx.destinationModTime !== 'none') {
-    return Math.abs(delta) <= MODTIME_WINDOW_MS ? { action: 'skip', reason: 'same size and mtime', same: true } : { action: 'update', reason: 'modification time differs' };
+    return Math.abs(delta) <= MODTIME_WINDOW_MS ? { action: 'skip', reason: 'same size and mtime', same: true, unchanged: true } : { action: 'update', reason: 'modification time differs' };
   }
-  return delta >= 0 ? { action: 'skip', reason: 'same size, destination not older', same: true } : { action: 'update', reason: 'source is newer' };
+  return delta >= 0 ? { action: 'skip', reason: 'same size, destination not older', same: true, unchanged: true } : { action: 'update', reason: 'source is newer' };
 }
 
 /** What a plan records of one side (`PlanSide`). */

@@ -46,6 +46,12 @@ export class CopyStats {
     this.observer.fileDone?.(result, this.counters);
   }
 
+  /** A file skipped as equal at both ends (`Decision.unchanged`): counted, with no per-file result. */
+  fileUnchanged(): void {
+    this.counters.files_skipped++;
+    this.observer.changed?.(this.counters);
+  }
+
   /** A failure that is not a file's (a directory that could not be created). */
   failed(path: string, reason: string): void {
     this.failures++;

@@ -7,7 +7,7 @@ import { baseName, joinRel, relativePath } from '../connectors/paths.js';
 import type { Connector, Entry } from '../connectors/types.js';
 import { SOFT_CUTOFF_ERROR } from './copy-engine.js';
 import { DeletionList } from './deletion-list.js';
-import { decide, isSameReason, mergeListings, planSide, sameAsPlanned, sha256Of, type DecideContext, type Decision, type Pair } from './diff.js';
+import { decide, isSameReason, isUnchangedReason, mergeListings, planSide, sameAsPlanned, sha256Of, type DecideContext, type Decision, type Pair } from './diff.js';
 import { withEarlierResults } from './earlier-results.js';
 import { CopyJobError, reasonOf } from './errors.js';
 import { sweepTemporaries } from './leftovers.js';
@@ -170,7 +170,8 @@ export async function syncTree(request: CopyRequest, log?: Logger, plan?: PlanIt
       return;
     }
     if (decision.action === 'skip') {
-      stats.fileDone({ path: item.path, status: 'skipped', size: item.entry.size, reason: decision.reason });
+      if (decision.unchanged) stats.fileUnchanged();
+      else stats.fileDone({ path: item.path, status: 'skipped', size: item.entry.size, reason: decision.reason });
       if (mode === 'move' && decision.same) await moveSource(item);
       return;
     }
@@ -289,7 +290,8 @@ export async function syncTree(request: CopyRequest, log?: Logger, plan?: PlanIt
     const entry = src;
     const at = sourceAt(request, root, item.path);
     const pair: Pair = { path: item.path, key: item.path, entry, source: entry, destination: dst ?? undefined, open: (s) => request.source!.read(at, { signal: s }) };
-    await act(pair, { action: item.action, reason: item.reason, same: item.action === 'skip' && isSameReason(item.reason) });
+    const skip = item.action === 'skip';
+    await act(pair, { action: item.action, reason: item.reason, same: skip && isSameReason(item.reason), unchanged: skip && isUnchangedReason(item.reason) });
   }
 
   try {
