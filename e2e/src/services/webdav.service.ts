@@ -40,7 +40,12 @@ export const webdav: ServiceDefinition = {
         XFER_TEST_WEBDAV_PORT: String(port),
         XFER_TEST_WEBDAV_USER: user,
         XFER_TEST_WEBDAV_PASSWORD: password,
-        // The served directory: the conformance suite's raw checks read it through the file system too.
+        // The served directory, to read through the file system. Not to write test data in: rclone's
+        // VFS sees only changes made through it and keeps a directory listing for --dir-cache-time
+        // (5 min), so what is made on disk under an already listed directory stays invisible that
+        // long (agent/test/ordered-listing.test.ts writes over WebDAV for this). Not
+        // `--dir-cache-time 0` either: rclone 1.75 re-arms its directory cleanup timer at twice that
+        // time, and at 0 it spins (thousands of goroutines, every request hung).
         XFER_TEST_WEBDAV_ROOT: root,
         // The rclone binary itself, for tests that check xfer against rclone without reaching e2e's tools.
         XFER_TEST_RCLONE: bin,
