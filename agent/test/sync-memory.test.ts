@@ -59,7 +59,7 @@ test('a 1,000,000-entry sync comparison: live memory does not grow with the entr
   }
   const before = live();
   const ctx: DecideContext = {
-    options: options({ mode: 'sync', concurrency: 16 }), signal: new AbortController().signal, destinationModTime: 'set',
+    options: options({ mode: 'sync', concurrency: 16 }), signal: new AbortController().signal, destinationModTime: 'set', modifyWindowMs: 1000,
     statSource: () => Promise.resolve(null), statDestination: () => Promise.resolve(null),
     hashSource: () => Promise.reject(new Error('no hash')), hashDestination: () => Promise.reject(new Error('no hash')),
   };

@@ -6,7 +6,7 @@ import { compileFilters, type FileFilter } from '@xfer/shared';
 import { AgentAccess } from '../connectors/access.js';
 import { FsConnector } from '../connectors/fs/fs.connector.js';
 import type { Entry } from '../connectors/types.js';
-import { decide, mergeListings, sameAsPlanned, planSide, type DecideContext } from './diff.js';
+import { decide, mergeListings, sameAsPlanned, planSide, type DecideContext, modifyWindowMs } from './diff.js';
 import { DeletionList } from './deletion-list.js';
 import { compareKeys, keyOf, orderedListing, type ListedEntry } from './ordered-listing.js';
 import { deleteRefusal } from './sync-engine.js';
@@ -92,7 +92,7 @@ async function* destinationOf(entries: Entry[]): AsyncGenerator<ListedEntry> {
 }
 const sorted = (m: Map<string, Entry>) => [...m.values()].sort((a, b) => compareKeys(a.path, b.path));
 const CTX: Omit<DecideContext, 'options'> = {
-  destinationModTime: 'set', signal: new AbortController().signal,
+  destinationModTime: 'set', modifyWindowMs: 1000, signal: new AbortController().signal,
   statSource: () => Promise.reject(new Error('no stat')), statDestination: () => Promise.reject(new Error('no stat')),
   hashSource: () => Promise.reject(new Error('no hash')), hashDestination: () => Promise.reject(new Error('no hash')),
 };
@@ -142,6 +142,21 @@ describe('mergeListings + decide', () => {
     const needsStat = { ...both, destination: { ...both.destination, modifiedAtNeedsStat: true } };
     const ctx = { ...CTX, statDestination: () => Promise.resolve(file('f', 3, T0 + 10_400)), options: base };
     expect(await decide(needsStat, undefined, ctx)).toMatchObject({ action: 'skip', reason: 'same size and mtime' });
+  });
+
+  test('modification times are the same within the coarser precision of the two ends (rclone\'s --modify-window)', async () => {
+    expect(modifyWindowMs(1, 1)).toBe(1);
+    expect(modifyWindowMs(1, 1000)).toBe(1000);
+    expect(modifyWindowMs(undefined, 1)).toBe(1000);
+    const base = { overwrite: 'if_changed', verify: 'size', concurrency: 1 } as const;
+    const apart = (ms: number) => ({ path: 'f', key: 'f', entry: file('f', 3, T0 + ms), source: file('f', 3, T0 + ms), destination: file('f', 3, T0), open: () => Promise.reject(new Error('x')) });
+    const decideWith = (ms: number, window: number) => decide(apart(ms), undefined, { ...CTX, modifyWindowMs: window, options: base });
+    expect(await decideWith(0, 1)).toMatchObject({ action: 'skip', reason: 'same size and mtime' });
+    expect(await decideWith(1, 1)).toMatchObject({ action: 'update', reason: 'modification time differs' });
+    expect(await decideWith(-1, 1)).toMatchObject({ action: 'update', reason: 'modification time differs' });
+    expect(await decideWith(999, 1000)).toMatchObject({ action: 'skip', reason: 'same size and mtime' });
+    expect(await decideWith(-999, 1000)).toMatchObject({ action: 'skip', reason: 'same size and mtime' });
+    expect(await decideWith(1000, 1000)).toMatchObject({ action: 'update', reason: 'modification time differs' });
   });
 });
 

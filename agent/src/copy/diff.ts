@@ -92,6 +92,11 @@ export interface DecideContext {
   options: JobOptions;
   /** How the destination keeps modification times (`capabilities.modTime`; absent: `none`). */
   destinationModTime: 'set' | 'metadata' | 'none';
+  /**
+   * Modification times closer than this are the same (rclone's `--modify-window`, whose default
+   * is the coarser precision of the two ends): `modifyWindowMs(source, destination)`.
+   */
+  modifyWindowMs: number;
   statSource(path: string, signal: AbortSignal): Promise<Entry | null>;
   statDestination(path: string, signal: AbortSignal): Promise<Entry | null>;
   hashSource(path: string, signal: AbortSignal): Promise<string>;
@@ -99,8 +104,15 @@ export interface DecideContext {
   signal: AbortSignal;
 }
 
-/** Modification times within this are equal (stores keep seconds, some less: rclone's default `--modify-window` is the store's precision). */
-export const MODTIME_WINDOW_MS = 1000;
+/**
+ * The window within which two modification times are the same: the coarser precision of the two
+ * ends (`capabilities.modTimePrecision`, 1 s where unknown, as through a relay), as rclone's
+ * default `--modify-window`. Two times 1 ms apart are different between two stores that keep
+ * milliseconds, the same between an SFTP server's whole seconds and anything.
+ */
+export function modifyWindowMs(...precisions: (number | undefined)[]): number {
+  return Math.max(1, ...precisions.map((p) => p ?? 1000));
+}
 
 /** Reasons of skips where both sides hold the same file (`Decision.same`), as a stored plan carries them. */
 export function isSameReason(reason: string): boolean {
@@ -118,7 +130,7 @@ export function isUnchangedReason(reason: string): boolean {
  * per `options.overwrite`: `always` → `update`; `never` → `skip`; `if_changed` → the comparison
  * `options.compare` (default `size_mtime`):
  * - `size`: same size → skip.
- * - `size_mtime`: same size, and modification times equal within 1 s where the destination keeps
+ * - `size_mtime`: same size, and modification times equal within `modifyWindowMs` where the destination keeps
  *   them (`set`, `metadata`; an entry marked `modifiedAtNeedsStat` is stat'ed for its kept time,
  *   only when the sizes match), else the destination not older than the source. Unknown times:
  *   update.
@@ -163,7 +175,7 @@ async function compare(path: string, source: Entry, destination: Entry, mode: Co
   if (!src.modifiedAt || !dst.modifiedAt) return { action: 'update', reason: 'modification time unknown' };
   const delta = dst.modifiedAt.getTime() - src.modifiedAt.getTime();
   if (ctx.destinationModTime !== 'none') {
-    return Math.abs(delta) <= MODTIME_WINDOW_MS ? { action: 'skip', reason: 'same size and mtime', same: true, unchanged: true } : { action: 'update', reason: 'modification time differs' };
+    return Math.abs(delta) < ctx.modifyWindowMs ? { action: 'skip', reason: 'same size and mtime', same: true, unchanged: true } : { action: 'update', reason: 'modification time differs' };
   }
   return delta >= 0 ? { action: 'skip', reason: 'same size, destination not older', same: true, unchanged: true } : { action: 'update', reason: 'source is newer' };
 }

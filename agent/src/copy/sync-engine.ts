@@ -7,7 +7,7 @@ import { baseName, joinRel, relativePath } from '../connectors/paths.js';
 import type { Connector, Entry } from '../connectors/types.js';
 import { SOFT_CUTOFF_ERROR } from './copy-engine.js';
 import { DeletionList } from './deletion-list.js';
-import { decide, isSameReason, isUnchangedReason, mergeListings, planSide, sameAsPlanned, sha256Of, type DecideContext, type Decision, type Pair } from './diff.js';
+import { decide, isSameReason, isUnchangedReason, mergeListings, modifyWindowMs, planSide, sameAsPlanned, sha256Of, type DecideContext, type Decision, type Pair } from './diff.js';
 import { withEarlierResults } from './earlier-results.js';
 import { CopyJobError, reasonOf } from './errors.js';
 import { sweepTemporaries } from './leftovers.js';
@@ -93,6 +93,8 @@ function contextOf(request: CopyRequest, signal: AbortSignal, root: SourceRoot):
   return {
     options: request.options, signal,
     destinationModTime: request.destination.capabilities.modTime ?? 'none',
+    // Through a relay the source's precision is the other agent's to know: 1 s, the coarsest kept.
+    modifyWindowMs: modifyWindowMs(source?.capabilities.modTimePrecision, request.destination.capabilities.modTimePrecision),
     statSource: source ? (p, s) => source.stat(sourceAt(request, root, p), { signal: s }) : () => Promise.resolve(null),
     statDestination: (p, s) => request.destination.stat(joinRel(dstRoot, p), { signal: s }),
     // Through a relay the source's bytes are the relay's: its hash is not read twice (relayed checksum compares copy).
