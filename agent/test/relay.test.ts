@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, mkdirSync, openSync, rmSync, utimesSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { setFlagsFromString } from 'node:v8';
@@ -504,6 +504,34 @@ describe('relay sftp → s3 between two agents', () => {
       await pair.stop();
     }
   });
+  test('sync from S3 through a relay: the source agent stats the objects whose listing lacks their kept time, so unchanged files are never wanted', async () => {
+    // Objects with rclone's `mtime` metadata (seconds); the destination (sftp) has the same files with those times, but c.txt's is older.
+    const y2000 = new Date('2000-01-01T00:00:00Z');
+    await raw.put('src/a.txt', Buffer.from('aa'), { mtime: '946684800' });
+    await raw.put('src/b/b.txt', Buffer.from('bbb'), { mtime: '946684800' });
+    await raw.put('src/c.txt', Buffer.from('cc'), { mtime: '978307200' });
+    writeTree(base, { 'a.txt': 'aa', 'b/b.txt': 'bbb', 'c.txt': 'cc' });
+    for (const p of ['a.txt', 'b/b.txt', 'c.txt']) utimesSync(join(base, p), y2000, y2000);
+    // Written here as root: the sftp user writes there too.
+    for (const dir of [base, join(base, 'b')]) chmodSync(dir, 0o777);
+    const pair = await agents();
+    try {
+      const id = jobId();
+      const sync = options({ overwrite: 'if_changed', mode: 'sync' });
+      pair.forwarder.start(
+        { job_id: id, attempt: 1, source_path: '/src', destination: sftpSettings(), destination_path: '/', options: sync, resume: false },
+        { source: s3Settings(), source_path: '/src', listing: { mode: 'sync' } },
+      );
+      const end = await jobEnd(pair.forwarder.destination, id);
+      expect({ type: end.type, error: (end.payload as { error?: string }).error }).toEqual({ type: 'job.completed', error: undefined });
+      expect(end.payload).toMatchObject({ files_transferred: 1, files_skipped: 2, files_deleted: 0, files_failed: 0 });
+      expect(pair.forwarder.wanted).toEqual(['c.txt']);
+      expect(fileResults(pair.forwarder.destination, id).map((r) => [r.path, r.status, r.reason])).toEqual([['c.txt', 'copied', 'modification time differs']]);
+    } finally {
+      await pair.stop();
+    }
+  });
+
   test('sync through a relay: the source agent lists in order (relay.source.listing); the destination deletes what the source lacks once every copy is verified', async () => {
     sourceTree({ 'a.txt': 'a', 'b/c.txt': 'c', 'b-d/e.txt': 'e', 'z.txt': 'z' });
     await raw.put('out/stale.txt', Buffer.from('stale'));

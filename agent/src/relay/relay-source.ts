@@ -224,14 +224,28 @@ export class RelaySource {
     const { source_path: path, listing } = this.o.request;
     if (!listing) return readSide(source, path, signal);
     const root = this.root;
+    // A comparison by time needs the kept time the listing lacked (an S3 object the index does not
+    // know); only this agent can stat the source. Up to `concurrency` stats at once, in order.
+    const byTime = (listing.compare ?? 'size_mtime') === 'size_mtime';
+    const width = this.o.request.concurrency;
+    const withKeptTime = async (item: SourceItem): Promise<SourceItem> => {
+      if (!byTime || item.entry.kind !== 'file' || !item.entry.modifiedAtNeedsStat) return item;
+      const kept = await source.stat(item.entry.path, { signal }).catch(() => null);
+      // Gone or changed since listed: the listing's entry stands (the copy checks the source again).
+      return kept?.kind === 'file' && kept.size === item.entry.size && kept.modifiedAt
+        ? { ...item, entry: { ...item.entry, modifiedAt: kept.modifiedAt, modifiedAtNeedsStat: false } } : item;
+    };
     return (async function* () {
+      const window: Promise<SourceItem>[] = [];
       for await (const item of orderedSourceItems(source, path, compileFilters(listing.filters, new Date()), signal)) {
         // The destination cannot tell a file root's one item from a tree's: it would delete the rest of its directory.
         if (listing.mode === 'sync' && item.entry.kind === 'file' && item.entry.path === root) {
           throw new Error(`sync of the single file ${path} through a relay is not supported: copy it`);
         }
-        yield item;
+        window.push(withKeptTime(item));
+        if (window.length >= width) yield await window.shift()!;
       }
+      while (window.length > 0) yield await window.shift()!;
     })();
   }
 

@@ -2,7 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { ConnectionSettings } from '../schemas/connections.js';
 import { StringEnum } from '../schemas/common.js';
 import { ProtocolError } from './protocol-error.js';
-import { FilterOptions, RUN_MODES } from './job-options.js';
+import { COMPARE_MODES, FilterOptions, RUN_MODES } from './job-options.js';
 
 /**
  * Relays (issue 14, docs/architecture.md "Relays"): a job whose source and destination no one
@@ -169,10 +169,14 @@ export const RelayServerToAgent = {
      * Issue 25: how to list for a job that compares listings (`sync`, `move`, filters or
      * `compare`; docs/agent.md "Sync, move and plans"): in full-path byte order, filtered with the
      * job's filters (an excluded directory is never listed). Absent: the lazy listing of a plain copy.
+     * `compare` (absent: `size_mtime`): with it, an entry whose listing lacks the kept time (an S3
+     * object the source agent's index does not know) is stat'ed by the source agent, the only one
+     * that can, before it is sent.
      */
     listing: Type.Optional(Type.Object({
       mode: Type.Optional(StringEnum(RUN_MODES)),
       filters: Type.Optional(FilterOptions),
+      compare: Type.Optional(StringEnum(COMPARE_MODES)),
     }, { additionalProperties: false })),
   }),
 } as const;

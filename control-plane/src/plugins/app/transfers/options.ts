@@ -87,9 +87,9 @@ export function jobOptions(stored: unknown, planId?: unknown): JobOptions {
  * compare listings (`jobOptions` keeps `compare`, or the mode or filters ask for it). Absent: the
  * lazy listing of a plain copy.
  */
-export function relayListing(stored: unknown): { mode?: JobOptions['mode']; filters?: FilterOptions } | undefined {
+export function relayListing(stored: unknown): { mode?: JobOptions['mode']; filters?: FilterOptions; compare?: JobOptions['compare'] } | undefined {
   const o = jobOptions(stored);
   const filtered = hasFilters(o.filters);
   if ((o.mode ?? 'copy') === 'copy' && o.compare === undefined && !filtered) return undefined;
-  return { ...(o.mode ? { mode: o.mode } : {}), ...(filtered ? { filters: o.filters } : {}) };
+  return { ...(o.mode ? { mode: o.mode } : {}), ...(filtered ? { filters: o.filters } : {}), ...(o.compare ? { compare: o.compare } : {}) };
 }
