@@ -5,6 +5,7 @@ import { compileFilters, hasFilters, type FileFilter, type FilterOptions, type J
 import type { Logger } from 'pino';
 import { baseName, joinRel, relativePath } from '../connectors/paths.js';
 import type { Connector, Entry } from '../connectors/types.js';
+import { readAhead } from '../lib/read-ahead.js';
 import { SOFT_CUTOFF_ERROR } from './copy-engine.js';
 import { DeletionList } from './deletion-list.js';
 import { decide, isSameReason, isUnchangedReason, mergeListings, modifyWindowMs, planSide, sameAsPlanned, sha256Of, type DecideContext, type Decision, type Pair } from './diff.js';
@@ -57,14 +58,17 @@ export interface Sides {
   singleFile: boolean;
 }
 
+/** Listing entries each side fetches ahead of the comparison (lib/read-ahead.ts): both sides' requests overlap. */
+const LISTING_READ_AHEAD = 1000;
+
 function sidesOf(request: CopyRequest, filter: FileFilter, signal: AbortSignal, sourceTop: Entry | null): Sides {
   const destinationEntries = (sourceIsFile: boolean, name: string): AsyncIterable<ListedEntry> => sourceIsFile
     ? oneDestination(request.destination, joinRel(relativePath(request.destinationPath), name), name, signal)
-    : orderedListing({ connector: request.destination, root: request.destinationPath, filter, signal, missing: 'empty' });
+    : readAhead(orderedListing({ connector: request.destination, root: request.destinationPath, filter, signal, missing: 'empty' }), LISTING_READ_AHEAD);
   if (request.items) return { sourceItems: request.items, destinationEntries: destinationEntries(false, ''), singleFile: false };
   const singleFile = sourceTop?.kind === 'file';
   return {
-    sourceItems: orderedSourceItems(request.source, request.sourcePath, filter, signal),
+    sourceItems: readAhead(orderedSourceItems(request.source, request.sourcePath, filter, signal), LISTING_READ_AHEAD),
     destinationEntries: destinationEntries(singleFile, baseName(relativePath(request.sourcePath))),
     singleFile,
   };
