@@ -172,7 +172,9 @@ class SqliteKeptTimes implements KeptTimes {
     this.unseen = false;
     this.confirming = new Map();
     this.guard(() => {
-      this.db.exec('BEGIN');
+      // IMMEDIATE: the write lock is taken (waiting out another agent's commit) before any read, so
+      // a commit of another agent in between cannot fail this one (SQLITE_BUSY_SNAPSHOT in WAL mode).
+      this.db.exec('BEGIN IMMEDIATE');
       try {
         for (const write of writes) write();
         this.db.exec('COMMIT');
