@@ -1,4 +1,6 @@
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { promisify } from 'node:util';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -65,6 +67,23 @@ describe('kept modification times index', () => {
     const third = open();
     expect(third.lookup('s3 a', 'k', { size: 1, etag: 'x', lastModified: written })).toEqual(mtime);
     expect(third.lookup('s3 a', 'k2', { size: 2, etag: 'y', lastModified: written })).toEqual(mtime);
+  });
+
+  it('agents writing at once (processes of one machine sharing the state directory) all keep their rows', async () => {
+    // The built module (the suite runs after the build, as the other tests' real binaries do).
+    const module = new URL('./kept-times.js', import.meta.url).href.replace('/agent/src/', '/agent/dist/');
+    // Each process records 3,000 rows in batches while the other does the same.
+    const script = `const { openKeptTimes } = await import(${JSON.stringify(module)});
+      const index = openKeptTimes(process.argv[1]);
+      if (!index) process.exit(3);
+      for (let i = 0; i < 3000; i++) index.record('s3 shared', process.argv[2] + i, { size: i, etag: 'e', mtime: new Date(i) });
+      index.close();`;
+    const run = (name: string) => promisify(execFile)(process.execPath, ['--no-warnings', '--input-type=module', '-e', script, dir, name]);
+    await Promise.all([run('a/'), run('b/')]);
+    const index = open();
+    for (const name of ['a/', 'b/']) {
+      for (const i of [0, 1234, 2999]) expect(index.lookup('s3 shared', `${name}${i}`, { size: i, etag: 'e', lastModified: written })).toEqual(new Date(i));
+    }
   });
 
   it('a state directory it cannot use leaves the agent without it; a damaged file is replaced by an empty index', () => {
