@@ -112,6 +112,7 @@ if (!readFileSync(base).includes(`${SEA_FUSE}:0`)) {
 }
 const entry = join(AGENT, 'dist/bin/xfer-agent.js');
 if (!statSync(entry, { throwIfNoEntry: false })) fail(`${entry} is missing: run \`npx tsc -b\` first (the npm script build:sea does)`);
+const { AGENT_V8_FLAGS } = await import(join(AGENT, 'dist/runtime.js'));
 
 /**
  * Whether this node loads `addon`'s file, the test of embedding it: the binary is a copy of this
@@ -232,6 +233,10 @@ writeFileSync(join(outDir, 'sea-config.json'), JSON.stringify({
   // for `v8.startupSnapshot`; not used.
   useSnapshot: false,
   useCodeCache: true,
+  // The V8 heap flags `xfer-agent start` relaunches node with (src/runtime.ts): a SEA cannot be
+  // relaunched with node's options, so it starts with them (a node whose SEA config has no
+  // `execArgv` yet ignores the field: the binary then runs with V8's defaults).
+  execArgv: [...AGENT_V8_FLAGS],
   assets: Object.fromEntries(embedded.map((a) => [a.asset, a.file])),
 }, null, 2));
 const prep = spawnSync(base, ['--experimental-sea-config', join(outDir, 'sea-config.json')], { encoding: 'utf8' });

@@ -3,6 +3,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CloseCodes } from '@xfer/shared';
+import { AGENT_V8_FLAGS } from '../src/runtime.js';
 import { TEST_TOKEN } from './helpers/test-agent.js';
 import { TestControlPlane } from './helpers/test-control-plane.js';
 import { rmTemp, tempDir } from './helpers/tree.js';
@@ -12,6 +13,7 @@ const BIN = fileURLToPath(new URL('../dist/bin/xfer-agent.js', import.meta.url))
 const VERSION = (JSON.parse(readFileSync(fileURLToPath(new URL('../package.json', import.meta.url)), 'utf8')) as { version: string }).version;
 
 interface Run {
+  pid: number;
   code: Promise<number | null>;
   stdout: () => string;
   stderr: () => string;
@@ -28,6 +30,7 @@ function start(args: string[], env: Record<string, string> = {}): Run {
   child.stdout.on('data', (d: Buffer) => { stdout += d.toString(); });
   child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
   return {
+    pid: child.pid!,
     code: new Promise((resolve) => child.on('close', (code) => resolve(code))),
     stdout: () => stdout,
     stderr: () => stderr,
@@ -126,6 +129,23 @@ describe('xfer-agent binary', () => {
     run.kill('SIGTERM');
     expect(await run.code).toBe(0);
     await expect(fetch(url!)).rejects.toThrow();
+  });
+
+  test('start runs in node started with the agent\'s V8 heap flags (same pid), unless NODE_OPTIONS names the flag (the operator\'s value stands)', async () => {
+    // What the process runs as, read where Linux shows it once the agent is connected.
+    const commandLine = (run: Run) => readFileSync(`/proc/${run.pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+    const args = ['start', '--url', server.baseUrl, '--token', TEST_TOKEN];
+    const run = start(args);
+    await (await server.connection(0)).welcome();
+    expect(commandLine(run)).toEqual([process.execPath, ...AGENT_V8_FLAGS, BIN, ...args]);
+    run.kill('SIGTERM');
+    expect(await run.code).toBe(0);
+
+    const own = start(args, { NODE_OPTIONS: '--max_semi_space_size=8' });
+    await (await server.connection(1)).welcome();
+    expect(commandLine(own)).toEqual([process.execPath, BIN, ...args]);
+    own.kill('SIGTERM');
+    expect(await own.code).toBe(0);
   });
 
   test('settings from the environment and a config file; SIGTERM closes with 1000 and exits 0', async () => {

@@ -10,6 +10,7 @@ import { accessSync, closeSync, constants, existsSync, fchmodSync, fsyncSync, li
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { parseAgentConfig, UsageError } from '../config.js';
+import { isSea } from '../runtime.js';
 import { DEFAULT_NAME, HOME_DIRS, isUnder, renderAgentUnit } from './unit.js';
 
 export const INSTALL_SERVICE_HELP = `xfer-agent install-service — write a systemd unit and environment file for this agent
@@ -206,14 +207,6 @@ export function writeAtomically(path: string, text: string, mode: number, replac
  */
 export function runningCommand(): string[] {
   return isSea() ? [process.execPath] : [process.execPath, resolve(process.argv[1])];
-}
-
-function isSea(): boolean {
-  const sea = process.getBuiltinModule?.('node:sea') as { isSea?: () => boolean } | undefined;
-  if (sea?.isSea) return sea.isSea();
-  // Node without node:sea or getBuiltinModule (before 20.16) cannot build one; argv[1] of a SEA
-  // is the executable itself.
-  return process.argv[1] === process.execPath;
 }
 
 /** The first line of stdin, for --token-stdin (a pipe, a redirected file, or typed at a terminal). */
