@@ -1,5 +1,4 @@
 import { mkdirSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import type { DatabaseSync, StatementSync } from 'node:sqlite';
 import type { Logger } from 'pino';
@@ -64,8 +63,11 @@ const SQLITE_NOTADB = 26;
 export function openKeptTimes(stateDir: string, log?: Logger): KeptTimes | null {
   try {
     mkdirSync(stateDir, { recursive: true, mode: 0o700 });
-    // Required lazily: the agent loads SQLite only where it keeps state.
-    const { DatabaseSync: Database } = createRequire(import.meta.url)('node:sqlite') as typeof import('node:sqlite');
+    // Loaded lazily (the agent loads SQLite only where it keeps state), as a built-in: the
+    // single-file binary is bundled as CommonJS, without `import.meta`.
+    const sqlite = process.getBuiltinModule('node:sqlite') as typeof import('node:sqlite') | undefined;
+    if (!sqlite) throw new Error('this node has no node:sqlite (Node 22.13 or later has it)');
+    const { DatabaseSync: Database } = sqlite;
     const path = join(stateDir, FILE);
     const open = () => new SqliteKeptTimes(new Database(path, { timeout: BUSY_TIMEOUT_MS }), log);
     try {
