@@ -239,7 +239,9 @@ writeFileSync(join(outDir, 'sea-config.json'), JSON.stringify({
   execArgv: [...AGENT_V8_FLAGS],
   assets: Object.fromEntries(embedded.map((a) => [a.asset, a.file])),
 }, null, 2));
-const prep = spawnSync(base, ['--experimental-sea-config', join(outDir, 'sea-config.json')], { encoding: 'utf8' });
+// The code cache is made under the flags the binary runs with: V8 rejects a cache made under other
+// flags ("Code cache data rejected" on every start, and no cache).
+const prep = spawnSync(base, [...AGENT_V8_FLAGS, '--experimental-sea-config', join(outDir, 'sea-config.json')], { encoding: 'utf8' });
 if (prep.status !== 0) fail(`writing the SEA blob failed (${prep.status}): ${prep.stderr}`);
 
 copyFileSync(base, binary);
