@@ -180,6 +180,19 @@ async function compare(path: string, source: Entry, destination: Entry, mode: Co
   return delta >= 0 ? { action: 'skip', reason: 'same size, destination not older', same: true, unchanged: true } : { action: 'update', reason: 'source is newer' };
 }
 
+/**
+ * The item with the modification time its store keeps where the listing showed another (an S3
+ * object's `mtime` metadata, only on a stat: `modifiedAtNeedsStat`), read by `stat`. A stat that
+ * fails, or finds the file gone or resized since listed, leaves the listing's entry (the copy
+ * checks the source again).
+ */
+export async function withKeptTime<T extends { entry: Entry }>(item: T, stat: () => Promise<Entry | null>): Promise<T> {
+  if (item.entry.kind !== 'file' || !item.entry.modifiedAtNeedsStat) return item;
+  const kept = await stat().catch(() => null);
+  return kept?.kind === 'file' && kept.size === item.entry.size && kept.modifiedAt
+    ? { ...item, entry: { ...item.entry, modifiedAt: kept.modifiedAt, modifiedAtNeedsStat: false } } : item;
+}
+
 /** What a plan records of one side (`PlanSide`). */
 export function planSide(entry: Entry): PlanSide {
   return {

@@ -8,7 +8,7 @@ import type { Connector, Entry } from '../connectors/types.js';
 import { readAhead } from '../lib/read-ahead.js';
 import { SOFT_CUTOFF_ERROR } from './copy-engine.js';
 import { DeletionList } from './deletion-list.js';
-import { decide, isSameReason, isUnchangedReason, mergeListings, modifyWindowMs, planSide, sameAsPlanned, sha256Of, type DecideContext, type Decision, type Pair } from './diff.js';
+import { decide, isSameReason, isUnchangedReason, mergeListings, modifyWindowMs, planSide, sameAsPlanned, sha256Of, withKeptTime, type DecideContext, type Decision, type Pair } from './diff.js';
 import { withEarlierResults } from './earlier-results.js';
 import { CopyJobError, reasonOf } from './errors.js';
 import { sweepTemporaries } from './leftovers.js';
@@ -158,17 +158,6 @@ export async function syncTree(request: CopyRequest, log?: Logger, plan?: PlanIt
     }
   };
 
-  /**
-   * The item with the modification time its store keeps where the listing showed another (an S3
-   * object's `mtime` metadata, only on a stat): the destination keeps that one, so the next
-   * comparison finds them equal. A stat that fails leaves the listing's time.
-   */
-  const withKeptTime = async (item: Pair): Promise<Pair> => {
-    if (!item.entry.modifiedAtNeedsStat || !request.source) return item;
-    const kept = await ctx.statSource(item.path, signal).catch(() => null);
-    return kept?.kind === 'file' && kept.size === item.entry.size && kept.modifiedAt ? { ...item, entry: { ...item.entry, modifiedAt: kept.modifiedAt, modifiedAtNeedsStat: false } } : item;
-  };
-
   /** Acts on one decided file: copy, skip, or collect a deletion. */
   const act = async (item: Pair, decision: Decision): Promise<void> => {
     if (decision.action === 'delete') {
@@ -186,7 +175,9 @@ export async function syncTree(request: CopyRequest, log?: Logger, plan?: PlanIt
       cutoff = true;
       return;
     }
-    const result = await writer.copyDecided(await withKeptTime(item));
+    // The destination keeps the source's time: the one its store keeps, so the next comparison finds them equal.
+    const source = request.source ? await withKeptTime(item, () => ctx.statSource(item.path, signal)) : item;
+    const result = await writer.copyDecided(source);
     if (!result) return;
     stats.fileDone(decision.action === 'update' && result.status === 'copied' ? { ...result, reason: decision.reason } : result);
     if (mode === 'move' && result.status === 'copied') await moveSource(item);

@@ -8,6 +8,7 @@ import { baseName, joinRel, relativePath } from '../connectors/paths.js';
 import type { Connector } from '../connectors/types.js';
 import { reasonOf } from '../copy/errors.js';
 import { readSide } from '../copy/read-side.js';
+import { withKeptTime } from '../copy/diff.js';
 import { orderedSourceItems } from '../copy/sync-engine.js';
 import type { SourceItem } from '../copy/types.js';
 import type { ConnectorSource } from '../lib/connector-source.js';
@@ -228,13 +229,7 @@ export class RelaySource {
     // know); only this agent can stat the source. Up to `concurrency` stats at once, in order.
     const byTime = (listing.compare ?? 'size_mtime') === 'size_mtime';
     const width = this.o.request.concurrency;
-    const withKeptTime = async (item: SourceItem): Promise<SourceItem> => {
-      if (!byTime || item.entry.kind !== 'file' || !item.entry.modifiedAtNeedsStat) return item;
-      const kept = await source.stat(item.entry.path, { signal }).catch(() => null);
-      // Gone or changed since listed: the listing's entry stands (the copy checks the source again).
-      return kept?.kind === 'file' && kept.size === item.entry.size && kept.modifiedAt
-        ? { ...item, entry: { ...item.entry, modifiedAt: kept.modifiedAt, modifiedAtNeedsStat: false } } : item;
-    };
+    const kept = (item: SourceItem): Promise<SourceItem> => (byTime ? withKeptTime(item, () => source.stat(item.entry.path, { signal })) : Promise.resolve(item));
     return (async function* () {
       const window: Promise<SourceItem>[] = [];
       for await (const item of orderedSourceItems(source, path, compileFilters(listing.filters, new Date()), signal)) {
@@ -242,7 +237,7 @@ export class RelaySource {
         if (listing.mode === 'sync' && item.entry.kind === 'file' && item.entry.path === root) {
           throw new Error(`sync of the single file ${path} through a relay is not supported: copy it`);
         }
-        window.push(withKeptTime(item));
+        window.push(kept(item));
         if (window.length >= width) yield await window.shift()!;
       }
       while (window.length > 0) yield await window.shift()!;

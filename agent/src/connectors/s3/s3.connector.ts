@@ -108,7 +108,8 @@ export class S3Connector implements Connector {
         const head = await this.call('stat', rel, () => this.direct.head(this.target.bucket, key, { signal: options.signal, checksumMode: this.target.quirks.sha256 }));
         const size = Number(header(head, 'content-length') ?? 0);
         const etag = header(head, 'etag');
-        const lastModified = header(head, 'last-modified') ? new Date(header(head, 'last-modified')!) : undefined;
+        const written = header(head, 'last-modified');
+        const lastModified = written ? new Date(written) : undefined;
         const mtime = keptMtime(userMetadata(head));
         if (mtime && etag && lastModified && !Number.isNaN(lastModified.getTime())) this.kept?.times.record(this.kept.store, key, { size, etag, lastModified, mtime });
         return { path: rel, kind: 'file', size, modifiedAt: mtime ?? lastModified, checksum: storeChecksum(header(head, 'x-amz-checksum-sha256'), etag), ...(etag ? { etag } : {}) };
