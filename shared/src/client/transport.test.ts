@@ -2,6 +2,8 @@ import { ApiError, exitCodeOf, TransferFailedError, type ApiErrorKind } from './
 import { XferClient, type XferClientOptions } from './client.js';
 import { parseRetryAfter, retryDelayMs, DEFAULT_BACKOFF } from './retry.js';
 import type { RetryInfo } from './transport.js';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { json, readBody, refusedBaseUrl, serve, type Handler, type TestServer } from './test-server.js';
@@ -248,5 +250,33 @@ describe('streamed downloads', () => {
     for await (const _ of download.body) break;
     // The server sees its response end early once the client cancels the body (else: test timeout).
     await closed;
+  });
+});
+
+describe('uploads refused before their body is read', () => {
+  it('leave nothing behind that holds the process open (a CLI run ends once it printed the refusal)', async () => {
+    // A real process: what held the CLI open after it printed a viewer's 403 for its whole timeout
+    // was a timer re-armed by the body's last pull, which only shows as a process that does not end.
+    server = await serve((_req, res) => json(res, 403, { error: 'This invite lets you view the room, not upload into it' }, { connection: 'close' }));
+    const clientModule = new URL('../../dist/client/client.js', import.meta.url).href;
+    const script = `
+      import { XferClient } from ${JSON.stringify(clientModule)};
+      let refused;
+      const answered = new Promise((resolve) => { refused = resolve; });
+      // The source's next chunk comes only after the answer: the upload's body is pulled once more after the call ended.
+      async function* content() { yield Buffer.from('from the '); await answered; yield Buffer.from('partner'); }
+      const c = new XferClient({ baseUrl: process.argv[1], timeoutMs: 600_000, retries: 0 });
+      await c.dataRooms.contribute('invite-token', { name: 'note.txt', content: content() }).then(
+        () => { process.exitCode = 9; },
+        (err) => { refused(); process.stdout.write(String(err.status)); });
+    `;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script, server.baseUrl], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
+    // Bounded: a process still there after 20 s is one held by the 600 s timer.
+    const kill = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    const [code, signal] = await once(child, 'exit') as [number | null, string | null];
+    clearTimeout(kill);
+    expect({ code, signal, out }).toEqual({ code: 0, signal: null, out: '403' });
   });
 });

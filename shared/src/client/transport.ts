@@ -65,14 +65,20 @@ export interface StreamedResponse {
 class Deadline {
   readonly controller = new AbortController();
   fired = false;
+  private cleared = false;
   private timer: NodeJS.Timeout | undefined;
   constructor(readonly ms: number) { this.reset(); }
   reset(): void {
-    if (this.ms <= 0 || this.fired) return;
+    if (this.ms <= 0 || this.fired || this.cleared) return;
     clearTimeout(this.timer);
     this.timer = setTimeout(() => { this.fired = true; this.controller.abort(); }, this.ms);
   }
-  clear(): void { clearTimeout(this.timer); }
+  /**
+   * Final: the call is over. An upload's body may still be pulled after its answer came (a server
+   * refuses before reading it), and a reset then must not re-arm the timer: it held the CLI's
+   * process open for the whole timeout after it had printed the error.
+   */
+  clear(): void { this.cleared = true; clearTimeout(this.timer); }
 }
 
 /**
