@@ -376,6 +376,22 @@ describe('POST /files/upload: every bad input is a 4xx {error} and keeps nothing
     expectError(await postParts(app, owner.apiKey, [{ name: 'file', filename: 'ok.txt', content: randomBytes(70_000) }, { name: 'path', content: path }]), 400, message);
   });
 
+  test('a "path" or a "file" part sent twice → 400 naming it, and nothing is kept', async () => {
+    const before = await fileCount(owner.accountId);
+    for (const parts of [
+      [{ name: 'path', content: '/a' }, { name: 'path', content: '/b' }, { name: 'file', filename: 'twice.txt', content: 'x' }],
+      [{ name: 'file', filename: 'twice.txt', content: 'x' }, { name: 'path', content: '/a' }, { name: 'path', content: '/b' }],
+      [{ name: 'path', content: '/a' }, { name: 'file', filename: 'twice.txt', content: 'x' }, { name: 'path', content: '/b' }],
+    ]) {
+      const res = await postParts(app, owner.apiKey, parts);
+      expect({ status: res.statusCode, error: res.json().error }).toEqual({ status: 400, error: expect.stringMatching(/"path"/) });
+    }
+    expectError(await postParts(app, owner.apiKey, [
+      { name: 'file', filename: 'one.txt', content: randomBytes(70_000) }, { name: 'file', filename: 'two.txt', content: 'y' },
+    ]), 400, 'Upload takes exactly one file part (named "file")');
+    expect(await fileCount(owner.accountId)).toBe(before);
+  });
+
   test.each([
     ['', /must not be empty/],
     ['.', /must not be '\.' or '\.\.'/],
