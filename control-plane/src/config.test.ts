@@ -35,6 +35,16 @@ describe('agent and dispatch settings', () => {
   });
 });
 
+describe('retry backoff of webhook deliveries and notification emails', () => {
+  test('1 h longest wait by default; each settable, never below the first wait', () => {
+    expect(parseConfig({}).webhooks).toMatchObject({ backoffBaseMs: 30_000, backoffMaxMs: 3600_000 });
+    expect(parseConfig({ XFER_NOTIFY_BACKOFF_BASE_MS: '200', XFER_NOTIFY_BACKOFF_MAX_MS: '5000' }).notifications).toMatchObject({ backoffBaseMs: 200, backoffMaxMs: 5000 });
+    expect(() => parseConfig({ XFER_WEBHOOK_BACKOFF_MAX_MS: '1000' }))
+      .toThrow(new ConfigError('XFER_WEBHOOK_BACKOFF_MAX_MS must be at least XFER_WEBHOOK_BACKOFF_BASE_MS (30000)'));
+    expect(() => parseConfig({ XFER_NOTIFY_BACKOFF_MAX_MS: 'soon' })).toThrow(/XFER_NOTIFY_BACKOFF_MAX_MS must be an integer/);
+  });
+});
+
 describe('malware scanner settings', () => {
   test('clamd on the Debian socket by default, oversized files scanned in windows', () => {
     expect(parseConfig({}).scanner).toEqual({ kind: 'clamd', address: { path: '/var/run/clamav/clamd.ctl' }, timeoutMs: 120_000, oversize: 'windows' });

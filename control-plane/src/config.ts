@@ -156,8 +156,10 @@ export interface WebhookConfig {
   timeoutMs: number;
   /** How long a delivery is retried (exponential backoff with jitter) before it is marked failed. */
   retryWindowMs: number;
-  /** First backoff delay; each retry doubles it (capped at 1 h), with full jitter. */
+  /** First backoff delay; each retry doubles it up to `backoffMaxMs`, with full jitter. */
   backoffBaseMs: number;
+  /** The longest wait between two attempts (1 h): how late a delivery can come after its receiver is back. */
+  backoffMaxMs: number;
   /** How often each instance looks for due deliveries. */
   pollMs: number;
   /**
@@ -172,8 +174,10 @@ export interface NotificationConfig {
   timeoutMs: number;
   /** How long a notification is retried (exponential backoff with jitter) before it is marked failed. */
   retryWindowMs: number;
-  /** First backoff delay; each retry doubles it (capped at 1 h), with full jitter. */
+  /** First backoff delay; each retry doubles it up to `backoffMaxMs`, with full jitter. */
   backoffBaseMs: number;
+  /** The longest wait between two attempts (1 h): how late an email can go out after its SMTP server is back. */
+  backoffMaxMs: number;
   /** How often each instance looks for due notifications. */
   pollMs: number;
   /**
@@ -316,7 +320,7 @@ function parseNotifications(env: Env): NotificationConfig {
   return {
     timeoutMs: int(env, 'XFER_SMTP_TIMEOUT_MS', 30_000, 100, 300_000),
     retryWindowMs: int(env, 'XFER_NOTIFY_RETRY_WINDOW_MS', 24 * 3600_000, 1000, 30 * 24 * 3600_000),
-    backoffBaseMs: int(env, 'XFER_NOTIFY_BACKOFF_BASE_MS', 30_000, 10, 3600_000),
+    ...backoff(env, 'XFER_NOTIFY'),
     pollMs: int(env, 'XFER_NOTIFY_POLL_MS', 1000, 10, 60_000),
     unsafeAllowedAddresses: (env.XFER_UNSAFE_SMTP_ALLOW || '').split(',').map((a) => a.trim()).filter((a) => a !== ''),
   };
@@ -326,10 +330,18 @@ function parseWebhooks(env: Env): WebhookConfig {
   return {
     timeoutMs: int(env, 'XFER_WEBHOOK_TIMEOUT_MS', 10_000, 100, 120_000),
     retryWindowMs: int(env, 'XFER_WEBHOOK_RETRY_WINDOW_MS', 24 * 3600_000, 1000, 30 * 24 * 3600_000),
-    backoffBaseMs: int(env, 'XFER_WEBHOOK_BACKOFF_BASE_MS', 30_000, 10, 3600_000),
+    ...backoff(env, 'XFER_WEBHOOK'),
     pollMs: int(env, 'XFER_WEBHOOK_POLL_MS', 1000, 10, 60_000),
     unsafeAllowedAddresses: (env.XFER_UNSAFE_WEBHOOK_ALLOW || '').split(',').map((a) => a.trim()).filter((a) => a !== ''),
   };
+}
+
+/** `<prefix>_BACKOFF_BASE_MS` and `<prefix>_BACKOFF_MAX_MS` of a retried delivery; the longest wait is at least the first. */
+function backoff(env: Env, prefix: string): { backoffBaseMs: number; backoffMaxMs: number } {
+  const backoffBaseMs = int(env, `${prefix}_BACKOFF_BASE_MS`, 30_000, 10, 3600_000);
+  const backoffMaxMs = int(env, `${prefix}_BACKOFF_MAX_MS`, 3600_000, 10, 24 * 3600_000);
+  if (backoffMaxMs < backoffBaseMs) throw new ConfigError(`${prefix}_BACKOFF_MAX_MS must be at least ${prefix}_BACKOFF_BASE_MS (${backoffBaseMs})`);
+  return { backoffBaseMs, backoffMaxMs };
 }
 
 /** Shorter tokens are refused: `/metrics` on the main port is reachable by whoever reaches the API. */

@@ -156,7 +156,7 @@ describe('scans and webhook attempts', () => {
     app = await buildTestApp({
       scanner: testScanner(),
       metrics: { port: 0, host: '127.0.0.1', token: null },
-      webhooks: { timeoutMs: 700, retryWindowMs: 3_000, backoffBaseMs: 50, pollMs: 50, unsafeAllowedAddresses: ['127.0.0.1/32'] },
+      webhooks: { timeoutMs: 700, retryWindowMs: 3_000, backoffBaseMs: 50, backoffMaxMs: 3600_000, pollMs: 50, unsafeAllowedAddresses: ['127.0.0.1/32'] },
     });
   });
   afterAll(() => app.close());

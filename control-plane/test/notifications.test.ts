@@ -11,9 +11,9 @@ import { eventually } from './protocol-client.js';
  * self-signed certificate, trusted through the deliverer's test-only `transport.ca`; loopback
  * opened by the test-only allow-list) and the real database.
  */
-const NOTIFY: Config['notifications'] = { timeoutMs: 3_000, retryWindowMs: 60_000, backoffBaseMs: 100, pollMs: 50, unsafeAllowedAddresses: ['127.0.0.1/32'] };
+const NOTIFY: Config['notifications'] = { timeoutMs: 3_000, retryWindowMs: 60_000, backoffBaseMs: 100, backoffMaxMs: 3600_000, pollMs: 50, unsafeAllowedAddresses: ['127.0.0.1/32'] };
 /** The outbox fan-out runs in the webhook loop: polled often here. */
-const WEBHOOKS: Config['webhooks'] = { timeoutMs: 2_000, retryWindowMs: 60_000, backoffBaseMs: 100, pollMs: 50, unsafeAllowedAddresses: [] };
+const WEBHOOKS: Config['webhooks'] = { timeoutMs: 2_000, retryWindowMs: 60_000, backoffBaseMs: 100, backoffMaxMs: 3600_000, pollMs: 50, unsafeAllowedAddresses: [] };
 const PASSWORD = 'smtp-pass-Zq8vX3kP';
 
 let cert: TestCertificate;

@@ -13,7 +13,7 @@ import { eventually } from './protocol-client.js';
  * Webhook delivery against a real HTTPS receiver on loopback (opened by the test-only allow-list)
  * and the real database; two app instances share it for the exactly-once test.
  */
-const SETTINGS: Config['webhooks'] = { timeoutMs: 700, retryWindowMs: 3_000, backoffBaseMs: 50, pollMs: 50, unsafeAllowedAddresses: ['127.0.0.1/32'] };
+const SETTINGS: Config['webhooks'] = { timeoutMs: 700, retryWindowMs: 3_000, backoffBaseMs: 50, backoffMaxMs: 3600_000, pollMs: 50, unsafeAllowedAddresses: ['127.0.0.1/32'] };
 
 let cert: TestCertificate;
 let receiver: WebhookReceiver;
@@ -109,10 +109,11 @@ describe('delivery', () => {
   });
 
   test('backoff: full jitter below base × 2^(n-1), capped at an hour', () => {
-    expect(retryDelayMs(1, 30_000, () => 0.999)).toBeCloseTo(29_970);
-    expect(retryDelayMs(4, 30_000, () => 0.5)).toBe(120_000);
-    expect(retryDelayMs(3, 30_000, () => 0)).toBe(0);
-    expect(retryDelayMs(40, 30_000, () => 1)).toBe(3600_000);
+    expect(retryDelayMs(1, 30_000, undefined, () => 0.999)).toBeCloseTo(29_970);
+    expect(retryDelayMs(4, 30_000, undefined, () => 0.5)).toBe(120_000);
+    expect(retryDelayMs(3, 30_000, undefined, () => 0)).toBe(0);
+    expect(retryDelayMs(40, 30_000, undefined, () => 1)).toBe(3600_000);
+    expect(retryDelayMs(40, 30_000, 120_000, () => 1)).toBe(120_000);
   });
 
   test('a redirect is not followed: the attempt fails and the Location is never requested', async () => {

@@ -47,15 +47,15 @@ export interface NotificationDelivererOptions {
   log: FastifyBaseLogger;
   /** The addresses an SMTP server may be at (config.notifications.unsafeAllowedAddresses). */
   policy: AddressPolicy;
-  /** config.notifications: per-attempt timeout, retry window, first backoff, poll interval. */
+  /** config.notifications: per-attempt timeout, retry window, first and longest backoff, poll interval. */
   timeoutMs: number;
   retryWindowMs: number;
   backoffBaseMs: number;
+  backoffMaxMs: number;
   pollMs: number;
   transport?: MailTransport;
 }
 
-const HOUR_MS = 3600_000;
 const ATTEMPT_BATCH = 20;
 /** Messages in flight at once per instance: an SMTP server that hangs holds one slot until its timeout. */
 const PARALLEL_SENDS = 4;
@@ -236,7 +236,7 @@ export class NotificationDelivererService implements NotificationDeliverer {
     let update: Record<string, unknown>;
     if (result.ok) update = { status: 'sent', sent_at: new Date(), next_attempt_at: null, error: null };
     else {
-      const next = retry ? retryAt(claimed, backoffDelayMs(claimed.n - 1, this.o.backoffBaseMs, HOUR_MS), this.o.retryWindowMs) : null;
+      const next = retry ? retryAt(claimed, backoffDelayMs(claimed.n - 1, this.o.backoffBaseMs, this.o.backoffMaxMs), this.o.retryWindowMs) : null;
       update = next ? { status: 'pending', next_attempt_at: next, error: result.error } : { status: 'failed', next_attempt_at: null, error: result.error };
     }
     await finishAttempt(this.store, delivery._id, claimed, { duration_ms: result.durationMs, error: result.error }, update);

@@ -35,7 +35,7 @@ export default fp(
     const notifications = new NotificationsService({ db: app.db, vault: app.vault, policy });
     const deliverer = new NotificationDelivererService({
       db: app.db, notifications, log: app.log, policy,
-      timeoutMs: settings.timeoutMs, retryWindowMs: settings.retryWindowMs, backoffBaseMs: settings.backoffBaseMs, pollMs: settings.pollMs,
+      timeoutMs: settings.timeoutMs, retryWindowMs: settings.retryWindowMs, backoffBaseMs: settings.backoffBaseMs, backoffMaxMs: settings.backoffMaxMs, pollMs: settings.pollMs,
     });
     app.webhookDeliverer.onFanOut((event) => deliverer.fanOut(event));
     app.decorate('notifications', notifications);

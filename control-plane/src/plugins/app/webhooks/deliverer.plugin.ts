@@ -25,6 +25,7 @@ export default fp(
       timeoutMs: settings.timeoutMs,
       retryWindowMs: settings.retryWindowMs,
       backoffBaseMs: settings.backoffBaseMs,
+      backoffMaxMs: settings.backoffMaxMs,
       pollMs: settings.pollMs,
     });
     app.decorate<WebhookDeliverer>('webhookDeliverer', deliverer);

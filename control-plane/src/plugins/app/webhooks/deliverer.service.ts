@@ -54,8 +54,9 @@ export interface WebhookDelivererOptions {
   timeoutMs: number;
   /** How long a delivery is retried before it is marked failed (config.webhooks.retryWindowMs). */
   retryWindowMs: number;
-  /** First backoff delay (config.webhooks.backoffBaseMs). */
+  /** First backoff delay and longest wait (config.webhooks.backoffBaseMs, backoffMaxMs). */
   backoffBaseMs: number;
+  backoffMaxMs: number;
   /** How often the loop looks for due work (config.webhooks.pollMs). */
   pollMs: number;
   /** Defaults to the system's trust store and resolver. */
@@ -77,11 +78,12 @@ const TEST_MESSAGE = 'This is a test event from xfer.';
 
 /**
  * Wait after failed attempt `n` (1-based): exponential backoff with full jitter, uniformly
- * between 0 and base × 2^(n-1), that bound capped at an hour. The jitter spreads the retries of
- * many deliveries that failed together (a receiver coming back) instead of bunching them.
+ * between 0 and base × 2^(n-1), that bound capped at `maxMs` (an hour by default). The jitter
+ * spreads the retries of many deliveries that failed together (a receiver coming back) instead
+ * of bunching them.
  */
-export function retryDelayMs(n: number, baseMs: number, random: () => number = Math.random): number {
-  return backoffDelayMs(n - 1, baseMs, HOUR_MS, random);
+export function retryDelayMs(n: number, baseMs: number, maxMs = HOUR_MS, random: () => number = Math.random): number {
+  return backoffDelayMs(n - 1, baseMs, maxMs, random);
 }
 
 type Delivery = { _id: Types.ObjectId; account_id: Types.ObjectId; webhook_id: Types.ObjectId; event: string; payload: string };
@@ -266,7 +268,7 @@ export class WebhookDelivererService implements WebhookDeliverer {
     let update: Record<string, unknown>;
     if (result.ok) update = { status: 'delivered', delivered_at: new Date(), next_attempt_at: null };
     else {
-      const next = retry ? retryAt(claimed, retryDelayMs(claimed.n, this.o.backoffBaseMs), this.o.retryWindowMs) : null;
+      const next = retry ? retryAt(claimed, retryDelayMs(claimed.n, this.o.backoffBaseMs, this.o.backoffMaxMs), this.o.retryWindowMs) : null;
       update = next ? { status: 'pending', next_attempt_at: next } : { status: 'failed', next_attempt_at: null };
     }
     this.o.metrics.webhookAttempt(result.ok ? 'delivered' : update.status === 'pending' ? 'retrying' : 'failed');
