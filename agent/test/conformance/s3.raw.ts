@@ -73,19 +73,27 @@ export class RawS3 implements RawStore {
 
   /** Empties and deletes the bucket (open multipart uploads included). */
   async destroy(): Promise<void> {
-    const uploads = await this.client.send(new ListMultipartUploadsCommand({ Bucket: this.bucket }));
-    for (const u of uploads.Uploads ?? []) await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: u.Key, UploadId: u.UploadId }));
-    let batch: string[] = [];
-    const flush = async () => {
-      if (batch.length > 0) await this.client.send(new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: batch.map((Key) => ({ Key })) } }));
-      batch = [];
-    };
-    for await (const key of this.keys('')) {
-      batch.push(key);
-      if (batch.length === 1000) await flush();
+    // Emptying and deleting are retried a few rounds: a write the test started can still land (a
+    // transfer's last part, a multipart upload completed after the listing), and a listing
+    // continued while its keys are deleted can skip some. Each round lists from the start.
+    for (let round = 1; ; round++) {
+      const uploads = await this.client.send(new ListMultipartUploadsCommand({ Bucket: this.bucket }));
+      for (const u of uploads.Uploads ?? []) await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: u.Key, UploadId: u.UploadId }));
+      for (;;) {
+        const page = await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, MaxKeys: 1000 }));
+        const keys = (page.Contents ?? []).flatMap((o) => (o.Key ? [o.Key] : []));
+        if (keys.length === 0) break;
+        const deleted = await this.client.send(new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: keys.map((Key) => ({ Key })) } }));
+        // Else the same keys would be listed again, for ever.
+        if (deleted.Errors?.length) throw new Error(`could not delete ${deleted.Errors[0]!.Key}: ${deleted.Errors[0]!.Message}`);
+      }
+      try {
+        await this.client.send(new DeleteBucketCommand({ Bucket: this.bucket }));
+        break;
+      } catch (err) {
+        if ((err as { name?: string }).name !== 'BucketNotEmpty' || round === 5) throw err;
+      }
     }
-    await flush();
-    await this.client.send(new DeleteBucketCommand({ Bucket: this.bucket }));
     this.client.destroy();
   }
 
