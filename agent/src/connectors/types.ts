@@ -85,6 +85,24 @@ export interface Connector {
   openUploads?(path: string, options?: { signal?: AbortSignal }): AsyncIterable<OpenUpload>;
   /** Aborts one open upload (its parts are freed). Idempotent: an upload already gone succeeds. */
   abortUpload?(upload: OpenUpload, options?: { signal?: AbortSignal }): Promise<void>;
+
+  /**
+   * Server-side copy (docs/connectors.md "Server-side copies"): the store itself copies the file at
+   * `sourcePath` of `source` to `path`, no byte passing through the agent. Null, before any request,
+   * where it cannot: another store or account (the copy must need no authority the source connection
+   * does not have), or a file whose copy the store's checksums could not verify; the engine then
+   * moves the bytes. Resolves only with a copy the store's checksum showed equal to the source
+   * (`storeVerified` names how), atomic as `write`; rejects as `write` does, leaving nothing behind.
+   */
+  copyFrom?(source: Connector, sourcePath: string, path: string, options: ServerCopyOptions): Promise<WriteResult | null>;
+}
+
+export interface ServerCopyOptions {
+  /** The source file as listed: its size and `etag` (a copy is verified against it, and made only of that version). */
+  entry: Entry;
+  signal?: AbortSignal;
+  /** As `WriteOptions.modifiedAt`. */
+  modifiedAt?: Date;
 }
 
 export interface WriteOptions {

@@ -27,11 +27,16 @@ export async function* readSide(source: Connector, sourcePath: string, signal: A
   }
 }
 
+/** How a file this agent reads itself at `path` of `source` is opened, and where it is (`SourceItem.at`). */
+export function readAt(source: Connector, path: string): Pick<SourceItem, 'open' | 'at'> {
+  return { open: (signal: AbortSignal): Promise<Readable> => source.read(path, { signal }), at: { connector: source, path } };
+}
+
 function item(source: Connector, path: string, sourceRel: string, entry: Entry): SourceItem {
   return {
     path,
     entry,
-    open: (signal: AbortSignal): Promise<Readable> => source.read(sourceRel, { signal }),
+    ...readAt(source, sourceRel),
     ...(entry.modifiedAtNeedsStat
       ? { keptModifiedAt: async (signal: AbortSignal) => (await source.stat(sourceRel, { signal }))?.modifiedAt }
       : {}),

@@ -13,6 +13,7 @@ import { withEarlierResults } from './earlier-results.js';
 import { CopyJobError, reasonOf } from './errors.js';
 import { sweepTemporaries } from './leftovers.js';
 import { orderedListing, type ListedEntry } from './ordered-listing.js';
+import { readAt } from './read-side.js';
 import { stillVerified } from './plan.js';
 import { CopyStats, truncate } from './stats.js';
 import { DEFAULT_TUNING, type CopyOutcome, type CopyRequest, type SourceItem } from './types.js';
@@ -35,7 +36,7 @@ export async function* orderedSourceItems(source: Connector, sourcePath: string,
   for await (const listed of orderedListing({ connector: source, root: sourcePath, filter, signal, missing: 'fail' })) {
     // A file root is listed as its base name; it is read at the root itself.
     const at = listed.entry.path === root && listed.entry.kind === 'file' ? root : joinRel(root, listed.path);
-    yield { path: listed.path, entry: listed.entry, open: (s: AbortSignal): Promise<Readable> => source.read(at, { signal: s }) };
+    yield { path: listed.path, entry: listed.entry, ...readAt(source, at) };
   }
 }
 
@@ -272,7 +273,7 @@ export async function syncTree(request: CopyRequest, log?: Logger, plan?: PlanIt
     // A retry of the apply: what an earlier attempt copied no longer looks as the plan saw the destination, but is done.
     if (earlier && src && dst && stillVerified(src, dst, earlier)) {
       const at = sourceAt(request, root, item.path);
-      await act({ path: item.path, key: item.path, entry: src, source: src, destination: dst, open: (s) => request.source!.read(at, { signal: s }) },
+      await act({ path: item.path, key: item.path, entry: src, source: src, destination: dst, ...readAt(request.source!, at) },
         { action: 'skip', reason: `verified by attempt ${earlier.attempt}`, same: true });
       return;
     }
@@ -286,7 +287,7 @@ export async function syncTree(request: CopyRequest, log?: Logger, plan?: PlanIt
     }
     const entry = src;
     const at = sourceAt(request, root, item.path);
-    const pair: Pair = { path: item.path, key: item.path, entry, source: entry, destination: dst ?? undefined, open: (s) => request.source!.read(at, { signal: s }) };
+    const pair: Pair = { path: item.path, key: item.path, entry, source: entry, destination: dst ?? undefined, ...readAt(request.source!, at) };
     const skip = item.action === 'skip';
     await act(pair, { action: item.action, reason: item.reason, same: skip && isSameReason(item.reason), unchanged: skip && isUnchangedReason(item.reason) });
   }

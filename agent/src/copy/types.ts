@@ -121,4 +121,9 @@ export interface SourceItem {
    * Absent: the listing's time is the file's.
    */
   keptModifiedAt?(signal: AbortSignal): Promise<Date | undefined>;
+  /**
+   * Where the file is, for a source this agent reads itself (not a relay's): a destination on the
+   * same store and account may copy it there (`Connector.copyFrom`) instead of the bytes moving.
+   */
+  at?: { connector: Connector; path: string };
 }

@@ -30,13 +30,16 @@ export const s3: ServiceDefinition = {
     const iam = join(ctx.dataDir, 'iam');
     await mkdir(data);
     await mkdir(iam);
+    // The server's access log (one line per request: operation, key, bytes sent): how a test shows
+    // which requests a server-side copy made, and that no byte of it was read out.
+    const accessLog = join(ctx.dataDir, 'access.log');
     const { pid, port } = await startServerProcess({
       name: 'versitygw',
       bin,
       // --keep-alive: versitygw closes every connection after one request unless told otherwise;
       // the S3 services it stands in for keep connections open, and a TCP handshake per object is
       // not what a client pays against them.
-      args: (port) => ['--port', `127.0.0.1:${port}`, '--iam-dir', iam, '--quiet', '--keep-alive', 'posix', data],
+      args: (port) => ['--port', `127.0.0.1:${port}`, '--iam-dir', iam, '--quiet', '--keep-alive', '--access-log', accessLog, 'posix', data],
       logPath: join(ctx.dataDir, 'versitygw.log'),
       // Credentials through the environment, so they do not show in the process list.
       env: { ...ctx.env, ROOT_ACCESS_KEY: accessKey, ROOT_SECRET_KEY: secretKey },
@@ -64,6 +67,7 @@ export const s3: ServiceDefinition = {
         XFER_TEST_S3_SECRET_KEY: secretKey,
         XFER_TEST_S3_LIMITED_ACCESS_KEY: limitedAccessKey,
         XFER_TEST_S3_LIMITED_SECRET_KEY: limitedSecretKey,
+        XFER_TEST_S3_ACCESS_LOG: accessLog,
       },
     };
   },

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import type { S3ClientConfig } from '@aws-sdk/client-s3';
 import type { ConnectionSettings } from '@xfer/shared';
@@ -69,6 +70,12 @@ export interface S3Target {
   clientConfig: S3ClientConfig;
   /** The agent's allow/deny lists: the SDK's agents and DirectS3's go through it. */
   guard: NetworkGuard;
+  /**
+   * SHA-256 of type, endpoint, region and credentials: two targets with equal accounts reach the
+   * same store with the same authority, so one may copy the other's objects server-side (s3.copy.ts)
+   * with nothing the source connection could not do itself. Compared in constant time.
+   */
+  account: Buffer;
 }
 
 /**
@@ -107,6 +114,7 @@ export function s3Target(settings: ConnectionSettings, tuning: S3Tuning, guard: 
     prefix,
     where: endpoint ?? `AWS S3 (${region})`,
     guard,
+    account: createHash('sha256').update(JSON.stringify([type, endpoint ?? null, region, accessKeyId, secretAccessKey])).digest(),
     quirks: { sha256: type === 's3', partChecksum: type === 's3' ? 'crc32' : 'md5', batchDelete: type !== 'gcs', mtimeFormat: type === 'gcs' ? 'rfc3339' : 'seconds' },
     clientConfig: {
       region,

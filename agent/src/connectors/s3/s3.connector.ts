@@ -15,12 +15,13 @@ import type { ConnectionSettings } from '@xfer/shared';
 import { relativePath } from '../paths.js';
 import { mapErrors } from '../map-errors.js';
 import { closedAccess, type AgentAccess } from '../access.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type OpenUpload, type WriteOptions, type WriteResult } from '../types.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type OpenUpload, type ServerCopyOptions, type WriteOptions, type WriteResult } from '../types.js';
 import type { KeptTimes } from '../kept-times.js';
 import { keptMtime } from '../mtime-metadata.js';
 import { guardUpload } from '../upload-guard.js';
 import { DEFAULT_S3_TUNING, s3Target, type S3Target, type S3Tuning } from './s3.config.js';
 import { s3Error } from './s3.errors.js';
+import { copyInside, sameAccount } from './s3.copy.js';
 import { DirectS3, header } from './s3.direct.js';
 import { storeChecksum, uploadObject } from './s3.upload.js';
 
@@ -166,6 +167,26 @@ export class S3Connector implements Connector {
       else this.kept.times.forget(this.kept.store, key);
     }
     return result;
+  }
+
+  /**
+   * Server-side copy from an S3-family connection to the same store with the same credentials
+   * (s3.copy.ts; docs/connectors.md "Server-side copies"): verified by the copy's ETag, which S3
+   * computes from the bytes and which must be the listed source's.
+   */
+  async copyFrom(source: Connector, sourcePath: string, path: string, options: ServerCopyOptions): Promise<WriteResult | null> {
+    if (!(source instanceof S3Connector) || !sameAccount(this.target, source.target) || options.entry.kind !== 'file') return null;
+    const rel = relativePath(path);
+    const key = this.key(rel);
+    const copied = await this.call('copy', rel, () => copyInside({
+      client: this.client, to: this.target, toKey: key, from: source.target, fromKey: source.key(relativePath(sourcePath)),
+    }, options.entry, options));
+    if (!copied) return null;
+    if (this.kept) {
+      if (options.modifiedAt) this.kept.times.record(this.kept.store, key, { size: copied.size, etag: copied.etag, mtime: options.modifiedAt });
+      else this.kept.times.forget(this.kept.store, key);
+    }
+    return { size: copied.size, storeVerified: 'server-copy-etag' };
   }
 
   async mkdir(path: string, options: { signal?: AbortSignal } = {}): Promise<void> {
