@@ -148,6 +148,12 @@ export interface ConnectorCapabilities {
    * when they agree to the coarser precision of the two ends.
    */
   modTimePrecision?: number;
+  /**
+   * Several ranged reads of one file at once pay (a network store, whose each stream is bound by
+   * round trips or a per-connection limit): the engine reads large files in several streams
+   * (copy/multi-stream.ts). Absent: false (local disks gain nothing from it but memory).
+   */
+  parallelReads?: boolean;
 }
 
 export interface Entry {

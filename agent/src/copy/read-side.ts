@@ -27,9 +27,18 @@ export async function* readSide(source: Connector, sourcePath: string, signal: A
   }
 }
 
-/** How a file this agent reads itself at `path` of `source` is opened, and where it is (`SourceItem.at`). */
-export function readAt(source: Connector, path: string): Pick<SourceItem, 'open' | 'at'> {
-  return { open: (signal: AbortSignal): Promise<Readable> => source.read(path, { signal }), at: { connector: source, path } };
+/**
+ * How a file this agent reads itself at `path` of `source` is opened, in ranges too where several
+ * at once pay (`capabilities.parallelReads`), and where it is (`SourceItem.at`).
+ */
+export function readAt(source: Connector, path: string): Pick<SourceItem, 'open' | 'openRange' | 'at'> {
+  return {
+    open: (signal: AbortSignal): Promise<Readable> => source.read(path, { signal }),
+    ...(source.capabilities.parallelReads
+      ? { openRange: (start: number, end: number, signal: AbortSignal): Promise<Readable> => source.read(path, { start, end, signal }) }
+      : {}),
+    at: { connector: source, path },
+  };
 }
 
 function item(source: Connector, path: string, sourceRel: string, entry: Entry): SourceItem {

@@ -2,6 +2,7 @@ import type { Readable } from 'node:stream';
 import type { FileResult, JobOptions, PlanItem, VerifiedFile } from '@xfer/shared';
 import type { AskVerified } from './earlier-results.js';
 import type { Connector, Entry } from '../connectors/types.js';
+import { DEFAULT_MULTI_STREAM, type MultiStreamTuning } from './multi-stream.js';
 
 /** Cumulative counters of one run, named as in `job.progress`. */
 export interface CopyCounters {
@@ -36,9 +37,11 @@ export interface CopyTuning {
   /** First backoff ceiling between attempts (default 500 ms), doubled per attempt, full jitter. */
   retryBaseMs: number;
   retryMaxMs: number;
+  /** Several streams per large file (copy/multi-stream.ts); `streams: 1` turns them off. */
+  multiStream: MultiStreamTuning;
 }
 
-export const DEFAULT_TUNING: CopyTuning = { retries: 3, retryBaseMs: 500, retryMaxMs: 10_000 };
+export const DEFAULT_TUNING: CopyTuning = { retries: 3, retryBaseMs: 500, retryMaxMs: 10_000, multiStream: DEFAULT_MULTI_STREAM };
 
 /**
  * Where a run's items come from: a connector and the path on it (read-side.ts lists it), or items
@@ -126,4 +129,6 @@ export interface SourceItem {
    * same store and account may copy it there (`Connector.copyFrom`) instead of the bytes moving.
    */
   at?: { connector: Connector; path: string };
+  /** Bytes `start`..`end` (inclusive) of the file, for several streams per file (copy/multi-stream.ts); absent: only whole reads. */
+  openRange?(start: number, end: number, signal: AbortSignal): Promise<Readable>;
 }

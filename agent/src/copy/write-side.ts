@@ -7,6 +7,7 @@ import type { Checksum, Connector, WriteResult } from '../connectors/types.js';
 import { CopyJobError, reasonOf, SourceChangedError, VerifyError } from './errors.js';
 import { EarlierUploads, runTag, type RunRef } from './leftovers.js';
 import { HashingStream, PreHashedBody } from './hashing.js';
+import { multiStreamRead, SegmentBudget } from './multi-stream.js';
 import { planFile } from './plan.js';
 import { withRetries } from './retry.js';
 import { truncate, type CopyStats } from './stats.js';
@@ -49,11 +50,15 @@ export class WriteSide {
   private wantMd5: boolean;
   /** Open multipart uploads below the destination from before this run (object stores). */
   private earlier: EarlierUploads | null = null;
+  /** What the run's multi-stream reads may hold at once (copy/multi-stream.ts). */
+  private readonly segments: SegmentBudget;
 
   constructor(private readonly o: WriteSideOptions) {
     this.root = relativePath(o.destinationPath);
     const { rename, verifiesWrites } = o.destination.capabilities;
     this.wantMd5 = !rename && !verifiesWrites;
+    const { budgetBytes, segmentBytes } = o.tuning.multiStream;
+    this.segments = new SegmentBudget(Math.floor(budgetBytes / segmentBytes));
   }
 
   /** Creates the destination directory. A file in its place fails the job. */
@@ -142,7 +147,7 @@ export class WriteSide {
     let sourceError: unknown = null;
     let written = false;
     try {
-      source = await item.open(signal);
+      source = await this.open(item, signal);
       // A relayed body was hashed (and checked against the source's SHA-256) as it arrived: not hashed twice.
       if (source instanceof PreHashedBody) hasher.takeSha256From(source);
       // Bandwidth limit (issue 25, copy/bandwidth.ts): the body itself when none applies; a body's errors come out of the paced stream.
@@ -178,6 +183,14 @@ export class WriteSide {
       }
       throw cause;
     }
+  }
+
+  /** The file's bytes: from several ranged reads at once when it is large and the source reads ranges (copy/multi-stream.ts). */
+  private async open(item: SourceItem, signal: AbortSignal): Promise<Readable> {
+    const { multiStream } = this.o.tuning;
+    const size = item.entry.size;
+    if (!item.openRange || multiStream.streams < 2 || size < multiStream.cutoffBytes) return item.open(signal);
+    return multiStreamRead(item.openRange, size, { tuning: multiStream, budget: this.segments, retry: this.o.tuning, signal });
   }
 
   /**

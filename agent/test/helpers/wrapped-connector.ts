@@ -15,8 +15,8 @@ export class WrappedConnector implements Connector {
   afterWrite?: (path: string, result: WriteResult) => WriteResult | Promise<WriteResult>;
   /** Changes listed entries. */
   mapEntry?: (entry: Entry) => Entry;
-  /** Called for each read; may throw or wrap the stream. */
-  onRead?: (path: string, stream: Readable) => Readable;
+  /** Called for each read (with its range, when one was asked); may throw or wrap the stream. */
+  onRead?: (path: string, stream: Readable, range: { start?: number; end?: number }) => Readable;
   writesInFlight = 0;
   maxWritesInFlight = 0;
   listed = 0;
@@ -40,7 +40,7 @@ export class WrappedConnector implements Connector {
 
   async read(path: string, options?: { start?: number; end?: number; signal?: AbortSignal }): Promise<Readable> {
     const stream = await this.inner.read(path, options);
-    return this.onRead ? this.onRead(path, stream) : stream;
+    return this.onRead ? this.onRead(path, stream, { start: options?.start, end: options?.end }) : stream;
   }
 
   async write(path: string, body: Readable, options: { size?: number; signal?: AbortSignal }): Promise<WriteResult> {

@@ -25,7 +25,7 @@ const PAGE = 1000;
  */
 export class BlobConnector implements Connector {
   readonly type = 'blob' as const;
-  readonly capabilities: ConnectorCapabilities = { rename: false, directories: false, verifiesWrites: true, modTime: 'metadata', modTimePrecision: 1 };
+  readonly capabilities: ConnectorCapabilities = { rename: false, directories: false, verifiesWrites: true, modTime: 'metadata', modTimePrecision: 1, parallelReads: true };
   private readonly target: BlobTarget;
   private readonly container: ContainerClient;
   private readonly tuning: BlobTuning;

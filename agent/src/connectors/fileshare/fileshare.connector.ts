@@ -21,7 +21,7 @@ import { uploadFile } from './fileshare.upload.js';
  */
 export class FileshareConnector implements Connector {
   readonly type = 'fileshare' as const;
-  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, verifiesWrites: true, modTime: 'set', modTimePrecision: 1 };
+  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, verifiesWrites: true, modTime: 'set', modTimePrecision: 1, parallelReads: true };
   private readonly target: FileshareTarget;
   private readonly tuning: FileshareTuning;
 

@@ -34,7 +34,7 @@ export interface OnedriveConnectorOptions {
  */
 export class OnedriveConnector implements Connector {
   readonly type = 'onedrive' as const;
-  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, verifiesWrites: true, modTime: 'set', modTimePrecision: 1000 };
+  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, verifiesWrites: true, modTime: 'set', modTimePrecision: 1000, parallelReads: true };
   private readonly config: OnedriveConfig;
   private readonly http: HttpsClient;
   private readonly graph: GraphClient;

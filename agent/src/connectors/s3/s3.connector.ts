@@ -36,7 +36,7 @@ const EMPTY_MD5 = createHash('md5').update(Buffer.alloc(0)).digest('base64');
  * upload committed at the end), and `mkdir` leaves a zero-byte `dir/` marker.
  */
 export class S3Connector implements Connector {
-  readonly capabilities: ConnectorCapabilities = { rename: false, directories: false, verifiesWrites: true, modTime: 'metadata', modTimePrecision: 1 };
+  readonly capabilities: ConnectorCapabilities = { rename: false, directories: false, verifiesWrites: true, modTime: 'metadata', modTimePrecision: 1, parallelReads: true };
   readonly type: S3Target['type'];
   private readonly target: S3Target;
   private readonly client: S3Client;

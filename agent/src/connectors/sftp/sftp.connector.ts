@@ -26,7 +26,7 @@ const REMOVE_PARALLEL = 16;
  */
 export class SftpConnector implements Connector {
   readonly type = 'sftp' as const;
-  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, modTime: 'set', modTimePrecision: 1000 };
+  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, modTime: 'set', modTimePrecision: 1000, parallelReads: true };
   private readonly base: string;
   private readonly endpoint: SftpEndpoint;
   private readonly session: SftpSession;

@@ -24,7 +24,7 @@ export class WebdavConnector implements Connector {
    * any other ignores it (Apache mod_dav: RFC 4918 makes getlastmodified a protected property,
    * so PROPPATCH cannot set it either) and the connector says `none` from then on.
    */
-  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, modTime: 'set', modTimePrecision: 1000 };
+  readonly capabilities: ConnectorCapabilities = { rename: true, directories: true, modTime: 'set', modTimePrecision: 1000, parallelReads: true };
   /** Whether the server keeps X-OC-Mtime: unknown until the first write with a time shows it. */
   private ocMtime: boolean | undefined;
   private readonly config: WebdavConfig;
