@@ -1,18 +1,21 @@
 // What the sftp → s3 benchmarks share: the test services, rclone, a source directory on the test
 // sshd, a bucket of the run's own on the test S3 server, xfer's connections to both, rclone's
-// remotes for the same servers, and figures read from /proc.
-import { createWriteStream, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { randomBytes, randomFillSync } from 'node:crypto';
+// remotes for the same servers (files.mjs and proc.mjs re-exported).
+import { mkdirSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { spawn, spawnSync } from 'node:child_process';
-import { loadavg } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { CreateBucketCommand, DeleteBucketCommand, DeleteObjectsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { ensureServices, releaseServices } from '../../e2e/dist/services/index.js';
 import { ensureRclone } from '../../e2e/dist/tools/rclone.js';
 import { defaultCacheDir } from '@xfer/control-plane';
+import { log } from './proc.mjs';
+
+// The general helpers, for the benches that import them from here.
+export * from './files.mjs';
+export * from './proc.mjs';
 
 const SERVICES = ['mongodb', 'sftp', 's3'];
-export const log = (msg) => process.stderr.write(`bench: ${msg}\n`);
 
 /**
  * Starts (or reuses) the services, fetches rclone, makes the run's source directory below the
@@ -131,94 +134,3 @@ export async function sftpToS3(name) {
     },
   };
 }
-
-/** Writes `count` files of `bytes` random bytes each below `root`, `perDir` to a directory (d0/f0.bin …). */
-export function writeSmallFiles(root, count, bytes, perDir = 1000) {
-  for (let i = 0; i < count; i++) {
-    const dir = join(root, `d${Math.floor(i / perDir)}`);
-    if (i % perDir === 0) mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, `f${i}.bin`), randomBytes(bytes));
-  }
-}
-
-/** Writes one file of `bytes` random bytes at `path`, 8 MiB at a time (never the whole file in memory). */
-export async function writeBigFile(path, bytes) {
-  mkdirSync(dirname(path), { recursive: true });
-  await new Promise((resolve, reject) => {
-    const out = createWriteStream(path);
-    const chunk = Buffer.alloc(8 * 1024 * 1024);
-    let left = bytes;
-    const write = () => {
-      while (left > 0) {
-        const n = Math.min(chunk.length, left);
-        randomFillSync(chunk, 0, n);
-        left -= n;
-        if (!out.write(Buffer.from(chunk.subarray(0, n)))) return void out.once('drain', write);
-      }
-      out.end();
-    };
-    out.on('finish', resolve).on('error', reject);
-    write();
-  });
-}
-
-/** Peak resident memory (VmHWM) of a running process, in MiB. */
-export function peakRssMiB(pid) {
-  return statusKiB(pid, 'VmHWM') / 1024;
-}
-
-/** Resident memory (VmRSS) of a running process now, in MiB. */
-export function rssMiB(pid) {
-  return statusKiB(pid, 'VmRSS') / 1024;
-}
-
-function statusKiB(pid, field) {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? NaN);
-}
-
-/** CPU seconds (user + system) a running process has used so far. */
-export function cpuSeconds(pid) {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
-  // After the command name: utime and stime are the 12th and 13th fields (in clock ticks, 100 a second on Linux).
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
-/**
- * CPU seconds (user + system) of every process now, by pid, with its command name: two snapshots
- * give what each process (sshd, versitygw, FerretDB, someone else's tests) used in between, for
- * where the machine's CPU went. sshd's count those of its reaped children too: a session's
- * processes (sftp-server among them) end with it, before the second snapshot. A process that
- * started and ended in between is missed.
- */
-export function cpuSnapshot() {
-  const snapshot = new Map();
-  for (const pid of readdirSync('/proc')) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const comm = /\((.*)\) /.exec(stat)?.[1] ?? '?';
-      const f = stat.replace(/^.*\) /, '').split(' ');
-      const children = comm === 'sshd' ? Number(f[13]) + Number(f[14]) : 0;
-      snapshot.set(Number(pid), { comm, seconds: (Number(f[11]) + Number(f[12]) + children) / 100 });
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  return snapshot;
-}
-
-/** CPU seconds used between two snapshots, by name (`names` names some pids; others go by command), largest first. */
-export function cpuBetween(before, after, names = {}) {
-  const used = new Map();
-  for (const [pid, { comm, seconds }] of after) {
-    const delta = seconds - (before.get(pid)?.seconds ?? 0);
-    if (delta <= 0) continue;
-    const name = names[pid] ?? comm;
-    used.set(name, (used.get(name) ?? 0) + delta);
-  }
-  return [...used].sort((a, b) => b[1] - a[1]);
-}
-
-/** The 1, 5 and 15 minute load averages, for the report (the machine is shared). */
-export const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
