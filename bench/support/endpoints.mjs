@@ -219,11 +219,13 @@ export async function endpoint(type, e, name, rclone) {
       async referenceRead(net, path) {
         return { client: 'rclone cat', seconds: await timed(rclone, ['cat', `s:${bucket}/${path}`], { env: { ...process.env, ...prefixed('S', await rcloneOf(net)) } }) };
       },
-      /** Objects and bytes under a prefix (directory markers, which xfer writes, are not files). */
-      async count(dir) {
+      client: s3,
+      count: (dir) => self.countPrefix(`${dir}/`),
+      /** Objects and bytes under a key prefix (directory markers, which xfer writes, are not files). */
+      async countPrefix(prefix) {
         let files = 0;
         let bytes = 0;
-        for await (const o of keys(`${dir}/`)) {
+        for await (const o of keys(prefix)) {
           if (o.Key.endsWith('/')) continue;
           files++;
           bytes += o.Size ?? 0;
