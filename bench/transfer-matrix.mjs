@@ -71,18 +71,22 @@ const keys = [...new Set(pairs.flatMap((p) => ALL_PAIRS[p]))];
 const services = ['mongodb', ...new Set(keys.flatMap((k) => SERVICES[TYPE[k]]))];
 const run = randomBytes(3).toString('hex');
 const cleanups = [];
-let cleaned = false;
-/** Everything this run started or wrote, last first; once, on success, failure or Ctrl-C. */
-async function cleanup() {
-  if (cleaned) return;
-  cleaned = true;
-  for (const fn of cleanups.reverse()) {
-    try {
-      await fn();
-    } catch (err) {
-      log(`cleanup: ${err.message}`);
+let cleaning;
+/**
+ * Everything this run started or wrote, last first; once, on success, failure or Ctrl-C (the
+ * main flow, failing as the signal's cleanup stops the stack, waits for the same cleanup).
+ */
+function cleanup() {
+  cleaning ??= (async () => {
+    for (const fn of cleanups.reverse()) {
+      try {
+        await fn();
+      } catch (err) {
+        log(`cleanup: ${err.message}`);
+      }
     }
-  }
+  })();
+  return cleaning;
 }
 for (const signal of ['SIGINT', 'SIGTERM']) process.once(signal, () => void cleanup().finally(() => process.exit(130)));
 
