@@ -12,8 +12,9 @@
 // with the agent's own connector (its library and default settings, `concurrency` files at a
 // time) and, for one big file, a reference client (OpenSSH sftp, smbclient, rclone cat/rcat). An
 // end's speed is the faster of its clients; the slower end is the ceiling. Prints the ratios
-// xfer/rclone and xfer/ceiling, the agent's peak RSS per case (VmHWM, reset before each copy)
-// and a markdown table with the targets of issue 26 marked met/MISSED. Figures, not asserts.
+// xfer/rclone and xfer/ceiling, the agent's peak RSS per case (VmHWM, reset before each copy),
+// the CPU seconds the agent and the control plane used over each copy, and a markdown table with
+// the targets of issue 26 marked met/MISSED. Figures, not asserts.
 // README.md "Benchmarks" says what each figure means.
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -23,7 +24,7 @@ import { ensureServices, releaseServices } from '../e2e/dist/services/index.js';
 import { ensureRclone } from '../e2e/dist/tools/rclone.js';
 import { defaultCacheDir } from '@xfer/control-plane';
 import { agentConnector, apiBody, endpoint, generated, LOOPBACK, manifest, pool, prefixed, SERVICES, timed } from './support/endpoints.mjs';
-import { load, log, peakRssMiB, resetPeakRss } from './support/proc.mjs';
+import { cpuSeconds, load, log, peakRssMiB, resetPeakRss } from './support/proc.mjs';
 import { startWan } from './support/toxiproxy.mjs';
 
 const ALL_PAIRS = {
@@ -130,6 +131,7 @@ try {
   cleanups.push(() => stack.stop());
   const agent = await stack.startAgent('matrix');
   const agentPid = agent.proc.child.pid;
+  const serverPid = stack.server.child.pid;
   const api = stack.api;
   const conns = new Map();
   const connection = async (k, net) => {
@@ -201,14 +203,16 @@ try {
       destinationConnectionId: await connection(d, net), destinationPath: `/${prefix}`, options: { concurrency: CONCURRENCY, overwrite: 'always' },
     });
     resetPeakRss(agentPid);
+    const cpu0 = [cpuSeconds(agentPid), cpuSeconds(serverPid)];
     const t0 = process.hrtime.bigint();
     const done = await api.call('POST', `/transfers/${job.id}/execute`);
     const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
     const rss = peakRssMiB(agentPid);
+    const cpu = { agent: cpuSeconds(agentPid) - cpu0[0], server: cpuSeconds(serverPid) - cpu0[1] };
     if (done.status !== 200 || !done.body.success) throw new Error(`xfer ${label} failed: ${JSON.stringify(done.body)}`);
     await check(`xfer ${label}`, eps[d], prefix, spec);
     await eps[d].remove(prefix);
-    return { seconds, rss };
+    return { seconds, rss, cpu };
   };
 
   // Unmeasured: the agent's and the servers' first copy runs cold (JIT, sessions, caches), and
@@ -226,8 +230,8 @@ try {
       for (const c of casesOf(pair, net)) {
         const spec = CASES[c];
         const label = `${pair} ${c} ${net.name}`;
-        const { seconds: xfer, rss } = await xferCopy(s, d, c, net, label);
-        log(`${label}: xfer ${xfer.toFixed(2)} s, agent peak RSS ${rss.toFixed(0)} MiB`);
+        const { seconds: xfer, rss, cpu } = await xferCopy(s, d, c, net, label);
+        log(`${label}: xfer ${xfer.toFixed(2)} s, agent peak RSS ${rss.toFixed(0)} MiB, CPU agent ${cpu.agent.toFixed(1)} s, control plane ${cpu.server.toFixed(1)} s`);
 
         // rclone
         const rprefix = `rclone-${c}-${net.name}-${++n}`;
@@ -241,7 +245,7 @@ try {
 
         const read = await solo(s, 'read', c, net);
         const write = await solo(d, 'write', c, net);
-        rows.push({ pair, c, net: net.name, spec, xfer, rclone: rcl, rcloneNote: from.note, read, write, ceiling: Math.max(read.best.seconds, write.best.seconds), rss });
+        rows.push({ pair, c, net: net.name, spec, xfer, rclone: rcl, rcloneNote: from.note, read, write, ceiling: Math.max(read.best.seconds, write.best.seconds), rss, cpu });
       }
     }
   }
@@ -275,12 +279,12 @@ function report(rcloneVersion) {
     targets.push(`RSS ≤ 200 MiB ${mark(r.rss <= 200)}`);
     const size = r.spec.count > 1 ? `${r.spec.count} × ${r.spec.bytes / 1024} KiB` : `1 × ${r.spec.bytes / 1048576} MiB`;
     lines.push(`| ${r.net} | ${r.pair} | ${size} | ${r.xfer.toFixed(2)} s (${speed(r, r.xfer)}) | ${r.rclone.toFixed(2)} s (${speed(r, r.rclone)})${r.rcloneNote ? ` ¹` : ''} | ` +
-      `${clients(r.read, r)} | ${clients(r.write, r)} | ${r.ceiling.toFixed(2)} s (${speed(r, r.ceiling)}) | ${vsRclone.toFixed(2)}× | ${vsCeiling.toFixed(2)}× | ${r.rss.toFixed(0)} MiB | ${targets.join('; ')} |`);
+      `${clients(r.read, r)} | ${clients(r.write, r)} | ${r.ceiling.toFixed(2)} s (${speed(r, r.ceiling)}) | ${vsRclone.toFixed(2)}× | ${vsCeiling.toFixed(2)}× | ${r.rss.toFixed(0)} MiB | ${r.cpu.agent.toFixed(1)} / ${r.cpu.server.toFixed(1)} s | ${targets.join('; ')} |`);
   }
   console.log(`\n### Transfer matrix, ${new Date().toISOString().slice(0, 10)}: xfer vs ${rcloneVersion} vs the solo ceiling, concurrency ${CONCURRENCY}; load ${load()}`);
   if (wanPairs.length) console.log(`wan: through Toxiproxy, ${args['wan-latency-ms']} ms each way${Number(args['wan-rate-kbps']) ? `, ${args['wan-rate-kbps']} KB/s each direction` : ''} (sftp, s3, smb; nfs direct)`);
-  console.log('\n| net | pair | case | xfer | rclone | source read alone | destination write alone | ceiling | xfer/rclone | xfer/ceiling | agent peak RSS | targets |');
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log('\n| net | pair | case | xfer | rclone | source read alone | destination write alone | ceiling | xfer/rclone | xfer/ceiling | agent peak RSS | CPU agent / control plane | targets |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const l of lines) console.log(l);
   if (rows.some((r) => r.rcloneNote)) console.log('\n¹ rclone has no NFS client: it read the exported directory on this machine.');
 }
