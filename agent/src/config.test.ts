@@ -1,3 +1,4 @@
+import { DEFAULT_MULTI_STREAM } from './copy/multi-stream.js';
 import { connectUrl, DEFAULT_DRAIN_TIMEOUT_MS, DEFAULT_MAX_JOBS, DEFAULT_OUTBOX_MEMORY_BYTES, parseAgentConfig, UsageError } from './config.js';
 
 const TOKEN = 'agt_abcdefghijklmnopqrstuvwxyz012345';
@@ -20,7 +21,19 @@ describe('agent config', () => {
       metricsPort: null, metricsHost: '127.0.0.1',
       // No agent-wide bandwidth limit.
       bwlimit: null,
+      multiStream: DEFAULT_MULTI_STREAM,
     });
+  });
+
+  test('several streams per large file: streams, cutoff and memory from flags, the environment or the file; bad values named', () => {
+    const base = ['--url', 'http://127.0.0.1:8080', '--token', TOKEN];
+    expect(parse([...base, '--multi-streams', '8', '--multi-stream-cutoff', '268435456']).multiStream)
+      .toEqual({ ...DEFAULT_MULTI_STREAM, streams: 8, cutoffBytes: 268435456 });
+    expect(parse(base, { XFER_AGENT_MULTI_STREAMS: '1' }).multiStream.streams).toBe(1);
+    files['/etc/xfer/ms.json'] = JSON.stringify({ multi_stream_memory: 33554432 });
+    expect(parse([...base, '--config', '/etc/xfer/ms.json']).multiStream.budgetBytes).toBe(33554432);
+    expect(() => parse([...base, '--multi-streams', '0'])).toThrow(new UsageError('--multi-streams must be an integer from 1 to 64'));
+    expect(() => parse(base, { XFER_AGENT_MULTI_STREAM_MEMORY: '1024' })).toThrow(/^XFER_AGENT_MULTI_STREAM_MEMORY must be an integer from 4194304/);
   });
 
   test('--bwlimit and --bwlimit-tz: the rclone syntax, checked at start with the flag named', () => {

@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { AgentLabel } from '@xfer/shared';
 import { parseHostList } from './connectors/network-guard.js';
 import { BandwidthTimetable } from './copy/bandwidth.js';
+import { DEFAULT_MULTI_STREAM, type MultiStreamTuning } from './copy/multi-stream.js';
 import { isTimeZone, localTimeZone } from './lib/zoned-time.js';
 
 /** Typed configuration of `xfer-agent start`, parsed once by the binary (docs/agent.md). */
@@ -41,6 +42,8 @@ export interface AgentConfig {
    * in `--bwlimit-tz` (default: the process's zone); null: none (docs/agent.md "Bandwidth limits and run windows").
    */
   bwlimit: BandwidthTimetable | null;
+  /** Several streams per large file (copy/multi-stream.ts; docs/agent.md "Several streams per file"). */
+  multiStream: MultiStreamTuning;
   /** The config file read, if any. */
   configFile: string | null;
 }
@@ -76,6 +79,9 @@ const SETTINGS = {
   metricsHost: { flag: 'metrics-host', env: 'XFER_AGENT_METRICS_HOST', key: 'metrics_host' },
   bwlimit: { flag: 'bwlimit', env: 'XFER_AGENT_BWLIMIT', key: 'bwlimit' },
   bwlimitTz: { flag: 'bwlimit-tz', env: 'XFER_AGENT_BWLIMIT_TZ', key: 'bwlimit_tz' },
+  multiStreams: { flag: 'multi-streams', env: 'XFER_AGENT_MULTI_STREAMS', key: 'multi_streams' },
+  multiStreamCutoff: { flag: 'multi-stream-cutoff', env: 'XFER_AGENT_MULTI_STREAM_CUTOFF', key: 'multi_stream_cutoff' },
+  multiStreamMemory: { flag: 'multi-stream-memory', env: 'XFER_AGENT_MULTI_STREAM_MEMORY', key: 'multi_stream_memory' },
 } satisfies Record<string, Setting>;
 
 const FILE_KEYS = new Set(Object.values(SETTINGS).map((s) => s.key));
@@ -105,7 +111,7 @@ export interface ParseInput {
 /**
  * Flags > environment > config file (`--config FILE` or `XFER_AGENT_CONFIG`, JSON with the keys
  * `url`, `token`, `max_jobs`, `labels`, `log_level`, `drain_timeout_ms`, `allow_roots`, `allow_hosts`,
- * `deny_hosts`, `metrics_port`, `metrics_host`, `bwlimit`, `bwlimit_tz`). Lists are comma-separated in flags and variables, JSON arrays (or a
+ * `deny_hosts`, `metrics_port`, `metrics_host`, `bwlimit`, `bwlimit_tz`, `multi_streams`, `multi_stream_cutoff`, `multi_stream_memory`). Lists are comma-separated in flags and variables, JSON arrays (or a
  * comma-separated string) in the file; the first source that sets a list wins whole (lists are not
  * merged across sources). `url` is a list (several control-plane instances); `--url` and `--label`
  * may also be repeated. Every problem is a UsageError naming the flag, variable or key.
@@ -124,6 +130,7 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
         'allow-roots': { type: 'string' }, 'allow-hosts': { type: 'string' }, 'deny-hosts': { type: 'string' },
         'metrics-port': { type: 'string' }, 'metrics-host': { type: 'string' },
         bwlimit: { type: 'string' }, 'bwlimit-tz': { type: 'string' },
+        'multi-streams': { type: 'string' }, 'multi-stream-cutoff': { type: 'string' }, 'multi-stream-memory': { type: 'string' },
       },
     });
   } catch (err) {
@@ -213,6 +220,12 @@ export function parseAgentConfig(input: ParseInput): AgentConfig {
     metricsPort,
     metricsHost: metricsHost ?? '127.0.0.1',
     bwlimit,
+    multiStream: {
+      ...DEFAULT_MULTI_STREAM,
+      streams: int(SETTINGS.multiStreams, DEFAULT_MULTI_STREAM.streams, 1, 64),
+      cutoffBytes: int(SETTINGS.multiStreamCutoff, DEFAULT_MULTI_STREAM.cutoffBytes, DEFAULT_MULTI_STREAM.segmentBytes, Number.MAX_SAFE_INTEGER),
+      budgetBytes: int(SETTINGS.multiStreamMemory, DEFAULT_MULTI_STREAM.budgetBytes, DEFAULT_MULTI_STREAM.segmentBytes, 64 * 1024 ** 3),
+    },
     configFile,
   };
 }

@@ -51,6 +51,10 @@ Settings (flag > environment > config file):
   --bwlimit SPEC          XFER_AGENT_BWLIMIT           bwlimit           bandwidth of all jobs together, rclone's syntax: 10M,
                                                                          or a timetable "08:00,10M 12:00,off 19:00,512k"
   --bwlimit-tz ZONE       XFER_AGENT_BWLIMIT_TZ        bwlimit_tz        IANA zone of the --bwlimit times (default: the system's)
+  --multi-streams N       XFER_AGENT_MULTI_STREAMS     multi_streams     ranged reads at once per large file from a network store
+                                                                         (default 4; 1: one stream per file)
+  --multi-stream-cutoff B XFER_AGENT_MULTI_STREAM_CUTOFF multi_stream_cutoff  bytes from which a file is read so (default 67108864)
+  --multi-stream-memory B XFER_AGENT_MULTI_STREAM_MEMORY multi_stream_memory  bytes those reads may hold per job (default 16777216)
   --config FILE           XFER_AGENT_CONFIG                              JSON file with the keys above (keep it mode 0600;
                                                                          lists as JSON arrays)
 
@@ -97,7 +101,7 @@ async function main(argv: string[]): Promise<number> {
     maxJobs: config.maxJobs, labels: config.labels, drainTimeoutMs: config.drainTimeoutMs, log,
     stateDir: config.stateDir, outboxMemoryBytes: config.outboxMemoryBytes,
     access: new AgentAccess({ allowRoots: config.allowRoots, allowHosts: config.allowHosts, denyHosts: config.denyHosts }),
-    metrics, bwlimit: config.bwlimit,
+    metrics, bwlimit: config.bwlimit, tuning: { multiStream: config.multiStream },
   });
   const metricsServer = metrics && config.metricsPort !== null ? await listenMetrics(metrics, { host: config.metricsHost, port: config.metricsPort, onError: (err) => log.warn({ err }, 'metrics scrape failed') }) : null;
   if (metricsServer) log.info({ metrics: `http://${config.metricsHost}:${metricsServer.address.port}/metrics` }, 'metrics listening');
