@@ -3,6 +3,7 @@ import type { Types } from 'mongoose';
 import type { LoginLockoutConfig } from '../../../config.js';
 import { RateLimitedError } from '../../../errors.js';
 import { sha256Hex } from '../../../lib/crypto.js';
+import { KeyedMutex } from '../../../lib/keyed-mutex.js';
 import type { Models } from '../../../models/index.js';
 
 /** What a sign-in attempt is counted against: the email (hashed) and the client address. */
@@ -47,6 +48,13 @@ export class LoginLockoutService {
   private readonly db: Models;
   private readonly config: LoginLockoutConfig;
   private lastSweep = 0;
+  /**
+   * An attempt's insert and count, one at a time per email and per address on this instance: the
+   * count sees attempts ordered before it only once their inserts are done, and parallel inserts
+   * finish in any order, so a burst could count fewer than came before it and pass (a CI run let
+   * 6 of 12 parallel guesses through a threshold of 3). Across instances that window remains.
+   */
+  private readonly order = new KeyedMutex();
 
   constructor(opts: LoginLockoutServiceOptions) {
     this.db = opts.db;
@@ -74,14 +82,17 @@ export class LoginLockoutService {
    * go on to the password check, or the lock (the attempt already forgotten).
    */
   async begin(keys: LockKeys): Promise<{ lock: Lock; ids: null } | { lock: null; ids: AttemptIds }> {
-    const at = new Date();
-    const docs = await this.db.loginAttempts.insertMany([{ key: keys.email, at }, { key: keys.ip, at }]);
-    const ids = docs.map((d) => d._id);
-    this.sweep(at);
-    const lock = await this.lockOf(keys, ids);
-    if (!lock) return { lock: null, ids };
-    await this.forget(ids);
-    return { lock, ids: null };
+    // Email first, then address, for every attempt: no two wait on each other in a cycle.
+    return this.order.run(keys.email, () => this.order.run(keys.ip, async () => {
+      const at = new Date();
+      const docs = await this.db.loginAttempts.insertMany([{ key: keys.email, at }, { key: keys.ip, at }]);
+      const ids = docs.map((d) => d._id);
+      this.sweep(at);
+      const lock = await this.lockOf(keys, ids);
+      if (!lock) return { lock: null, ids };
+      await this.forget(ids);
+      return { lock, ids: null };
+    }));
   }
 
   /** Not a failure after all (a correct password waiting for its second factor). */
