@@ -92,7 +92,8 @@ export interface Connector {
    * where it cannot: another store or account (the copy must need no authority the source connection
    * does not have), or a file whose copy the store's checksums could not verify; the engine then
    * moves the bytes. Resolves only with a copy the store's checksum showed equal to the source
-   * (`storeVerified` names how), atomic as `write`; rejects as `write` does, leaving nothing behind.
+   * (`storeVerified` names how); rejects as `write` does, leaving nothing behind. Offered by stores
+   * whose writes are atomic (`capabilities.rename` false): the engine copies straight to `path`.
    */
   copyFrom?(source: Connector, sourcePath: string, path: string, options: ServerCopyOptions): Promise<WriteResult | null>;
 }
@@ -101,8 +102,8 @@ export interface ServerCopyOptions {
   /** The source file as listed: its size and `etag` (a copy is verified against it, and made only of that version). */
   entry: Entry;
   signal?: AbortSignal;
-  /** As `WriteOptions.modifiedAt`. */
-  modifiedAt?: Date;
+  /** As `WriteOptions.modifiedAt`; asked only once the copy goes ahead (it may cost a stat of the source). */
+  modifiedAt?: () => Promise<Date | undefined>;
 }
 
 export interface WriteOptions {

@@ -201,21 +201,11 @@ export class WriteSide {
    * the store copied (it is done), and the file's result has no `sha256`: the agent never saw the bytes.
    */
   private async serverCopy(item: SourceItem, destPath: string): Promise<FileResult | null> {
-    const { destination, stats } = this.o;
+    const { destination, stats, signal } = this.o;
     if (!item.at || !destination.copyFrom) return null;
-    const useTemp = destination.capabilities.rename;
-    const target = useTemp ? tempPathFor(destPath, this.o.run) : destPath;
-    const signal = this.o.signal;
-    let result: WriteResult | null;
-    try {
-      result = await destination.copyFrom(item.at.connector, item.at.path, target, { entry: item.entry, signal, modifiedAt: await this.keptTime(item, signal) });
-      if (!result) return null;
-      if (result.size !== item.entry.size) throw new VerifyError(`the destination stored ${result.size} bytes of ${item.entry.size}`);
-      if (useTemp) await destination.rename(target, destPath, { signal });
-    } catch (err) {
-      if (useTemp) await destination.remove(target).catch((e: unknown) => this.o.log?.error({ file: target, err: reasonOf(e) }, 'could not remove a partial file'));
-      throw err;
-    }
+    const result = await destination.copyFrom(item.at.connector, item.at.path, destPath, { entry: item.entry, signal, modifiedAt: () => this.keptTime(item, signal) });
+    if (!result) return null;
+    if (result.size !== item.entry.size) throw new VerifyError(`the destination stored ${result.size} bytes of ${item.entry.size}`);
     stats.bytes(item.entry.size);
     return { path: item.path, status: 'copied', size: item.entry.size, verified_by: result.storeVerified ?? 'size' };
   }

@@ -162,10 +162,7 @@ export class S3Connector implements Connector {
     const key = this.key(rel);
     const { etag, ...result } = await guardUpload(rel, body, { signal: options.signal, what: 'an object', mapError: (err) => s3Error(err, this.context('write', rel)) }, () =>
       uploadObject({ client: this.client, direct: this.direct, bucket: this.target.bucket, key, quirks: this.target.quirks, tuning: this.tuning }, body, options));
-    if (this.kept) {
-      if (etag && options.modifiedAt) this.kept.times.record(this.kept.store, key, { size: result.size, etag, mtime: options.modifiedAt });
-      else this.kept.times.forget(this.kept.store, key);
-    }
+    this.written(key, result.size, etag, options.modifiedAt);
     return result;
   }
 
@@ -182,11 +179,15 @@ export class S3Connector implements Connector {
       client: this.client, to: this.target, toKey: key, from: source.target, fromKey: source.key(relativePath(sourcePath)),
     }, options.entry, options));
     if (!copied) return null;
-    if (this.kept) {
-      if (options.modifiedAt) this.kept.times.record(this.kept.store, key, { size: copied.size, etag: copied.etag, mtime: options.modifiedAt });
-      else this.kept.times.forget(this.kept.store, key);
-    }
+    this.written(key, copied.size, copied.etag, copied.modifiedAt);
     return { size: copied.size, storeVerified: 'server-copy-etag' };
+  }
+
+  /** A new object at `key`: the index of kept times learns its kept time, or forgets what it knew. */
+  private written(key: string, size: number, etag: string | undefined, mtime: Date | undefined): void {
+    if (!this.kept) return;
+    if (etag && mtime) this.kept.times.record(this.kept.store, key, { size, etag, mtime });
+    else this.kept.times.forget(this.kept.store, key);
   }
 
   async mkdir(path: string, options: { signal?: AbortSignal } = {}): Promise<void> {

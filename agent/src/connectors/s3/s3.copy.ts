@@ -53,12 +53,16 @@ export function copyableEtag(entry: Entry): { etag: string; parts: number | null
  * copy cannot be verified so (see `copyableEtag`) or cannot be made (a one-part object over
  * 5 GiB; part copies on the GCS XML API, which has none).
  */
-export async function copyInside(e: CopyEnds, entry: Entry, options: { modifiedAt?: Date; signal?: AbortSignal }): Promise<{ size: number; etag: string } | null> {
+export async function copyInside(
+  e: CopyEnds, entry: Entry, options: { modifiedAt?: () => Promise<Date | undefined>; signal?: AbortSignal },
+): Promise<{ size: number; etag: string; modifiedAt?: Date } | null> {
   const source = copyableEtag(entry);
   if (!source) return null;
   if (source.parts === null ? entry.size > COPY_OBJECT_MAX_BYTES : e.to.type === 'gcs') return null;
   const { signal } = options;
-  const metadata = options.modifiedAt ? mtimeMetadata(options.modifiedAt, e.to.quirks.mtimeFormat) : {};
+  // Asked only now that the copy goes ahead: it may cost a stat of the source.
+  const modifiedAt = await options.modifiedAt?.();
+  const metadata = modifiedAt ? mtimeMetadata(modifiedAt, e.to.quirks.mtimeFormat) : {};
   const copySource = `${e.from.bucket}/${encodeURIComponent(e.fromKey).replace(/%2F/g, '/')}`;
   const ifMatch = `"${source.etag}"`;
   let etag: string | undefined;
@@ -83,7 +87,7 @@ export async function copyInside(e: CopyEnds, entry: Entry, options: { modifiedA
     await e.client.send(new DeleteObjectCommand({ Bucket: e.to.bucket, Key: e.toKey })).catch(() => undefined);
     throw new ConnectorError('TRANSIENT', `the server-side copy's ETag ${got ?? '(none)'} is not the source's ${source.etag}; the copy was removed`);
   }
-  return { size: entry.size, etag: etag! };
+  return { size: entry.size, etag: etag!, ...(modifiedAt ? { modifiedAt } : {}) };
 }
 
 /** The parts' byte ranges as the source was uploaded, UploadPartCopy of each, then the commit; aborted on any failure. */
@@ -96,7 +100,8 @@ async function copyParts(e: CopyEnds, copySource: string, ifMatch: string, parts
   const created = await e.client.send(new CreateMultipartUploadCommand({ Bucket: e.to.bucket, Key: e.toKey, Metadata: metadata }), { abortSignal: signal });
   const uploadId = created.UploadId!;
   try {
-    const starts = lengths.reduce<number[]>((acc, len, i) => [...acc, (acc[i] ?? 0) + len], [0]);
+    const starts = [0];
+    for (const length of lengths) starts.push(starts.at(-1)! + length);
     const etags = await pool(parts, async (n) => {
       const first = starts[n - 1]!;
       const res = await e.client.send(new UploadPartCopyCommand({
