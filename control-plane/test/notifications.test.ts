@@ -36,7 +36,17 @@ const put = (account: TestAccount, payload: unknown, on: App = app) =>
   on.inject({ method: 'PUT', url: '/api/v1/notifications/settings', headers: auth(account.apiKey), payload: payload as Record<string, unknown> });
 const get = (account: TestAccount, url = '/api/v1/notifications/settings') => app.inject({ method: 'GET', url, headers: auth(account.apiKey) });
 const sendTest = (account: TestAccount) => app.inject({ method: 'POST', url: '/api/v1/notifications/test', headers: auth(account.apiKey) });
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/**
+ * Resolves once nothing more can be sent for the account: its outbox events are fanned out, no
+ * notification is pending and every attempt is recorded. An attempt is recorded after its server
+ * took the message, so from then on the mails a receiver holds are all the account will get.
+ */
+const settled = (accountId: string, on: App = app) => {
+  const account_id = new Types.ObjectId(accountId);
+  return eventually(async () => (await on.db.outboxEvents.countDocuments({ account_id, status: 'pending' })) === 0
+    && (await on.db.notificationDeliveries.countDocuments({ account_id, status: 'pending' })) === 0
+    && (await on.db.notificationAttempts.countDocuments({ account_id, finished_at: null })) === 0, 'nothing left to send');
+};
 
 beforeAll(async () => {
   cert = makeTestCertificate({ dns: ['smtp.example.test'], ips: ['127.0.0.1'] });
@@ -224,8 +234,7 @@ describe('email', () => {
     expect(mail.subject).toBe(`[xfer] Transfer failed: ${id} — bucket missing-bucket does not exist`);
     expect(mail.text).toContain(`id: ${id}`);
     expect(mail.text).toContain('error: bucket missing-bucket does not exist');
-    await eventually(async () => (await app.db.outboxEvents.countDocuments({ account_id: new Types.ObjectId(account.accountId), status: 'pending' })) === 0, 'events done');
-    await sleep(300);
+    await settled(account.accountId);
     expect(implicit.mails.slice(before)).toHaveLength(1);
     const log = (await get(account, '/api/v1/notifications/log')).json().data;
     expect(log).toMatchObject([{ event: 'transfer.failed', status: 'sent', attempts: 1 }]);
@@ -243,10 +252,11 @@ describe('email', () => {
     }, 'two failed attempts');
     expect(failing).toMatchObject({ status: 'pending', error: expect.stringMatching(/ECONNREFUSED/) });
     await down.restart();
-    await eventually(async () => down.mails.length === 1, 'delivered after the server is back');
+    // The server has the message before the attempt is recorded: the log is waited for, not read once.
+    await eventually(async () => (await get(account, '/api/v1/notifications/log')).json().data[0]?.status === 'sent', 'sent after the server is back');
+    await settled(account.accountId);
     const [entry] = (await get(account, '/api/v1/notifications/log')).json().data;
     expect(entry).toMatchObject({ status: 'sent', error: null });
-    await sleep(500);
     expect(down.mails).toHaveLength(1);
     await down.stop();
   });
@@ -269,7 +279,7 @@ describe('email', () => {
       const before = implicit.mails.length;
       for (let i = 0; i < 10; i++) await app.outbox.emit(account.accountId, 'file.uploaded', { id: `file-${i}`, filename: `f${i}.txt` });
       await eventually(async () => implicit.mails.length - before >= 10, 'ten emails');
-      await sleep(500);
+      await settled(account.accountId);
       const subjects = implicit.mails.slice(before).map((m) => m.subject).sort();
       expect(subjects).toEqual([...Array(10).keys()].map((i) => `[xfer] File uploaded: f${i}.txt`).sort());
     } finally {
@@ -297,7 +307,7 @@ describe('hourly digest', () => {
     expect(mail.text).toContain('File uploaded: old-1');
     expect(mail.text).not.toContain('old-2'); // not selected
     expect(mail.text).not.toContain('this-hour');
-    await sleep(500);
+    await settled(account.accountId);
     expect(implicit.mails.slice(before)).toHaveLength(1);
     expect(await app.db.notificationDigestItems.countDocuments({ account_id: accountId, digest_id: null })).toBe(1);
     const log = (await get(account, '/api/v1/notifications/log')).json().data;
@@ -317,7 +327,7 @@ describe('queueEmail (other senders, e.g. a workflow notify step)', () => {
     expect(await app.notificationDeliverer.queueEmail(account.accountId, email)).toBe(id);
     const mail = await eventually(async () => implicit.mails.slice(before).find((m) => m.headers.get('x-xfer-notification') === id), 'the email');
     expect(mail).toMatchObject({ subject: '[xfer] partner file archived', text: 'archived: a.csv\n', envelope: { to: ['ops@example.test', 'oncall@example.test'] } });
-    await sleep(300);
+    await settled(account.accountId);
     expect(implicit.mails.slice(before)).toHaveLength(1);
   });
 });
