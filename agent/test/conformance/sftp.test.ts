@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import { readFileSync } from 'node:fs';
 import type { ConnectionSettings } from '@xfer/shared';
 import { createSftpConnector, SftpConnector } from '../../src/connectors/sftp/sftp.connector.js';
@@ -19,6 +20,11 @@ const server = {
   encKeyFile: env.XFER_TEST_SFTP_ENC_KEY_FILE!,
   encKeyPassphrase: env.XFER_TEST_SFTP_ENC_KEY_PASSPHRASE!,
 };
+/** The connector's SSH connections and its session, as the tests that look inside need them. */
+type Session = { links: Array<{ client: { destroy(): void; once(e: 'close', f: () => void): void } }>; acquire(): Promise<{ sftp: object; release(): void }> };
+const sessionOf = (c: SftpConnector) => (c as unknown as { session: Session }).session;
+const linksOf = (c: SftpConnector) => sessionOf(c).links;
+
 const OTHER_HOST_KEY = `SHA256:${Buffer.alloc(32, 7).toString('base64').replace(/=+$/, '')}`;
 
 function settings(base: string, credentials: Record<string, string>, over: Partial<ConnectionSettings> = {}): ConnectionSettings {
@@ -102,11 +108,26 @@ describe('sftp connector: keys and host keys', () => {
     const c = new SftpConnector(settings(server.root, { password: server.password }));
     await c.test();
     // Cut the SSH connection under the connector, as a network fault would.
-    const { client } = await (c as unknown as { session: { link: Promise<{ client: { destroy(): void; once(e: 'close', f: () => void): void } }> } }).session.link;
+    const [{ client }] = linksOf(c);
     const closed = new Promise<void>((resolve) => client.once('close', resolve));
     client.destroy();
     await closed;
     expect(await c.stat('')).toMatchObject({ kind: 'directory' });
+    await c.close();
+  });
+
+  it('operations that find every channel busy get connections of their own, up to tuning.connections', async () => {
+    const c = new SftpConnector(settings(server.root, { password: server.password }), { connections: 3 });
+    const dir = `conns-${Date.now()}`;
+    await c.mkdir(dir);
+    await Promise.all([0, 1, 2, 3, 4].map((i) => c.write(`${dir}/f${i}`, Readable.from([Buffer.alloc(1024, i)]), { size: 1024 })));
+    // Five writes at once: three connections (the first, then one per write finding all busy).
+    expect(linksOf(c)).toHaveLength(3);
+    const leases = await Promise.all([0, 1, 2, 3, 4].map(() => sessionOf(c).acquire()));
+    const clients = new Set(leases.map((l) => l.sftp));
+    for (const l of leases) l.release();
+    expect(clients.size).toBe(5);
+    expect(linksOf(c)).toHaveLength(3);
     await c.close();
   });
 

@@ -6,6 +6,8 @@ import { ConnectorError } from '../types.js';
 
 /** Tuning of the sftp connector; the defaults were measured against OpenSSH over loopback (docs/connectors.md). */
 export interface SftpTuning {
+  /** SSH connections per connector, opened as operations find every channel busy (sftp.session.ts). */
+  connections: number;
   /** SFTP channels (server-side sftp processes) per SSH connection, used in parallel. */
   channels: number;
   /** Bytes per SFTP READ/WRITE request (OpenSSH accepts up to 255 KiB). */
@@ -19,6 +21,8 @@ export interface SftpTuning {
 }
 
 export const DEFAULT_SFTP_TUNING: SftpTuning = {
+  // 4 × 4 channels: the engine's 16 files at once each on a channel of its own.
+  connections: 4,
   channels: 4,
   // 2 MiB in flight per file, ssh2's channel window: enough to keep reading while the consumer
   // pauses (an upload part being cut). Deeper pipelines once stalled at some depths; the cause

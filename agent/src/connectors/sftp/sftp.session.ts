@@ -28,13 +28,24 @@ interface Link {
 }
 
 /**
- * One SSH connection per connector, opened on first use and again after it drops, with up to
- * `tuning.channels` SFTP channels. Each channel is its own sftp-server process on the server, so
- * parallel operations (the engine copies several files at once) do not queue behind each other;
- * within a channel, requests are pipelined (see sftp.streams.ts).
+ * Up to `tuning.connections` SSH connections per connector, each with up to `tuning.channels` SFTP
+ * channels (docs/connectors.md "sftp"). Each channel is its own sftp-server process on the server,
+ * so parallel operations (the engine copies several files at once, a large file is read in several
+ * ranges) do not queue behind each other; within a channel, requests are pipelined (see
+ * sftp.streams.ts). An operation takes an idle channel if there is one; else a new connection,
+ * while there are fewer than `connections`; else a new channel on the least loaded connection;
+ * else the least loaded channel. Connections come before channels because a TCP connection is
+ * what a long path limits: over a 50 ms round trip one connection carried 32 MB/s whatever was in
+ * flight, two carried twice that (bench/transfer-matrix.mjs --wan), and GridFTP, Globus and
+ * Aspera use parallel connections for the same reason. A server that refuses another connection
+ * (MaxStartups, a per-user session limit) is not asked again: the open ones are shared.
  */
 export class SftpSession {
-  private link: Promise<Link> | undefined;
+  private links: Link[] = [];
+  /** Connections being opened now (several at once when a burst of operations finds all busy). */
+  private readonly opening = new Set<Promise<Link>>();
+  /** Lowered to what is open when the server refuses one more. */
+  private maxLinks: number;
   private closed = false;
   /** `SHA256:...` of the host key of the last handshake. */
   hostKeyFingerprint: string | undefined;
@@ -44,61 +55,126 @@ export class SftpSession {
     private readonly tuning: SftpTuning,
     /** Every connection goes through it (the agent's allow/deny lists). */
     private readonly guard: NetworkGuard,
-  ) {}
+  ) {
+    this.maxLinks = Math.max(1, tuning.connections);
+  }
 
   /** A channel for one operation, connecting first when needed. Release it when done. */
   async acquire(signal?: AbortSignal): Promise<SftpLease> {
     for (let attempt = 1; ; attempt++) {
       if (this.closed) throw new ConnectorError('TRANSIENT', `the connection to ${this.endpoint.where} is closed`);
-      const link = await abortable(this.connection(), signal, this.endpoint.where);
+      const picking = this.pick();
+      let channel: Channel;
       try {
-        const channel = await abortable(this.pick(link), signal, this.endpoint.where);
-        channel.load++;
-        let released = false;
-        return {
-          sftp: channel.sftp,
-          release: () => {
-            if (released) return;
-            released = true;
-            channel.load--;
-          },
-        };
+        channel = (await abortable(picking, signal, this.endpoint.where)).channel;
       } catch (err) {
+        // Aborted while a connection or channel opens: what it counts when it comes is given back.
+        picking.then((taken) => taken.channel.load--, () => undefined);
         // The connection dropped between handshake and channel: one fresh connection, then give up.
-        if (!link.closed || attempt > 1) throw err;
+        if (err instanceof LinkLost && attempt === 1) continue;
+        throw err instanceof LinkLost ? err.error : err;
       }
+      let released = false;
+      return {
+        sftp: channel.sftp,
+        release: () => {
+          if (released) return;
+          released = true;
+          channel.load--;
+        },
+      };
     }
   }
 
   /** Connects (once) and resolves when authenticated; rejects with AUTH, TRANSIENT... and a clear message. */
   async connect(signal?: AbortSignal): Promise<void> {
-    await abortable(this.connection(), signal, this.endpoint.where);
+    const live = this.live();
+    if (live.length > 0) return;
+    await abortable(this.opening.size > 0 ? Promise.race(this.opening) : this.openLink(), signal, this.endpoint.where);
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    const link = this.link;
-    this.link = undefined;
-    if (!link) return;
+    const links = [...this.links, ...(await Promise.allSettled(this.opening)).flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []))];
+    this.links = [];
+    await Promise.all([...new Set(links)].map((link) => new Promise<void>((resolve) => {
+      if (link.closed) return resolve();
+      link.client.once('close', () => resolve());
+      link.client.end();
+    })));
+  }
+
+  private live(): Link[] {
+    this.links = this.links.filter((link) => !link.closed);
+    return this.links;
+  }
+
+  /**
+   * The channel for the next operation, by the rule in the class comment, with its load already
+   * counted: operations started in the same turn see each other's choice (counted later, a burst
+   * would all pick the same idle channel).
+   */
+  private async pick(): Promise<{ link: Link; channel: Channel }> {
+    const take = (link: Link, channel: Channel) => {
+      channel.load++;
+      return { link, channel };
+    };
+    const links = this.live();
+    let best: { link: Link; channel: Channel } | undefined;
+    for (const link of links) {
+      link.channels = link.channels.filter((c) => c.open);
+      for (const channel of link.channels) if (!best || channel.load < best.channel.load) best = { link, channel };
+    }
+    if (best?.channel.load === 0) return take(best.link, best.channel);
+    if (links.length + this.opening.size < this.maxLinks) {
+      let link: Link;
+      try {
+        link = await this.openLink();
+      } catch (err) {
+        // The first connection's failure is the operation's; a further one's means "no more".
+        if (this.live().length === 0) throw err;
+        this.maxLinks = Math.max(1, this.live().length);
+        return this.pick();
+      }
+      return take(link, await this.channelOn(link, undefined));
+    }
+    if (links.length === 0) {
+      // Every allowed connection is still opening: the first to be ready serves.
+      const link = await Promise.race(this.opening);
+      return take(link, await this.channelOn(link, undefined));
+    }
+    // A new channel on the least loaded connection that has room, else the least loaded channel.
+    const loadOf = (link: Link) => link.channels.reduce((sum, c) => sum + c.load, 0);
+    // One that is opening a channel already comes last: that channel is another operation's.
+    const roomy = links.filter((link) => link.channels.length < this.tuning.channels)
+      .sort((a, b) => Number(Boolean(a.opening)) - Number(Boolean(b.opening)) || loadOf(a) - loadOf(b))[0];
+    if (roomy && (!roomy.opening || !best)) return take(roomy, await this.channelOn(roomy, best));
+    return take(best!.link, best!.channel);
+  }
+
+  /** A new channel on `link` (one at a time per connection); on refusal (MaxSessions) `fallback`, the one to share. */
+  private async channelOn(link: Link, fallback: { link: Link; channel: Channel } | undefined): Promise<Channel> {
+    link.opening ??= this.openChannel(link).finally(() => (link.opening = null));
     try {
-      const { client } = await link;
-      await new Promise<void>((resolve) => {
-        client.once('close', () => resolve());
-        client.end();
-      });
-    } catch {
-      // never connected: nothing to close
+      return await link.opening;
+    } catch (err) {
+      if (fallback?.channel.open) return fallback.channel;
+      const other = link.channels.find((c) => c.open);
+      if (other) return other;
+      throw link.closed ? new LinkLost(err) : err;
     }
   }
 
-  private connection(): Promise<Link> {
-    const current = this.link;
-    if (current) return current;
+  private openLink(): Promise<Link> {
     const opening = this.open();
-    this.link = opening;
+    this.opening.add(opening);
     opening.then(
-      (link) => link.client.once('close', () => this.link === opening && (this.link = undefined)),
-      () => this.link === opening && (this.link = undefined),
+      (link) => {
+        this.opening.delete(opening);
+        if (this.closed) link.client.end();
+        else this.links.push(link);
+      },
+      () => this.opening.delete(opening),
     );
     return opening;
   }
@@ -143,22 +219,6 @@ export class SftpSession {
     });
   }
 
-  /** The least loaded open channel, or a new one while there are fewer than `tuning.channels` and all are busy. */
-  private async pick(link: Link): Promise<Channel> {
-    link.channels = link.channels.filter((c) => c.open);
-    let best: Channel | undefined;
-    for (const channel of link.channels) if (!best || channel.load < best.load) best = channel;
-    if (best && (best.load === 0 || link.channels.length >= this.tuning.channels)) return best;
-    link.opening ??= this.openChannel(link).finally(() => (link.opening = null));
-    try {
-      return await link.opening;
-    } catch (err) {
-      // The server may allow fewer sessions than we would like (MaxSessions): share what is open.
-      if (best?.open) return best;
-      throw err;
-    }
-  }
-
   private openChannel(link: Link): Promise<Channel> {
     return new Promise<Channel>((resolve, reject) => {
       if (link.closed) {
@@ -177,6 +237,13 @@ export class SftpSession {
         resolve(channel);
       });
     });
+  }
+}
+
+/** A channel could not be opened because its connection dropped: `acquire` tries once more. */
+class LinkLost extends Error {
+  constructor(readonly error: unknown) {
+    super('the connection was lost');
   }
 }
 
