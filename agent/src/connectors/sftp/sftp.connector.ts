@@ -63,27 +63,38 @@ export class SftpConnector implements Connector {
     try {
       handle = await ops.openFile(lease.sftp, this.remote(rel), 'r');
       signal?.throwIfAborted();
+      const start = options.start ?? 0;
+      if (start > 0 && options.end !== undefined) {
+        // A range inside a file whose size the caller knows (a segment of a multi-stream read,
+        // copy/multi-stream.ts): the READs start at once, without the size and prefetch round trip
+        // (a quarter of a 4 MiB segment's time over a 50 ms round trip). Past the end the READs
+        // come back empty and the stream ends there.
+        return this.withAbort(sftpReadStream(lease.sftp, handle, rel, start, options.end, this.tuning, () => lease.release()), rel, signal);
+      }
       // The size and the first bytes in one round trip: most files fit in them. Not a whole chunk:
       // a 128 KiB buffer per small file was most of the agent's memory churn on many small files.
-      const start = options.start ?? 0;
       const want = Math.min(PREFETCH_BYTES, this.tuning.chunkBytes, (options.end ?? Infinity) - start + 1);
       const [stats, first] = await Promise.allSettled([ops.fstat(lease.sftp, handle), want > 0 ? ops.readAt(lease.sftp, handle, want, start) : Promise.resolve(Buffer.alloc(0))]);
       if (stats.status === 'rejected') throw stats.reason;
       if (stats.value.isDirectory()) throw new ConnectorError('CONFLICT', `read ${shownPath(rel)}: is a directory`);
       if (first.status === 'rejected') throw first.reason;
       const end = Math.min(options.end ?? Infinity, stats.value.size - 1);
-      const stream = sftpReadStream(lease.sftp, handle, rel, start, end, this.tuning, () => lease.release(), first.value);
-      if (signal) {
-        const onAbort = () => stream.destroy(abortedError('read', rel, signal));
-        signal.addEventListener('abort', onAbort, { once: true });
-        stream.once('close', () => signal.removeEventListener('abort', onAbort));
-      }
-      return stream;
+      return this.withAbort(sftpReadStream(lease.sftp, handle, rel, start, end, this.tuning, () => lease.release(), first.value), rel, signal);
     } catch (err) {
       if (handle) await ops.closeFile(lease.sftp, handle).catch(() => undefined);
       lease.release();
       throw sftpError(err, rel, 'read');
     }
+  }
+
+  /** `stream`, destroyed with an aborted error when `signal` aborts. */
+  private withAbort(stream: Readable, rel: string, signal: AbortSignal | undefined): Readable {
+    if (signal) {
+      const onAbort = () => stream.destroy(abortedError('read', rel, signal));
+      signal.addEventListener('abort', onAbort, { once: true });
+      stream.once('close', () => signal.removeEventListener('abort', onAbort));
+    }
+    return stream;
   }
 
   async write(path: string, body: Readable, options: WriteOptions = {}): Promise<WriteResult> {
