@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { AgentToServer, frame, type AgentMessage } from '@xfer/shared';
 import { createLogger } from '../src/logger.js';
 import { spillDir } from '../src/session/report-queue.js';
-import { AgentSession } from '../src/session/session.js';
+import { AgentSession, type SessionMessage } from '../src/session/session.js';
 import { LogLines, TEST_TOKEN } from './helpers/test-agent.js';
 import { TestControlPlane } from './helpers/test-control-plane.js';
 
@@ -28,13 +28,15 @@ const progress = (job: string, from: number, count: number) => frame(AgentToServ
 
 function session(memoryBytes = 8 * 1024 * 1024) {
   const log = new LogLines();
+  /** What the session handed on (every message but welcome and ack), in order. */
+  const received: SessionMessage[] = [];
   const s = new AgentSession({
     url: server.connectUrl, token: TEST_TOKEN, log: createLogger('debug', log),
     hello: () => ({ version: 't', hostname: 'h', connector_types: [], running_jobs: [], max_jobs: 1 }),
-    onWelcome: () => {}, onMessage: () => {}, reconnectBaseMs: 10, reconnectMaxMs: 20,
+    onWelcome: () => {}, onMessage: (m) => void received.push(m), reconnectBaseMs: 10, reconnectMaxMs: 20,
     spillDir: spillDir(state, createLogger('silent')), outboxMemoryBytes: memoryBytes,
   });
-  return { s, running: s.run() };
+  return { s, running: s.run(), received };
 }
 
 async function until(ok: () => boolean): Promise<void> {
@@ -48,7 +50,7 @@ async function until(ok: () => boolean): Promise<void> {
 const filesOf = (messages: AgentMessage[]) => messages.flatMap((m) => (m.type === 'job.progress' ? m.payload.files.map((f) => f.path) : []));
 
 test('a report not acknowledged is sent again after the reconnect; acknowledged ones are not; nothing is held after the acks', async () => {
-  const { s, running } = session();
+  const { s, running, received } = session();
   const first = await server.connection(0);
   const hello = await first.welcome({ acks: true });
   expect(hello.payload.acks).toBe(true);
@@ -59,7 +61,9 @@ test('a report not acknowledged is sent again after the reconnect; acknowledged 
   const [p1, p2] = [await first.next('job.progress'), await first.next('job.progress')];
   expect([p1.payload.seq, p2.payload.seq]).toEqual([1, 2]);
   first.send('ack', { seqs: [1] });
-  await new Promise((r) => setTimeout(r, 100));
+  // The session handles its messages in order: once a later one reached its caller, the ack is taken.
+  first.send('ping', { request_id: 'after-the-ack' });
+  await until(() => received.some((m) => m.type === 'ping' && m.payload.request_id === 'after-the-ack'));
   first.ws.terminate();
   const second = await server.connection(1);
   await second.welcome({ acks: true });

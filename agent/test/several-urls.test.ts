@@ -112,10 +112,11 @@ describe('several control-plane URLs', () => {
     await onB.welcome();
     onB.ws.close(CloseCodes.revoked, 'token revoked');
     expect(await running).toEqual({ code: 3, reason: expect.stringContaining('token unknown or revoked') });
-    // Nothing dials again after the refusal.
-    await new Promise((r) => setTimeout(r, 200));
+    // Nothing dials again after the refusal: the run has ended, and with it the session's loop, the
+    // only thing that dials; the one reconnect it scheduled was the one after A's socket dropped.
     expect([a!.connections.length, b!.connections.length]).toEqual([1, 1]);
     expect(log.text).toContain('not reconnecting');
+    expect(log.text.split('disconnected from the control plane; reconnecting')).toHaveLength(2);
   });
 
   test('HTTP 401 on the upgrade from one instance is terminal as well', async () => {

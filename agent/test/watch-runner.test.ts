@@ -199,7 +199,7 @@ test('un-acknowledged reports are sent again after a reconnect; no poll runs whi
   await store.put('a.csv', 'a');
   await store.put('b.csv', 'b');
   const registry = countingRegistry();
-  const { conn } = await startAgent({ connectors: registry.source });
+  const { agent, conn } = await startAgent({ connectors: registry.source });
   const set = { watchers: [watcher(W1, store.settings, { include_existing: true })] };
   conn.send('watch.set', set);
   const report = await conn.next('watch.found', (m) => m.payload.watcher_id === W1);
@@ -209,9 +209,11 @@ test('un-acknowledged reports are sent again after a reconnect; no poll runs whi
   conn.ws.terminate();
   const second = await server.connection(1);
   await second.next('hello');
-  // Held back from its welcome for several poll intervals: nothing is polled meanwhile.
+  // Held back from its welcome until the watcher's next poll fell due: it waits for the session
+  // (WatchRunner's `due`, which only a welcome or a new set starts), nothing is polled meanwhile.
   const madeBefore = registry.made(store.settings.id);
-  await sleep(POLL_MS * 4);
+  const runner = (agent as unknown as { watches: { due: Set<unknown> } }).watches;
+  await until('the next poll due while disconnected', () => runner.due.size === 1);
   expect(registry.made(store.settings.id)).toBe(madeBefore);
   second.send('welcome', { agent_id: 'a'.repeat(24), heartbeat_ms: 30_000, lease_ms: 90_000, abort_jobs: [], acks: true });
   second.send('watch.set', set);
@@ -232,8 +234,9 @@ test('un-acknowledged reports are sent again after a reconnect; no poll runs whi
   const third = await server.connection(2);
   await third.welcome({ acks: true });
   await roundTrip(third, 'after-acks');
-  await sleep(POLL_MS);
-  // Acknowledged reports are not sent again; without a new set the watcher goes on polling.
+  // Acknowledged reports are not sent again (held ones go out at the welcome, before the pong);
+  // without a new set the watcher goes on polling, and a whole poll reports nothing again.
+  await polls(third, W1, 1);
   expect(third.all('watch.found')).toEqual([]);
   expect([...conn.invalid, ...second.invalid, ...third.invalid]).toEqual([]);
 }, 30_000);

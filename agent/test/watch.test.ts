@@ -244,7 +244,8 @@ describe('folder watch on sftp: size and modification time', () => {
       writing = false;
       stoppedAt = Date.now();
     })();
-    while (writing || Date.now() - stoppedAt < 4000) {
+    // Until the report after the writer stopped (its 2 s of stability take longer on a loaded machine).
+    while (writing || Date.now() - stoppedAt < 12_000) {
       await poll();
       if (reports.length > 0 && !writing) break;
       await sleep(400);

@@ -44,12 +44,10 @@ async function storedCredentials(id: string): Promise<Record<string, unknown>> {
 
 /** Waits for the audit record of the n-th report about connection `id` (reports are handled in order). */
 async function reported(id: string, n: number) {
-  for (const deadline = Date.now() + 10_000; Date.now() < deadline;) {
+  return eventually(async () => {
     const events = await app.db.auditEvents.find({ action: 'connection.credentials.rotate', 'resource.id': id }).sort({ _id: 1 }).lean();
-    if (events.length >= n) return events[n - 1]!;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`no audit record #${n} for ${id}`);
+    return events[n - 1];
+  }, `audit record #${n} for ${id}`);
 }
 
 test('a rotated refresh token is stored sealed, merged with the other fields; reads never return it', async () => {

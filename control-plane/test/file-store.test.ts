@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync, existsSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync, existsSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
@@ -13,6 +13,7 @@ import {
   DeleteObjectCommand,
   ListMultipartUploadsCommand,
   ListObjectsV2Command,
+  ListPartsCommand,
   PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
@@ -20,6 +21,7 @@ import { ServiceUnavailableError } from '../src/errors.js';
 import { LocalFileStore, S3FileStore, StoredObjectMissingError, type FileStore, type PendingObject } from '../src/plugins/app/files/store/index.js';
 import type { S3FileStoreConfig } from '../src/plugins/app/files/store/s3.store.js';
 import { buildTestApp } from './helper.js';
+import { eventually } from './protocol-client.js';
 
 // The same spec runs against a local directory and against the real S3 server of the tests (the
 // versitygw of `npm run services`, settings in process.env from jest's global setup), each seen
@@ -38,6 +40,10 @@ interface Backend {
   rawObjects(): Promise<string[]>;
   /** Temporary content: files under tmp/; multipart uploads in the bucket. */
   rawTemporary(): Promise<string[]>;
+  /** Bytes in the temporary content: of the files under tmp/; of the parts uploaded. */
+  temporaryBytes(): Promise<number>;
+  /** The times a sweep compares, oldest first: the files' mtimes; the uploads' initiation times (ms). */
+  temporaryTimes(): Promise<number[]>;
   /** A key that has the right shape but names nothing. */
   unknownKey(): string;
   /** Puts content outside the store's key space; returns its absolute path or bucket key. */
@@ -63,6 +69,8 @@ function localBackend(): Backend {
     },
     rawObjects: async () => filesUnder('objects'),
     rawTemporary: async () => filesUnder('tmp'),
+    temporaryBytes: async () => filesUnder('tmp').reduce((sum, name) => sum + lstatSync(join(dir, 'tmp', name)).size, 0),
+    temporaryTimes: async () => filesUnder('tmp').map((name) => lstatSync(join(dir, 'tmp', name)).mtimeMs).sort((a, b) => a - b),
     unknownKey: () => {
       const id = randomBytes(16).toString('hex');
       return `${id.slice(0, 2)}/${id}`;
@@ -103,7 +111,7 @@ function s3Backend(): Backend & { create(): Promise<void> } {
   };
   const uploads = async () => {
     const page = await raw.send(new ListMultipartUploadsCommand({ Bucket: bucket }));
-    return (page.Uploads ?? []).map((u) => ({ key: u.Key!, id: u.UploadId! }));
+    return (page.Uploads ?? []).map((u) => ({ key: u.Key!, id: u.UploadId!, initiated: u.Initiated! }));
   };
   return {
     name: 's3',
@@ -115,6 +123,15 @@ function s3Backend(): Backend & { create(): Promise<void> } {
     },
     rawObjects: keys,
     rawTemporary: async () => (await uploads()).map((u) => u.key),
+    temporaryBytes: async () => {
+      let sum = 0;
+      for (const u of await uploads()) {
+        const parts = await raw.send(new ListPartsCommand({ Bucket: bucket, Key: u.key, UploadId: u.id }));
+        for (const part of parts.Parts ?? []) sum += part.Size ?? 0;
+      }
+      return sum;
+    },
+    temporaryTimes: async () => (await uploads()).map((u) => u.initiated.getTime()).sort((a, b) => a - b),
     unknownKey: () => `xfer/objects/${randomBytes(16).toString('hex')}`,
     decoy: async () => {
       const location = `decoy-${randomBytes(4).toString('hex')}`;
@@ -266,7 +283,11 @@ describe.each(backends)('file store on %s', (_label, makeBackend) => {
     const controller = new AbortController();
     const writing = store.write(body, controller.signal);
     await sent;
-    await sleep(200);
+    // The abort comes once the store holds all it can of what the body gave, waiting for more:
+    // the local store writes 1 MiB batches; the S3 store uploads whole parts once the body is
+    // longer than one (a body within its first part stays in memory).
+    const stored = backend.name === 'local' ? bytes - (bytes % MiB) : bytes >= 2 * PART ? bytes - (bytes % PART) : 0;
+    await eventually(async () => (await backend.temporaryBytes()) === stored, `${stored} bytes of the body stored`);
     const reason = new Error('malware found');
     controller.abort(reason);
     await expect(writing).rejects.toBe(reason);
@@ -313,11 +334,21 @@ describe.each(backends)('file store on %s', (_label, makeBackend) => {
     const crashed = backend.store();
     const stale = await crashed.write(streamOf(randomBytes(PART + 1)));
     expect(stale.size).toBe(PART + 1);
-    await sleep(2_600);
+    // The sweep compares the store's own times (an S3 store may keep whole seconds): the fresh
+    // write starts over a second after the stale content's time, whatever the clock says then.
+    const [staleAt] = await backend.temporaryTimes();
+    while (Date.now() < staleAt! + 1_100) await sleep(50);
     const fresh = await store.write(streamOf(randomBytes(PART + 2)));
-    expect(await store.sweep(1_500)).toBe(1);
+    const times = await backend.temporaryTimes();
+    expect(times).toHaveLength(2);
+    expect(times[0]).toBe(staleAt);
+    expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(1_000);
+    // A maximum age that puts the cutoff halfway between the two, however long the writes took
+    // (the sweep takes its cutoff as it is called).
+    const between = (times[0]! + times[1]!) / 2;
+    expect(await store.sweep(Date.now() - between)).toBe(1);
     expect((await backend.rawTemporary()).length).toBe(1);
-    expect(await store.sweep(1_500)).toBe(0);
+    expect(await store.sweep(Date.now() - between)).toBe(0);
     const key = await fresh.commit();
     expect((await readAll(await store.read(key))).length).toBe(PART + 2);
     await store.remove(key);
@@ -465,10 +496,13 @@ describe('file-store plugin', () => {
       writeFileSync(fresh, 'being written');
       const twoDaysAgo = new Date(Date.now() - 2 * 24 * 3600 * 1000);
       utimesSync(old, twoDaysAgo, twoDaysAgo);
-      const app = await buildTestApp({ fileStore: { kind: 'local', dir } });
+      const logs: string[] = [];
+      const app = await buildTestApp({ fileStore: { kind: 'local', dir } }, { logs });
       try {
         expect(app.fileStore.kind).toBe('local');
-        for (let i = 0; i < 100 && existsSync(old); i++) await sleep(20);
+        // Logged once the sweep at start has gone through tmp/: what it kept stays.
+        const line = await eventually(async () => logs.find((l) => l.includes('file store: removed temporary content')), 'the sweep at start');
+        expect(JSON.parse(line).removed).toBe(1);
         expect(existsSync(old)).toBe(false);
         expect(existsSync(fresh)).toBe(true);
       } finally {

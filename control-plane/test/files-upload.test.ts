@@ -7,6 +7,7 @@ import { clamd as clamdService } from '../../e2e/src/services/clamd.service.js';
 import { stopPid } from '../src/db/process.js';
 import type { App } from '../src/app.js';
 import { auth, buildTestApp, createAccount, createKey, expectError, type TestAccount } from './helper.js';
+import { eventually } from './protocol-client.js';
 import { auditsOf, eicar, EICAR_SIGNATURE, eventsOf, multipart, openUpload, postParts, storedFiles, testScanner, upload, uploaded } from './files-helper.js';
 
 const NOT_MULTIPART = 'Upload must be multipart/form-data with a "file" part';
@@ -214,21 +215,16 @@ describe('POST /files/upload: failures keep nothing', () => {
       const closed = new Promise<void>((resolve) => { req.on('error', () => resolve()); req.on('close', () => resolve()); });
       for (let i = 0; i < 16; i++) req.write(randomBytes(64 * 1024));
       // Wait until the store holds temporary content: the upload is under way.
-      const deadline = Date.now() + 10_000;
-      while (!storedFiles(live).some((f) => f.startsWith('tmp/')) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-      expect(storedFiles(live).some((f) => f.startsWith('tmp/'))).toBe(true);
+      await eventually(async () => storedFiles(live).some((f) => f.startsWith('tmp/')), 'temporary content stored');
       req.destroy();
       await closed;
-      const cleanBy = Date.now() + 10_000;
-      while (storedFiles(live).length > 0 && Date.now() < cleanBy) await new Promise((r) => setTimeout(r, 20));
-      expect(storedFiles(live)).toEqual([]);
+      await eventually(async () => storedFiles(live).length === 0, 'the temporary content removed');
       expect(await live.db.files.countDocuments({})).toBe(0);
       // The audit record is written once the upload has been cleaned up.
-      let audits = await auditsOf(live, acct.accountId, 'file.upload');
-      while (audits.length === 0 && Date.now() < cleanBy) {
-        await new Promise((r) => setTimeout(r, 20));
-        audits = await auditsOf(live, acct.accountId, 'file.upload');
-      }
+      const audits = await eventually(async () => {
+        const found = await auditsOf(live, acct.accountId, 'file.upload');
+        return found.length > 0 && found;
+      }, 'the upload audited');
       expect(audits.map((a) => [a.outcome, (a.details as { reason: string }).reason])).toEqual([['failure', 'Upload ended before the multipart body was complete']]);
     } finally {
       await live.close();
@@ -292,9 +288,7 @@ describe('a body that stops arriving (XFER_BODY_IDLE_TIMEOUT_MS)', () => {
     const started = Date.now();
     expect(await trickle(4, 20, false)).toBe('closed');
     expect(Date.now() - started).toBeGreaterThanOrEqual(IDLE_MS);
-    const cleanBy = Date.now() + 10_000;
-    while (storedFiles(live).length > 0 && Date.now() < cleanBy) await new Promise((r) => setTimeout(r, 20));
-    expect(storedFiles(live)).toEqual([]);
+    await eventually(async () => storedFiles(live).length === 0, 'the temporary content removed');
     expect(await live.db.files.countDocuments({})).toBe(0);
   });
 

@@ -7,6 +7,7 @@ import { buildApp, type App } from '../src/app.js';
 import { parseConfig, type Config } from '../src/config.js';
 import { bootstrapAccount } from '../src/plugins/app/access/bootstrap.js';
 import type { Plan } from '@xfer/shared';
+import { eventually } from './protocol-client.js';
 
 /**
  * Integration-test harness: a real app on the real database named by MONGODB_URI (started by
@@ -88,4 +89,33 @@ export function expectError(res: LightMyRequestResponse, status: number, message
   expect(typeof body.error).toBe('string');
   if (typeof message === 'string') expect(body.error).toBe(message);
   else if (message) expect(body.error).toMatch(message);
+}
+
+const passLogs = new WeakMap<object, Map<string, { begun: number; ended: number[] }>>();
+
+/**
+ * Resolves once `owner[method]`, the pass a loop runs (lib/loop.ts calls it anew each time), has
+ * run `n` whole times that began after this call: the bounded signal of "a loop went over it
+ * again and did nothing". The first call for an owner and method wraps the method on the owner.
+ */
+export async function loopPasses(owner: object, method: string, n: number): Promise<void> {
+  let logs = passLogs.get(owner);
+  if (!logs) passLogs.set(owner, (logs = new Map()));
+  let log = logs.get(method);
+  if (!log) {
+    const entry = { begun: 0, ended: [] as number[] };
+    const target = owner as Record<string, (...args: unknown[]) => Promise<unknown>>;
+    const pass = target[method]!.bind(owner);
+    target[method] = async (...args: unknown[]) => {
+      const n = ++entry.begun;
+      try {
+        return await pass(...args);
+      } finally {
+        entry.ended.push(n);
+      }
+    };
+    logs.set(method, (log = entry));
+  }
+  const { begun, ended } = log;
+  await eventually(async () => ended.filter((pass) => pass > begun).length >= n, `${n} passes of ${method}`);
 }

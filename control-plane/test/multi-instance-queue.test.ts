@@ -2,7 +2,7 @@ import { Types } from 'mongoose';
 import type { App } from '../src/app.js';
 import type { AgentSession, RelayStarter } from '../src/plugins/app/agents/index.js';
 import type { StoredTransfer } from '../src/plugins/app/transfers/index.js';
-import { buildTestApp, createAccount } from './helper.js';
+import { buildTestApp, createAccount, loopPasses } from './helper.js';
 import { counters, getTransfer, makeAgent, makeConnection, makeTransfer, transferAction } from './fixtures.js';
 import { eventually, ProtocolClient } from './protocol-client.js';
 
@@ -177,7 +177,10 @@ test('a relay waiting for both its agents gets its source agent\'s next free slo
   // S's slot frees while D is still busy: it is held back for the relay, the oldest transfer that may use it.
   done(sc, first);
   await eventually(async () => (await getTransfer(a, key, first)).status === 'completed', 'first completed');
-  await new Promise((r) => setTimeout(r, 400));
+  await eventually(async () => (await a.db.agentSlots.countDocuments({ agent_id: new Types.ObjectId(s.id) })) === 0, "S's slot released");
+  // S's socket is on A, whose coordination loop alone may start work on S: two of its passes (each
+  // schedules, then dispatches) see the slot free. The loop calls the dispatcher's private tick.
+  await loopPasses(a.dispatcher, 'tick', 2);
   expect(sc.all('job.assign').map((m) => m.payload.job_id)).toEqual([first]);
   expect(await getTransfer(a, key, younger[0]!)).toMatchObject({ status: 'queued', queue_position: 2 });
 

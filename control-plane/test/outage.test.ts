@@ -1,6 +1,6 @@
 import { Types } from 'mongoose';
 import type { App } from '../src/app.js';
-import { buildTestApp, createAccount } from './helper.js';
+import { auth, buildTestApp, createAccount } from './helper.js';
 import { counters, getTransfer, makeAgent, makeConnection, makeTransfer, sha, transferAction } from './fixtures.js';
 import { eventually, ProtocolClient } from './protocol-client.js';
 
@@ -75,9 +75,15 @@ test("jobs whose reports the agent still holds are waited for after a reconnect,
   await client.closed;
   const again = await ProtocolClient.connect(app, f.agent.token, { acks: true, running_jobs: [], held_jobs: [job.id] });
   // Not unconfirmed, so no resync ping whose pong would settle it as lost before the held reports
-  // arrive (they may wait on the agent's disk for acks of earlier ones).
-  await new Promise((r) => setTimeout(r, 500));
-  expect(again.client.all('ping')).toEqual([]);
+  // arrive (they may wait on the agent's disk for acks of earlier ones). A resync ping goes out
+  // right after the welcome: a ping asked for later (POST /agents/:id/test) follows it on the
+  // socket, so once that one is here, any resync ping would be too.
+  const test = app.inject({ method: 'POST', url: `/api/v1/agents/${f.agent.id}/test`, headers: auth(f.key) });
+  const request = await eventually(() => app.db.agentRequests.findOne({ agent_id: new Types.ObjectId(f.agent.id) }).lean(), 'the test request');
+  const asked = await eventually(async () => again.client.all('ping').find((m) => m.payload.request_id === String(request._id)), 'the ping asked for');
+  expect(again.client.all('ping')).toEqual([asked]);
+  again.client.send('pong', { request_id: asked.payload.request_id });
+  expect((await test).json().data).toMatchObject({ success: true });
   expect((await getTransfer(app, f.key, job.id)).status).toBe('in-progress');
   again.client.send('job.completed', { job_id: job.id, seq: 7, ...counters(3, 3, 30) });
   await eventually(async () => (await getTransfer(app, f.key, job.id)).status === 'completed', 'held report applied');

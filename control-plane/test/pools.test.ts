@@ -2,7 +2,7 @@ import { Types } from 'mongoose';
 import type { App } from '../src/app.js';
 import type { AgentSession, RelayStarter } from '../src/plugins/app/agents/index.js';
 import type { StoredTransfer } from '../src/plugins/app/transfers/index.js';
-import { auth, buildTestApp, createAccount, expectError } from './helper.js';
+import { auth, buildTestApp, createAccount, expectError, loopPasses } from './helper.js';
 import { counters, getAgent, getTransfer, makeAgent, makeConnection, makeTransfer, transferAction, updateAgent } from './fixtures.js';
 import { eventually, ProtocolClient } from './protocol-client.js';
 
@@ -42,7 +42,11 @@ afterAll(async () => {
   await app.close();
 });
 
-const settle = () => new Promise((resolve) => setTimeout(resolve, 400));
+/**
+ * Two whole passes of the coordination loop from now on: each schedules, then dispatches, so what
+ * has not started by then is waiting (a start is in the database, and its assign sent, by the end of its pass).
+ */
+const settle = () => loopPasses(app.dispatcher, 'tick', 2);
 
 /** A connected fake agent of the account. */
 async function agentOf(on: App, key: string, hello: { connector_types?: Array<'sftp' | 's3' | 'webdav'>; labels?: string[]; relay?: boolean; max_jobs?: number } = {}, extra: Record<string, unknown> = {}) {

@@ -1,6 +1,6 @@
 import { Types } from 'mongoose';
 import type { App } from '../src/app.js';
-import { auth, buildTestApp, createAccount, expectError, type TestAccount } from './helper.js';
+import { auth, buildTestApp, createAccount, expectError, loopPasses, type TestAccount } from './helper.js';
 import { counters, getAgent, getTransfer, makeAgent, makeConnection, makeTransfer, transferAction, updateAgent } from './fixtures.js';
 import { eventually, ProtocolClient } from './protocol-client.js';
 
@@ -17,8 +17,11 @@ beforeAll(async () => {
 });
 afterAll(() => app.close());
 
-/** Long enough for several passes of the coordination loop (every 50 ms): what has not started by then is waiting. */
-const settle = () => new Promise((resolve) => setTimeout(resolve, 400));
+/**
+ * Two whole passes of the coordination loop from now on: each schedules, then dispatches, so what
+ * has not started by then is waiting (a start is in the database, and its assign sent, by the end of its pass).
+ */
+const settle = () => loopPasses(app.dispatcher, 'tick', 2);
 
 /** A fresh account with one connected agent announcing `maxJobs`, and connections from sftp to s3. */
 async function setup(maxJobs = 4) {
@@ -88,6 +91,8 @@ test('PUT /agents/:id max_jobs lowers and raises the limit live, bounded by the 
   await eventually(async () => assigned(ctx.client).length === 1, 'one assign');
   await settle();
   expect(assigned(ctx.client)).toEqual([ids[0]]);
+  // A start is in the database by the end of its pass (its assign may still be on the way).
+  expect(await getTransfer(app, ctx.key, ids[1]!)).toMatchObject({ status: 'queued', queue_position: 1 });
 
   // Raised: two more start at once.
   await updateAgent(app, ctx.key, ctx.agent.id, { max_jobs: 3 });

@@ -144,7 +144,10 @@ test('a source that sends more bytes than granted is cut off: both sides get rel
   await source.client.sendBinary(frames(job, [10])[0]!);
   await source.client.sendBinary(frames(job, [10])[0]!);
   await eventually(async () => source.client.all('relay.end').length === 2, 'the stale answer');
-  await new Promise((resolve) => setTimeout(resolve, 200));
+  // Binary frames are handled as they arrive, before any later message: once a query sent after
+  // them is answered, both stale frames have been handled (an answer to either was sent before).
+  source.client.send('job.verified.query', { job_id: String(job._id), request_id: 'after-the-frames', paths: [] });
+  await eventually(async () => source.client.all('job.verified').some((m) => m.payload.request_id === 'after-the-frames'), 'the later query answered');
   expect(source.client.all('relay.end')).toHaveLength(2);
 });
 

@@ -17,6 +17,7 @@ import scannerPlugin, { createScanner, type Scanner } from '../src/plugins/app/f
 import { clamd as clamdService, EICAR_SIGNATURE } from '../../e2e/src/services/clamd.service.js';
 import { eicar } from '../../e2e/src/tools/eicar.js';
 import { buildTestApp } from './helper.js';
+import { eventually } from './protocol-client.js';
 
 const MIB = 1024 * 1024;
 
@@ -42,10 +43,21 @@ function generated(total: number, opts: { chunk?: number; insert?: Buffer; at?: 
   })(), { objectMode: false, highWaterMark: chunk });
 }
 
-/** Open TCP sockets of this process, once sockets destroyed a moment ago have finished closing. */
+const openTcpSockets = () => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
+
+/**
+ * Open TCP sockets of this process, once sockets destroyed before the call have finished closing:
+ * a destroyed socket's handle closes within two turns of the event loop, whatever the clock says.
+ */
 async function tcpSockets(): Promise<number> {
-  await sleep(100);
-  return process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
+  for (let turn = 0; turn < 3; turn++) await new Promise((resolve) => setImmediate(resolve));
+  return openTcpSockets();
+}
+
+/** Waits until this process has `n` open TCP sockets (a socket opening or closing takes a moment). */
+async function tcpSocketsReach(n: number, what: string): Promise<number> {
+  await eventually(async () => openTcpSockets() === n, `${n} open TCP sockets (${what})`);
+  return openTcpSockets();
 }
 
 let shared: Scanner;
@@ -146,11 +158,11 @@ describe('fail closed', () => {
     const source = generated(100 * MIB, { delayMs: 5 });
     const controller = new AbortController();
     const scanning = shared.scan(source, controller.signal);
-    expect(await tcpSockets()).toBe(baseline + 1);
+    expect(await tcpSocketsReach(baseline + 1, 'the scan connected')).toBe(baseline + 1);
     const reason = new Error('client went away');
     controller.abort(reason);
     await expect(scanning).rejects.toBe(reason);
-    expect(await tcpSockets()).toBe(baseline);
+    expect(await tcpSocketsReach(baseline, 'the scan\'s socket closed')).toBe(baseline);
     expect(source.readableEnded).toBe(false);
     expect(source.isPaused()).toBe(true);
   });
@@ -201,7 +213,7 @@ describe('a clamd of our own: frozen, then stopped', () => {
       const err = await createScanner(clamdAt(address, 500)).scan(generated(256 * MIB)).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(ServiceUnavailableError);
       expect((err as Error).message).toBe('Malware scanner unavailable: clamd did not answer within 500 ms (clamd stopped reading the stream)');
-      expect(await tcpSockets()).toBe(baseline);
+      expect(await tcpSocketsReach(baseline, 'the scan\'s socket closed')).toBe(baseline);
     });
 
     test('PING says false', async () => {

@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Types } from 'mongoose';
 import type { App } from '../src/app.js';
-import { auth, buildTestApp, createAccount, type TestAccount } from './helper.js';
+import { auth, buildTestApp, createAccount, loopPasses, type TestAccount } from './helper.js';
+import { eventually } from './protocol-client.js';
 import { makeConnection, uniqueName } from './fixtures.js';
 
 /**
@@ -59,10 +60,9 @@ test('both instances running their loops: every due schedule fires once, within 
   const dueAt = new Date(Date.now() - 200);
   await a.db.schedules.updateMany({ _id: { $in: ids } }, { $set: { next_run_at: dueAt } });
 
-  const deadline = dueAt.getTime() + 5_000;
-  while ((await firedFor(ids)).runs.length < ids.length && Date.now() < deadline) await sleep(50);
-  // Both loops get a few more passes at them: none may fire them again.
-  await sleep(2_500);
+  await eventually(async () => (await firedFor(ids)).runs.length >= ids.length, 'every schedule fired');
+  // Both loops get two more passes at them: none may fire them again.
+  await Promise.all([loopPasses(a.scheduleFiring, 'tick', 2), loopPasses(b.scheduleFiring, 'tick', 2)]);
 
   const { runs, transfers } = await firedFor(ids);
   expect(runs).toHaveLength(ids.length);

@@ -9,6 +9,7 @@ import { Types } from 'mongoose';
 import type { App } from '../src/app.js';
 import { Messages, ShareLinkMessages } from '@xfer/shared';
 import { auth, buildTestApp, createAccount, createKey, expectError, type TestAccount } from './helper.js';
+import { eventually } from './protocol-client.js';
 
 /**
  * Share links against the real database (FerretDB or MongoDB, whichever the test services run):
@@ -435,7 +436,7 @@ describe('logs', () => {
    * The built server (dist: `npm test` builds first) in a child process, logging at trace level
    * with the app's own logger settings, on the test app's database and file store.
    */
-  async function startLoggingServer(): Promise<{ base: string; stop: () => Promise<string> }> {
+  async function startLoggingServer(): Promise<{ base: string; stop: () => Promise<string>; output: () => string }> {
     const dist = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist');
     const script = `
       const { buildApp } = await import(${JSON.stringify(pathToFileURL(join(dist, 'app.js')).href)});
@@ -476,7 +477,7 @@ describe('logs', () => {
       rmSync(dataDir, { recursive: true, force: true });
       return stdout + stderr;
     };
-    return { base: `http://127.0.0.1:${port}`, stop };
+    return { base: `http://127.0.0.1:${port}`, stop, output: () => stdout };
   }
 
   test('no share token reaches a log line: downloads, 404, 410, a failed read, a client that hangs up', async () => {
@@ -503,10 +504,13 @@ describe('logs', () => {
       expect(await failed.json()).toEqual({ error: 'File content unavailable' });
       expect(await downloadsOf(brokenLink.id)).toBe(0);
       const aborter = new AbortController();
-      const hangUp = await fetch(server.base + big.url, { signal: aborter.signal });
+      const hangUpId = `hang-up-${randomBytes(6).toString('hex')}`;
+      const hangUp = await fetch(server.base + big.url, { signal: aborter.signal, headers: { 'x-request-id': hangUpId } });
       await hangUp.body!.getReader().read();
       aborter.abort();
-      await new Promise((r) => setTimeout(r, 300));
+      // The server's last line on the hung-up request: its stream cut off (or its end, had every byte gone out already).
+      await eventually(async () => server.output().split('\n').some((line) => line.includes(`"reqId":"${hangUpId}"`)
+        && /"msg":"(stream closed prematurely|request completed)"/.test(line)), 'the hang-up logged');
     } finally {
       logs = await server.stop();
     }

@@ -249,7 +249,10 @@ describe('agents', () => {
     expect(new Date(polled.last_poll_at).getTime() - new Date(told.report_since as string).getTime()).toBe((3 + 10) * 1000 + 5 * 60_000);
     // A poll of the old revision no longer moves anything.
     client.send('watch.polled', { watcher_id: w.id, revision: 1, started_at: new Date().toISOString(), duration_ms: 0, ...summary, error: 'old' });
-    await new Promise((r) => setTimeout(r, 300));
+    // A session's messages are handled one after another: once a later report (of a watcher that
+    // does not exist: dropped, but acknowledged) is acknowledged, the old poll has been handled.
+    client.send('watch.found', { watcher_id: String(new Types.ObjectId()), revision: 1, seq: 1, files: [file('inbox/marker.csv')] });
+    await eventually(async () => acks(client).includes(1), 'a later report acknowledged');
     expect((await get(s.key, `/watchers/${w.id}`)).json().data.last_error).toBeNull();
 
     await app.inject({ method: 'DELETE', url: `/api/v1/watchers/${w.id}`, headers: auth(s.key) });

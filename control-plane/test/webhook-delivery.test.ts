@@ -51,7 +51,19 @@ async function webhook(account: TestAccount, events: string[], answer?: WebhookR
 const deliveries = (account: TestAccount, webhookId: string, query = '') =>
   app.inject({ method: 'GET', url: `/api/v1/webhooks/${webhookId}/deliveries${query}`, headers: auth(account.apiKey) });
 const deliveryDocs = (webhookId: string) => app.db.webhookDeliveries.find({ webhook_id: new Types.ObjectId(webhookId) }).sort({ _id: 1 }).lean();
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/**
+ * Resolves once nothing more can be sent to `hooks`: the account's outbox events are fanned out,
+ * none of the webhooks' deliveries is pending (a final status is never attempted again) and every
+ * attempt is recorded. The receiver records a request before it answers, and an attempt is
+ * recorded after its answer (or its timeout), so from then on the requests a receiver holds for
+ * these webhooks are all it will get.
+ */
+const settled = (accountId: string, hooks: string[], on: App = app) => eventually(async () => {
+  if ((await on.db.outboxEvents.countDocuments({ account_id: new Types.ObjectId(accountId), status: 'pending' })) > 0) return false;
+  const docs = await on.db.webhookDeliveries.find({ webhook_id: { $in: hooks.map((id) => new Types.ObjectId(id)) } }, { status: 1 }).lean();
+  if (docs.some((d) => d.status === 'pending')) return false;
+  return (await on.db.webhookAttempts.countDocuments({ delivery_id: { $in: docs.map((d) => d._id) }, finished_at: null })) === 0;
+}, 'nothing left to send');
 
 describe('delivery', () => {
   test('the body is {event, timestamp, data} exactly, signed over its raw bytes, with every header', async () => {
@@ -121,7 +133,7 @@ describe('delivery', () => {
     const res = await app.inject({ method: 'POST', url: `/api/v1/webhooks/${hook.id}/test`, headers: auth(owner.apiKey) });
     expect(res.statusCode).toBe(200);
     expect(res.json().data).toMatchObject({ success: false, status_code: 302, error: 'redirects are not followed (HTTP 302)' });
-    await sleep(200);
+    await settled(owner.accountId, [hook.id]);
     expect(receiver.to('/elsewhere')).toHaveLength(0);
   });
 
@@ -133,7 +145,8 @@ describe('delivery', () => {
     await app.outbox.emit(owner.accountId, 'transfer.completed', { id: 'job-3', files_transferred: 0, bytes_transferred: 0 });
     await eventually(async () => (await app.db.outboxEvents.countDocuments({ account_id: owner.accountId, status: 'pending' })) === 0, 'fan-out done');
     await eventually(async () => receiver.to(mine.path).length === 1, 'the subscribed event');
-    await sleep(200);
+    await settled(owner.accountId, [mine.id]);
+    await settled(stranger.accountId, [theirs.id]);
     expect(receiver.to(mine.path).map((r) => r.headers['x-webhook-event'])).toEqual(['transfer.completed']);
     expect(receiver.to(theirs.path)).toHaveLength(0);
     expect(await app.db.webhookDeliveries.countDocuments({ webhook_id: new Types.ObjectId(theirs.id) })).toBe(0);
@@ -154,7 +167,7 @@ describe('delivery', () => {
       await eventually(async () => (await deliveryDocs(hook.id))[0]?.status === 'cancelled', 'cancelled');
     }
     const sent = [receiver.to(deleted.path).length, receiver.to(paused.path).length];
-    await sleep(400);
+    await settled(owner.accountId, [deleted.id, paused.id]);
     expect([receiver.to(deleted.path).length, receiver.to(paused.path).length]).toEqual(sent);
     expect((await deliveries(owner, paused.id, '?status=cancelled')).json().data).toHaveLength(1);
     expect((await deliveries(owner, paused.id, '?status=delivered')).json().data).toHaveLength(0);
@@ -226,9 +239,10 @@ describe('crashes', () => {
     await app.db.webhookAttempts.create({
       account_id: owner.accountId, delivery_id: delivery._id, n: 1, instance_id: 'dead', started_at: new Date(now), lease_expires_at: new Date(now + 500),
     });
-    await sleep(300);
-    expect(receiver.to(hook.path)).toHaveLength(0);
     await eventually(async () => (await app.db.webhookDeliveries.findById(delivery._id).lean())!.status === 'delivered', 'taken over');
+    await settled(owner.accountId, [hook.id]);
+    // Nothing was sent while the dead instance's lease ran (the receiver notes when each request arrived).
+    expect(receiver.to(hook.path)).toHaveLength(1);
     expect(receiver.to(hook.path)[0]!.headers['x-webhook-delivery']).toBe(String(delivery._id));
     expect(receiver.to(hook.path)[0]!.at).toBeGreaterThanOrEqual(now + 500);
     const listed = (await deliveries(owner, hook.id)).json().data[0];
@@ -247,7 +261,7 @@ describe('crashes', () => {
     await app.db.outboxEvents.updateOne({ _id: event._id }, { $set: { status: 'pending' } });
     await eventually(async () => (await app.db.outboxEvents.findById(event._id).lean())!.status === 'done', 'fan-out again');
     await eventually(async () => receiver.to(hook.path).length === 1, 'delivered');
-    await sleep(300);
+    await settled(owner.accountId, [hook.id]);
     expect(receiver.to(hook.path)).toHaveLength(1);
     expect(await app.db.webhookDeliveries.countDocuments({ event_id: event._id })).toBe(1);
   });
@@ -271,7 +285,7 @@ describe('POST /webhooks/:id/test', () => {
     const hook = await webhook(owner, ['file.uploaded'], () => ({ status: 500 }));
     const res = await app.inject({ method: 'POST', url: `/api/v1/webhooks/${hook.id}/test`, headers: auth(owner.apiKey) });
     expect(res.json().data).toMatchObject({ success: false, status_code: 500, error: 'HTTP 500' });
-    await sleep(300);
+    await settled(owner.accountId, [hook.id]);
     expect(receiver.to(hook.path)).toHaveLength(1);
     expect((await deliveries(owner, hook.id)).json().data[0]).toMatchObject({ status: 'failed', attempts: 1, next_attempt_at: null });
   });
@@ -307,7 +321,7 @@ describe('two instances on one database', () => {
       const count = <T>(list: T[], key: (x: T) => unknown) => JSON.stringify(list.reduce<Record<string, number>>((m, x) => ({ ...m, [String(key(x))]: (m[String(key(x))] ?? 0) + 1 }), {}));
       throw new Error(`${err.message}: received ${hooks.map((h) => receiver.to(h.path).length).join(' and ')} of ${EVENTS}; outbox ${count(outbox, (e) => e.status)}; deliveries ${count(deliveries, (d) => `${d.status}/${d.attempts}`)}`);
     });
-    await sleep(500);
+    await settled(account.accountId, hooks.map((h) => h.id), a);
     for (const hook of hooks) {
       const got = receiver.to(hook.path);
       expect(got).toHaveLength(EVENTS);
