@@ -15,7 +15,7 @@ const USAGE = `Usage: npm run services -- <command>
                      without names, also the test tools (schemathesis)
 
 Services: ${SERVICES.map((s) => `${s.name} (${s.summary})`).join(', ')}
-Settings of running services are written as KEY=value lines to .xfer/services.env.`;
+Settings of running services are written as KEY='value' lines (shell-quoted) to .xfer/services.env.`;
 
 async function main([command, ...names]: string[]): Promise<number> {
   const opts = { env: process.env };

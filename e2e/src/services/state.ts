@@ -30,13 +30,21 @@ export async function readState(root: string): Promise<ServicesState> {
   }
 }
 
-/** Writes services.json and services.env (KEY=value of every running service) atomically. */
+/**
+ * Writes services.json and services.env (KEY='value' of every running service, quoted for the
+ * shell: `set -a; . .xfer/services.env` keeps a value with `;` whole, e.g. a blob connection
+ * string) atomically.
+ */
 export async function writeState(root: string, state: ServicesState): Promise<void> {
   await mkdir(stateDir(root), { recursive: true });
   const names = Object.keys(state.services).sort();
-  const lines = names.flatMap((n) => Object.entries(state.services[n].env).map(([k, v]) => `${k}=${v}`));
+  const lines = names.flatMap((n) => Object.entries(state.services[n].env).map(([k, v]) => `${k}=${shellQuoted(v)}`));
   await writeAtomically(join(stateDir(root), 'services.json'), JSON.stringify(state, null, 2) + '\n');
   await writeAtomically(join(stateDir(root), 'services.env'), lines.map((l) => l + '\n').join(''));
+}
+
+function shellQuoted(value: string): string {
+  return `'${value.replace(/'/g, `'\\''`)}'`;
 }
 
 async function writeAtomically(path: string, text: string): Promise<void> {
