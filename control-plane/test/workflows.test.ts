@@ -359,6 +359,18 @@ describe('triggers', () => {
     expect((await call('PUT', s.key, `/schedules/${schedule.id}`, { workflowId: w.id })).json().data).toMatchObject({ workflowId: w.id, transfer: null });
   });
 
+  /**
+   * The run a pending watcher event started, once its first step's transfer exists. The app's own
+   * watcher loop may sweep the event at the same moment as the test (then this sweep finds it
+   * taken and returns at once), and the step stores its transfer's id before it creates the
+   * transfer: both are waited for.
+   */
+  const sweptWithTransfer = (s: { getRun(id: string): Promise<any> }, eventId: Types.ObjectId) => eventually(async () => {
+    await app.watcherEvents.sweepPending();
+    const started = await s.getRun(String(eventId));
+    return started?.steps[0]?.transfer_id && (await app.db.transfers.exists({ _id: started.steps[0].transfer_id })) && started;
+  }, 'the sweep started the event and its transfer');
+
   test("a watcher's new file starts a run with the file as {{file.*}}, once however often the event is started", async () => {
     const s = await setup({ agent: true });
     const w = await s.create([s.transfer({ sourcePath: '/{{file.path}}', destinationPath: '/archive/{{file.name}}' }), { type: 'move_source', to: '/done' }]);
@@ -375,7 +387,7 @@ describe('triggers', () => {
       version: 'size:5:mtime:1', size: 5, modified_at: null, agent_id: null, seen_at: seen, state: 'pending', transfer_id: null, workflow_run_id: null, error: null,
     });
     // The app's own watcher loop may sweep it at the same moment: wait for the run, whichever started it.
-    const run = await eventually(async () => { await app.watcherEvents.sweepPending(); return s.getRun(String(eventId)); }, 'the sweep started the event');
+    const run = await sweptWithTransfer(s, eventId);
     expect(run).toMatchObject({ status: 'running', trigger: { type: 'watcher', id: watcher.id }, file: { name: 'report.csv', path: 'inbox/report.csv' } });
     const job = await app.db.transfers.findById(run.steps[0].transfer_id).lean();
     expect(job).toMatchObject({ source_path: '/inbox/report.csv', destination_path: '/archive/report.csv' });
@@ -400,8 +412,7 @@ describe('triggers', () => {
       _id: eventId, watcher_id: new Types.ObjectId(watcher.id), account_id: new Types.ObjectId(s.account.accountId), path: 'inbox/{{params.X}}.csv',
       version: 'size:5:mtime:1', size: 5, modified_at: null, agent_id: null, seen_at: new Date(Date.now() - 120_000), state: 'pending', transfer_id: null, workflow_run_id: null, error: null,
     });
-    await app.watcherEvents.sweepPending();
-    const run = await s.getRun(String(eventId));
+    const run = await sweptWithTransfer(s, eventId);
     expect(run).toMatchObject({ file: { name: '{{params.X}}.csv', path: 'inbox/{{params.X}}.csv' } });
     const job = await app.db.transfers.findById(run.steps[0].transfer_id).lean();
     expect(job).toMatchObject({ source_path: '/inbox/{{params.X}}.csv', destination_path: '/archive/{{params.X}}.csv' });

@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import { readFileSync } from 'node:fs';
 import type { ConnectionSettings } from '@xfer/shared';
 import { createSftpConnector, SftpConnector } from '../../src/connectors/sftp/sftp.connector.js';
+import { closedAccess } from '../../src/connectors/access.js';
 import { runConformance, type ConformanceTarget } from './conformance.suite.js';
 import { closedPort, expectCode, uniqueName } from './helpers.js';
 import { RawSftp } from './sftp.raw.js';
@@ -128,6 +129,29 @@ describe('sftp connector: keys and host keys', () => {
     for (const l of leases) l.release();
     expect(clients.size).toBe(5);
     expect(linksOf(c)).toHaveLength(3);
+    await c.close();
+  });
+
+  it('a server that refuses a further connection is not asked again: the open one is shared', async () => {
+    const access = closedAccess();
+    const refused = await closedPort();
+    const connect = access.network.connect.bind(access.network);
+    let dials = 0;
+    // The first dial reaches the server; every later one meets a closed port, as a server at its connection limit.
+    access.network.connect = (options) => connect(dials++ === 0 ? options : { ...options, port: refused });
+    const c = new SftpConnector(settings(server.root, { password: server.password }), { connections: 4 }, access);
+    const dir = `refused-${Date.now()}`;
+    await c.mkdir(dir);
+    const burst = () => Promise.all([0, 1, 2, 3, 4].map((i) => c.write(`${dir}/f${i}`, Readable.from([Buffer.alloc(512, i)]), { size: 512 })));
+    await burst();
+    expect(linksOf(c)).toHaveLength(1);
+    const after = dials;
+    expect(after).toBeGreaterThan(1);
+    await burst();
+    expect(dials).toBe(after);
+    const names: string[] = [];
+    for await (const entry of c.list(dir, { recursive: false })) names.push(entry.path);
+    expect(names.sort()).toEqual([0, 1, 2, 3, 4].map((i) => `${dir}/f${i}`));
     await c.close();
   });
 
