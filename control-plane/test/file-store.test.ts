@@ -337,7 +337,7 @@ describe.each(backends)('file store on %s', (_label, makeBackend) => {
     // The sweep compares the store's own times (an S3 store may keep whole seconds): the fresh
     // write starts over a second after the stale content's time, whatever the clock says then.
     const [staleAt] = await backend.temporaryTimes();
-    while (Date.now() < staleAt! + 1_100) await sleep(50);
+    await eventually(async () => Date.now() >= staleAt! + 1_100, "the clock past the stale content's second");
     const fresh = await store.write(streamOf(randomBytes(PART + 2)));
     const times = await backend.temporaryTimes();
     expect(times).toHaveLength(2);
