@@ -7,6 +7,8 @@ import { buildApp, type App } from '../src/app.js';
 import { parseConfig, type Config } from '../src/config.js';
 import { bootstrapAccount } from '../src/plugins/app/access/bootstrap.js';
 import type { Plan } from '@xfer/shared';
+import { Types, type Model } from 'mongoose';
+import type { AttemptStore } from '../src/lib/attempt-claim.js';
 import { eventually } from './protocol-client.js';
 
 /**
@@ -118,4 +120,21 @@ export async function loopPasses(owner: object, method: string, n: number): Prom
   }
   const { begun, ended } = log;
   await eventually(async () => ended.filter((pass) => pass > begun).length >= n, `${n} passes of ${method}`);
+}
+
+/**
+ * Resolves once nothing more can be sent for the account through `store` (the webhook or the
+ * notification deliverer's, lib/attempt-claim.ts): its outbox events are fanned out, none of its
+ * deliveries (those `filter` selects) is pending (a final status is never attempted again) and
+ * every attempt is recorded. A receiver records a request before it answers, and an attempt is
+ * recorded after its answer (or its timeout), so from then on what a receiver holds is all it gets.
+ */
+export function settledDeliveries(on: App, accountId: string, store: AttemptStore, filter: Record<string, unknown> = {}): Promise<true> {
+  const account_id = new Types.ObjectId(accountId);
+  return eventually(async () => {
+    if ((await on.db.outboxEvents.countDocuments({ account_id, status: 'pending' })) > 0) return false;
+    const docs = await (store.deliveries as Model<{ status: string }>).find({ account_id, ...filter }, { status: 1 }).lean();
+    if (docs.some((d) => d.status === 'pending')) return false;
+    return (await store.attempts.countDocuments({ delivery_id: { $in: docs.map((d) => d._id) }, finished_at: null })) === 0;
+  }, 'nothing left to send');
 }

@@ -3,7 +3,7 @@ import type { App } from '../src/app.js';
 import type { Config } from '../src/config.js';
 import { makeTestCertificate, type TestCertificate } from '../../e2e/src/tools/webhook-receiver.js';
 import { SmtpReceiver } from '../../e2e/src/tools/smtp-receiver.js';
-import { auth, buildTestApp, createAccount, createKey, expectError, type TestAccount } from './helper.js';
+import { auth, buildTestApp, createAccount, createKey, expectError, settledDeliveries, type TestAccount } from './helper.js';
 import { eventually } from './protocol-client.js';
 
 /**
@@ -36,17 +36,9 @@ const put = (account: TestAccount, payload: unknown, on: App = app) =>
   on.inject({ method: 'PUT', url: '/api/v1/notifications/settings', headers: auth(account.apiKey), payload: payload as Record<string, unknown> });
 const get = (account: TestAccount, url = '/api/v1/notifications/settings') => app.inject({ method: 'GET', url, headers: auth(account.apiKey) });
 const sendTest = (account: TestAccount) => app.inject({ method: 'POST', url: '/api/v1/notifications/test', headers: auth(account.apiKey) });
-/**
- * Resolves once nothing more can be sent for the account: its outbox events are fanned out, no
- * notification is pending and every attempt is recorded. An attempt is recorded after its server
- * took the message, so from then on the mails a receiver holds are all the account will get.
- */
-const settled = (accountId: string, on: App = app) => {
-  const account_id = new Types.ObjectId(accountId);
-  return eventually(async () => (await on.db.outboxEvents.countDocuments({ account_id, status: 'pending' })) === 0
-    && (await on.db.notificationDeliveries.countDocuments({ account_id, status: 'pending' })) === 0
-    && (await on.db.notificationAttempts.countDocuments({ account_id, finished_at: null })) === 0, 'nothing left to send');
-};
+/** Nothing more can be sent for the account (helper.ts settledDeliveries). */
+const settled = (accountId: string, on: App = app) =>
+  settledDeliveries(on, accountId, { deliveries: on.db.notificationDeliveries, attempts: on.db.notificationAttempts });
 
 beforeAll(async () => {
   cert = makeTestCertificate({ dns: ['smtp.example.test'], ips: ['127.0.0.1'] });

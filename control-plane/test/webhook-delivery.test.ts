@@ -6,7 +6,7 @@ import { AddressPolicy, type Lookup } from '../src/lib/ssrf-guard.js';
 import { sendWebhook, WEBHOOK_USER_AGENT } from '../src/plugins/app/webhooks/sender.js';
 import { retryDelayMs } from '../src/plugins/app/webhooks/deliverer.service.js';
 import { makeTestCertificate, WebhookReceiver, type TestCertificate } from '../../e2e/src/tools/webhook-receiver.js';
-import { auth, buildTestApp, createAccount, expectError, type TestAccount } from './helper.js';
+import { auth, buildTestApp, createAccount, expectError, settledDeliveries, type TestAccount } from './helper.js';
 import { eventually } from './protocol-client.js';
 
 /**
@@ -51,19 +51,9 @@ async function webhook(account: TestAccount, events: string[], answer?: WebhookR
 const deliveries = (account: TestAccount, webhookId: string, query = '') =>
   app.inject({ method: 'GET', url: `/api/v1/webhooks/${webhookId}/deliveries${query}`, headers: auth(account.apiKey) });
 const deliveryDocs = (webhookId: string) => app.db.webhookDeliveries.find({ webhook_id: new Types.ObjectId(webhookId) }).sort({ _id: 1 }).lean();
-/**
- * Resolves once nothing more can be sent to `hooks`: the account's outbox events are fanned out,
- * none of the webhooks' deliveries is pending (a final status is never attempted again) and every
- * attempt is recorded. The receiver records a request before it answers, and an attempt is
- * recorded after its answer (or its timeout), so from then on the requests a receiver holds for
- * these webhooks are all it will get.
- */
-const settled = (accountId: string, hooks: string[], on: App = app) => eventually(async () => {
-  if ((await on.db.outboxEvents.countDocuments({ account_id: new Types.ObjectId(accountId), status: 'pending' })) > 0) return false;
-  const docs = await on.db.webhookDeliveries.find({ webhook_id: { $in: hooks.map((id) => new Types.ObjectId(id)) } }, { status: 1 }).lean();
-  if (docs.some((d) => d.status === 'pending')) return false;
-  return (await on.db.webhookAttempts.countDocuments({ delivery_id: { $in: docs.map((d) => d._id) }, finished_at: null })) === 0;
-}, 'nothing left to send');
+/** Nothing more can be sent to `hooks` (helper.ts settledDeliveries). */
+const settled = (accountId: string, hooks: string[], on: App = app) => settledDeliveries(on, accountId,
+  { deliveries: on.db.webhookDeliveries, attempts: on.db.webhookAttempts }, { webhook_id: { $in: hooks.map((id) => new Types.ObjectId(id)) } });
 
 describe('delivery', () => {
   test('the body is {event, timestamp, data} exactly, signed over its raw bytes, with every header', async () => {

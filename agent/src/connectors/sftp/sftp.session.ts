@@ -66,10 +66,10 @@ export class SftpSession {
       const picking = this.pick();
       let channel: Channel;
       try {
-        channel = (await abortable(picking, signal, this.endpoint.where)).channel;
+        channel = await abortable(picking, signal, this.endpoint.where);
       } catch (err) {
         // Aborted while a connection or channel opens: what it counts when it comes is given back.
-        picking.then((taken) => taken.channel.load--, () => undefined);
+        picking.then((taken) => taken.load--, () => undefined);
         // The connection dropped between handshake and channel: one fresh connection, then give up.
         if (err instanceof LinkLost && attempt === 1) continue;
         throw err instanceof LinkLost ? err.error : err;
@@ -114,18 +114,18 @@ export class SftpSession {
    * counted: operations started in the same turn see each other's choice (counted later, a burst
    * would all pick the same idle channel).
    */
-  private async pick(): Promise<{ link: Link; channel: Channel }> {
-    const take = (link: Link, channel: Channel) => {
+  private async pick(): Promise<Channel> {
+    const take = (channel: Channel) => {
       channel.load++;
-      return { link, channel };
+      return channel;
     };
     const links = this.live();
-    let best: { link: Link; channel: Channel } | undefined;
+    let best: Channel | undefined;
     for (const link of links) {
       link.channels = link.channels.filter((c) => c.open);
-      for (const channel of link.channels) if (!best || channel.load < best.channel.load) best = { link, channel };
+      for (const channel of link.channels) if (!best || channel.load < best.load) best = channel;
     }
-    if (best?.channel.load === 0) return take(best.link, best.channel);
+    if (best?.load === 0) return take(best);
     if (links.length + this.opening.size < this.maxLinks) {
       let link: Link;
       try {
@@ -136,29 +136,28 @@ export class SftpSession {
         this.maxLinks = Math.max(1, this.live().length);
         return this.pick();
       }
-      return take(link, await this.channelOn(link, undefined));
+      return take(await this.channelOn(link, undefined));
     }
     if (links.length === 0) {
       // Every allowed connection is still opening: the first to be ready serves.
-      const link = await Promise.race(this.opening);
-      return take(link, await this.channelOn(link, undefined));
+      return take(await this.channelOn(await Promise.race(this.opening), undefined));
     }
     // A new channel on the least loaded connection that has room, else the least loaded channel.
     const loadOf = (link: Link) => link.channels.reduce((sum, c) => sum + c.load, 0);
     // One that is opening a channel already comes last: that channel is another operation's.
     const roomy = links.filter((link) => link.channels.length < this.tuning.channels)
       .sort((a, b) => Number(Boolean(a.opening)) - Number(Boolean(b.opening)) || loadOf(a) - loadOf(b))[0];
-    if (roomy && (!roomy.opening || !best)) return take(roomy, await this.channelOn(roomy, best));
-    return take(best!.link, best!.channel);
+    if (roomy && (!roomy.opening || !best)) return take(await this.channelOn(roomy, best));
+    return take(best!);
   }
 
   /** A new channel on `link` (one at a time per connection); on refusal (MaxSessions) `fallback`, the one to share. */
-  private async channelOn(link: Link, fallback: { link: Link; channel: Channel } | undefined): Promise<Channel> {
+  private async channelOn(link: Link, fallback: Channel | undefined): Promise<Channel> {
     link.opening ??= this.openChannel(link).finally(() => (link.opening = null));
     try {
       return await link.opening;
     } catch (err) {
-      if (fallback?.channel.open) return fallback.channel;
+      if (fallback?.open) return fallback;
       const other = link.channels.find((c) => c.open);
       if (other) return other;
       throw link.closed ? new LinkLost(err) : err;
