@@ -8,12 +8,14 @@ import type { BlobTarget } from './blob.config.js';
 /** The largest source Copy Blob From URL copies: Azure refuses a larger one (409). */
 export const COPY_FROM_URL_MAX_BYTES = 256 * 1024 * 1024;
 /**
- * How long the source's read SAS is valid. Long enough for the SDK's tries of one synchronous copy
- * and for a clock some minutes off; short, because the service may keep the copy source URL, SAS
- * included, in the destination's `x-ms-copy-source` property (Azurite does; Azure strips `sig` in
- * some regions only).
+ * How long the source's read SAS is valid: 15 minutes, the clock skew Azure itself tolerates on a
+ * Shared Key request (an agent whose clock is further off cannot sign the copy request either), and
+ * long enough for the SDK's tries of one synchronous copy. Short, because the service may keep the
+ * copy source URL, SAS included, in the destination's `x-ms-copy-source` property (Azurite does;
+ * Azure strips `sig` in some regions only): whoever may read the copy's properties can then read that
+ * one source blob, whose bytes the copy holds, until it expires.
  */
-const SOURCE_SAS_MS = 60 * 60 * 1000;
+const SOURCE_SAS_MS = 15 * 60 * 1000;
 
 /** Two targets reaching the same account with the same key (BlobTarget.account); never a SAS connection. */
 export function sameAccount(a: BlobTarget, b: BlobTarget): boolean {
@@ -32,7 +34,7 @@ export function copyableBlob(entry: Entry): { md5: Buffer; etag: string } | null
 }
 
 /**
- * The source blob's URL with a service SAS of its own: read only, that one blob, one hour. Copy
+ * The source blob's URL with a service SAS of its own: read only, that one blob, 15 minutes. Copy
  * Blob From URL reads its source as an anonymous client would: the destination request's Shared
  * Key signature does not authorize it, even inside one account; this SAS, signed with the key the
  * source connection holds, grants nothing that connection could not do.
