@@ -30,6 +30,13 @@ export interface BlobTarget {
   /** The account endpoint, for messages (no secrets: a SAS query string is cut off). */
   where: string;
   service: BlobServiceClient;
+  /**
+   * Who the connection is to the service, for server-side copies (blob.copy.ts): an HMAC, under
+   * the account key, of the account name and endpoint. Two targets with equal values reach the
+   * same account with the same key, however each was given (connection string, or name and key).
+   * Null without a key (a SAS connection string): no copy can be authorized for it.
+   */
+  account: Buffer | null;
 }
 
 /** Reads a connection's settings into a target; the credentials as `azureAccount` (azure/azure.config.ts) reads them. */
@@ -45,7 +52,12 @@ export function blobTarget(settings: ConnectionSettings, tuning: BlobTuning, gua
       throw invalidConnectionString('blob', err);
     }
   }, pipeline, guard);
-  return { container, prefix, where: displayUrl(service.url), service };
+  const where = displayUrl(service.url);
+  const credential = service.credential;
+  const identity = credential instanceof StorageSharedKeyCredential
+    ? Buffer.from(credential.computeHMACSHA256(`xfer blob account\n${credential.accountName}\n${where}`), 'base64')
+    : null;
+  return { container, prefix, where, service, account: identity };
 }
 
 /** `/<container>[/<prefix>]` → container and prefix; refused without a container. */

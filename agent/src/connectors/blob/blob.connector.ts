@@ -6,13 +6,14 @@ import { relativePath } from '../paths.js';
 import { mapErrors } from '../map-errors.js';
 import { md5Checksum } from '../azure/content-md5.js';
 import { closedAccess, type AgentAccess } from '../access.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteOptions, type WriteResult } from '../types.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type ServerCopyOptions, type WriteOptions, type WriteResult } from '../types.js';
 import { keptMtime } from '../mtime-metadata.js';
 import { guardUpload } from '../upload-guard.js';
 import { DEFAULT_BLOB_TUNING, blobTarget, type BlobTarget, type BlobTuning } from './blob.config.js';
 import { blobError } from './blob.errors.js';
 import { connectorReadStream } from '../azure/read-stream.js';
 import { uploadBlob, type UploadWithMd5 } from './blob.upload.js';
+import { copyBlob, sameAccount } from './blob.copy.js';
 
 const EMPTY_MD5 = createHash('md5').update(Buffer.alloc(0)).digest();
 const PAGE = 1000;
@@ -128,6 +129,19 @@ export class BlobConnector implements Connector {
     const rel = relativePath(path);
     return guardUpload(rel, body, { signal: options.signal, what: 'a blob', mapError: (err) => blobError(err, this.context('write', rel)) }, () =>
       uploadBlob(this.container.getBlockBlobClient(this.name(rel)), body, options, this.tuning));
+  }
+
+  /**
+   * Server-side copy from a blob connection to the same account with the same key (any containers
+   * or prefixes): one Copy Blob From URL, checked against the listed Content-MD5 and ETag
+   * (blob.copy.ts; docs/connectors.md "Server-side copies"). Null for anything else: another
+   * account or key, a SAS connection on either side, a source without Content-MD5 or over 256 MiB.
+   */
+  async copyFrom(source: Connector, sourcePath: string, path: string, options: ServerCopyOptions): Promise<WriteResult | null> {
+    if (!(source instanceof BlobConnector) || !sameAccount(this.target, source.target)) return null;
+    const rel = relativePath(path);
+    const from = source.container.getBlobClient(source.name(relativePath(sourcePath)));
+    return this.call('copy', rel, () => copyBlob(this.container.getBlobClient(this.name(rel)), from, options.entry, options));
   }
 
   /** A zero-byte `path/` marker (the leaf only: parents are implied by the name). */
