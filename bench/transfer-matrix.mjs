@@ -24,7 +24,7 @@ import { ensureServices, releaseServices } from '../e2e/dist/services/index.js';
 import { ensureRclone } from '../e2e/dist/tools/rclone.js';
 import { defaultCacheDir } from '@xfer/control-plane';
 import { agentConnector, apiBody, endpoint, generated, LOOPBACK, manifest, pool, prefixed, SERVICES, timed } from './support/endpoints.mjs';
-import { cpuSeconds, load, log, peakRssMiB, resetPeakRss } from './support/proc.mjs';
+import { busyPercent, cpuBetween, cpuSeconds, cpuSnapshot, load, log, machineCpu, peakRssMiB, resetPeakRss } from './support/proc.mjs';
 import { startWan } from './support/toxiproxy.mjs';
 
 const ALL_PAIRS = {
@@ -206,11 +206,19 @@ try {
     });
     resetPeakRss(agentPid);
     const cpu0 = [cpuSeconds(agentPid), cpuSeconds(serverPid)];
+    const [machine0, procs0] = [machineCpu(), cpuSnapshot()];
     const t0 = process.hrtime.bigint();
     const done = await api.call('POST', `/transfers/${job.id}/execute`);
     const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+    const [machine1, procs1] = [machineCpu(), cpuSnapshot()];
     const rss = peakRssMiB(agentPid);
-    const cpu = { agent: cpuSeconds(agentPid) - cpu0[0], server: cpuSeconds(serverPid) - cpu0[1] };
+    const cpu = {
+      agent: cpuSeconds(agentPid) - cpu0[0], server: cpuSeconds(serverPid) - cpu0[1],
+      // How busy the whole machine was, and who used it: the servers of both ends, the agent and
+      // the proxy share its cores, where each end alone had them all (the ceiling's measure).
+      machine: busyPercent(machine0, machine1),
+      top: cpuBetween(procs0, procs1, { [agentPid]: 'xfer-agent', [serverPid]: 'xfer-server' }).slice(0, 4),
+    };
     if (done.status !== 200 || !done.body.success) throw new Error(`xfer ${label} failed: ${JSON.stringify(done.body)}`);
     await check(`xfer ${label}`, eps[d], prefix, spec);
     await eps[d].remove(prefix);
@@ -233,7 +241,7 @@ try {
         const spec = CASES[c];
         const label = `${pair} ${c} ${net.name}`;
         const { seconds: xfer, rss, cpu } = await xferCopy(s, d, c, net, label);
-        log(`${label}: xfer ${xfer.toFixed(2)} s, agent peak RSS ${rss.toFixed(0)} MiB, CPU agent ${cpu.agent.toFixed(1)} s, control plane ${cpu.server.toFixed(1)} s`);
+        log(`${label}: xfer ${xfer.toFixed(2)} s, agent peak RSS ${rss.toFixed(0)} MiB, CPU agent ${cpu.agent.toFixed(1)} s, control plane ${cpu.server.toFixed(1)} s; machine ${cpu.machine.toFixed(0)}% busy (${cpu.top.map(([name, sec]) => `${name} ${sec.toFixed(1)} s`).join(', ')})`);
         // A file store keeps no checksum to compare: xfer's default (verify=checksum) reads every
         // written file back, where rclone checks the size (the test sshd runs no shell for its
         // md5sum). Like for like: xfer once more with verify=size.
@@ -290,12 +298,12 @@ function report(rcloneVersion) {
     const size = r.spec.count > 1 ? `${r.spec.count} × ${r.spec.bytes / 1024} KiB` : `1 × ${r.spec.bytes / 1048576} MiB`;
     const sizeOnly = r.sizeOnly === null ? '—' : `${r.sizeOnly.toFixed(2)} s (${(r.rclone / r.sizeOnly).toFixed(2)}× rclone)`;
     lines.push(`| ${r.net} | ${r.pair} | ${size} | ${r.xfer.toFixed(2)} s (${speed(r, r.xfer)}) | ${sizeOnly} | ${r.rclone.toFixed(2)} s (${speed(r, r.rclone)})${r.rcloneNote ? ` ¹` : ''} | ` +
-      `${clients(r.read, r)} | ${clients(r.write, r)} | ${r.ceiling.toFixed(2)} s (${speed(r, r.ceiling)}) | ${vsRclone.toFixed(2)}× | ${vsCeiling.toFixed(2)}× | ${r.rss.toFixed(0)} MiB | ${r.cpu.agent.toFixed(1)} / ${r.cpu.server.toFixed(1)} s | ${targets.join('; ')} |`);
+      `${clients(r.read, r)} | ${clients(r.write, r)} | ${r.ceiling.toFixed(2)} s (${speed(r, r.ceiling)}) | ${vsRclone.toFixed(2)}× | ${vsCeiling.toFixed(2)}× | ${r.rss.toFixed(0)} MiB | ${r.cpu.agent.toFixed(1)} / ${r.cpu.server.toFixed(1)} s | ${r.cpu.machine.toFixed(0)}% | ${targets.join('; ')} |`);
   }
   console.log(`\n### Transfer matrix, ${new Date().toISOString().slice(0, 10)}: xfer vs ${rcloneVersion} vs the solo ceiling, concurrency ${CONCURRENCY}; load ${load()}`);
   if (wanPairs.length) console.log(`wan: through Toxiproxy, ${args['wan-latency-ms']} ms each way${Number(args['wan-rate-kbps']) ? `, ${args['wan-rate-kbps']} KB/s each direction` : ''} (sftp, s3, smb; nfs direct)`);
-  console.log('\n| net | pair | case | xfer | xfer verify=size | rclone | source read alone | destination write alone | ceiling | xfer/rclone | xfer/ceiling | agent peak RSS | CPU agent / control plane | targets |');
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log('\n| net | pair | case | xfer | xfer verify=size | rclone | source read alone | destination write alone | ceiling | xfer/rclone | xfer/ceiling | agent peak RSS | CPU agent / control plane | machine busy | targets |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const l of lines) console.log(l);
   if (rows.some((r) => r.rcloneNote)) console.log('\n¹ rclone has no NFS client: it read the exported directory on this machine.');
 }

@@ -70,5 +70,20 @@ export function cpuBetween(before, after, names = {}) {
   return [...used].sort((a, b) => b[1] - a[1]);
 }
 
+/**
+ * The machine's CPU time so far (/proc/stat's first line, in clock ticks): busy (everything but
+ * idle and iowait) and total. Two readings give how busy all cores were in between: near 100%,
+ * the copy shared a saturated machine (its servers, the agent, the proxy), whatever each end alone
+ * can do.
+ */
+export function machineCpu() {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  const total = f.reduce((a, b) => a + b, 0);
+  return { busy: total - f[3] - (f[4] ?? 0), total };
+}
+
+/** Percent of the machine's CPU used between two `machineCpu` readings. */
+export const busyPercent = (a, b) => (100 * (b.busy - a.busy)) / Math.max(1, b.total - a.total);
+
 /** The 1, 5 and 15 minute load averages, for the report (the machine is shared). */
 export const load = () => loadavg().map((l) => l.toFixed(2)).join(' ');
