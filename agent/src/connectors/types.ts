@@ -116,6 +116,14 @@ export interface WriteOptions {
    * reads the other's), ignored where neither works (`none`).
    */
   modifiedAt?: Date;
+  /**
+   * The engine will check the stored bytes by reading them back (`verify = checksum` where the
+   * store shows no checksum of its own). A connector that can read the file through the handle it
+   * wrote it with, before closing it, does so and returns `WriteResult.readBack`: the engine then
+   * does not open the file again (on sftp, two round trips and a channel a file fewer). Others
+   * ignore it and the engine reads the file itself.
+   */
+  readBack?: boolean;
 }
 
 /** An open multipart upload: the object path it would create, the store's upload id, when it started (store clock). */
@@ -204,6 +212,8 @@ export interface WriteResult {
    * computed from the parts). Names how; the engine then needs no read-back.
    */
   storeVerified?: string;
+  /** What the connector read back of the written file when asked (`WriteOptions.readBack`): its SHA-256 (hex) and length. */
+  readBack?: { sha256: string; bytes: number };
 }
 
 export const CONNECTOR_ERROR_CODES = ['NOT_FOUND', 'AUTH', 'PERMISSION', 'TRANSIENT', 'CONFLICT', 'UNSUPPORTED'] as const;

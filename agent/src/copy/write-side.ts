@@ -160,7 +160,7 @@ export class WriteSide {
       // an already-aborted signal before it begins), and the catch below closes the source.
       signal.throwIfAborted();
       source.pipe(hasher);
-      const result = await destination.write(target, hasher, { size, signal, modifiedAt: await this.keptTime(item, signal) });
+      const result = await destination.write(target, hasher, { size, signal, modifiedAt: await this.keptTime(item, signal), readBack: this.o.options.verify === 'checksum' });
       written = true;
       if (hasher.sourceError || sourceError) throw hasher.sourceError ?? sourceError;
       if (!hasher.readableEnded) throw new VerifyError('the destination stopped reading before the end of the file');
@@ -237,6 +237,8 @@ export class WriteSide {
     // A file store (rename-capable) has no checksum to show on a stat, and the re-read below checks
     // size and content: its stat would be one more round trip per file for nothing.
     const reread = options.verify === 'checksum';
+    // Read back by the connector through the handle it wrote with (WriteOptions.readBack).
+    if (!sum && reread && result.readBack) return rereadVerdict(result.readBack, size, digests.sha256);
     if (!sum && !(reread && destination.capabilities.rename)) {
       const stored = await destination.stat(target, { signal });
       if (!stored || stored.kind !== 'file') throw new VerifyError('the written file is missing at the destination');
@@ -257,8 +259,7 @@ export class WriteSide {
       hash.update(chunk);
       bytes += chunk.length;
     }
-    if (bytes !== size || hash.digest('hex') !== digests.sha256) throw new VerifyError('the written file read back does not match the bytes sent (sha256)');
-    return 'reread';
+    return rereadVerdict({ sha256: hash.digest('hex'), bytes }, size, digests.sha256);
   }
 
   private retrying<T>(path: string, attempt: () => Promise<T>): Promise<T> {
@@ -302,4 +303,10 @@ function comparable(sum: Checksum | undefined, digests: { md5: string | null }):
   if (!sum) return false;
   if (sum.algorithm === 'sha256') return true;
   return digests.md5 !== null && isMd5Like(sum);
+}
+
+/** The written file as read back (by the engine or the connector) against the bytes sent. */
+function rereadVerdict(read: { sha256: string; bytes: number }, size: number, sha256: string): 'reread' {
+  if (read.bytes !== size || read.sha256 !== sha256) throw new VerifyError('the written file read back does not match the bytes sent (sha256)');
+  return 'reread';
 }
