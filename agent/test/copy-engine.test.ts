@@ -199,6 +199,35 @@ describe('copy engine on the fs connector', () => {
     expect(snapshot(dst)).toEqual({});
   });
 
+  test("a connector's own read-back (WriteOptions.readBack) is used instead of opening the file again, and a mismatch fails the file", async () => {
+    writeTree(src, { 'x.bin': 'payload', 'y.bin': 'other' });
+    const destination = new WrappedConnector(fsConnector(dst));
+    const asked: boolean[] = [];
+    let reads = 0;
+    destination.onRead = (_path, stream) => {
+      reads++;
+      return stream;
+    };
+    // What the store holds, hashed from the written (temporary) file as a connector would read it back; y's says other bytes.
+    destination.afterWrite = (path, result) => {
+      const held = readFileSync(join(dst, path));
+      return { ...result, readBack: { sha256: path.includes('y.bin') ? sha256('not what was sent') : sha256(held), bytes: held.length } };
+    };
+    const write = destination.write.bind(destination);
+    destination.write = (path, body, o) => {
+      asked.push((o as { readBack?: boolean }).readBack === true);
+      return write(path, body, o);
+    };
+    const outcome = await run({ destination, options: options({ verify: 'checksum' }) });
+    const byPath = Object.fromEntries(outcome.files.map((f) => [f.path, f]));
+    expect(byPath['x.bin']).toMatchObject({ status: 'copied', verified_by: 'reread' });
+    expect(byPath['y.bin']).toMatchObject({ status: 'failed', error: expect.stringMatching(/read back does not match/) });
+    expect(reads).toBe(0);
+    expect(asked.length).toBeGreaterThan(0);
+    expect(asked.every(Boolean)).toBe(true);
+    expect(Object.keys(snapshot(dst))).toEqual(['x.bin']);
+  });
+
   test('without rename (an object store), writes go to the final name and the MD5 the store reports is compared', async () => {
     writeTree(src, { 'a/obj1.bin': Buffer.alloc(70_000, 9), 'obj2.txt': 'two' });
     const destination = new WrappedConnector(fsConnector(dst), { rename: false, directories: false });

@@ -16,6 +16,7 @@ import { FIRST_CONTENT_OFFSET, flipAt, relayPair } from './helpers/relay-forward
 import { TestControlPlane, type AgentConnection } from './helpers/test-control-plane.js';
 import { FAST_RETRIES, sha256, writeTree } from './helpers/tree.js';
 import { WrappedConnector } from './helpers/wrapped-connector.js';
+import { until } from './helpers/until.js';
 
 /**
  * Relays between two real agents (relay-protocol.ts): sftp (read by the source agent) → s3
@@ -77,7 +78,7 @@ type JobEnd = Extract<AgentMessage, { type: 'job.completed' | 'job.failed' | 'jo
 /** The `nth` end of the job (one per attempt) as the destination reports it. */
 async function jobEnd(conn: AgentConnection, id: string, nth = 1, timeoutMs?: number): Promise<JobEnd> {
   const ends = () => conn.received.filter((m): m is JobEnd => ['job.completed', 'job.failed', 'job.cancelled'].includes(m.type) && (m as JobEnd).payload.job_id === id);
-  await until(() => ends().length >= nth, `end ${nth} of job ${id}`, timeoutMs);
+  await until(`end ${nth} of job ${id}`, () => ends().length >= nth, timeoutMs ?? 60_000);
   return ends()[nth - 1]!;
 }
 
@@ -143,14 +144,6 @@ function failingAfter(stream: Readable, bytes: number, error: Error): Readable {
   return out;
 }
 
-/** Resolves once `check` holds (polled). */
-async function until(check: () => boolean, what: string, timeoutMs = 60_000): Promise<void> {
-  const start = Date.now();
-  while (!check()) {
-    if (Date.now() - start > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 const SMALL_TREE: Record<string, string | Buffer> = {
   'readme.txt': 'hello relay\n',
@@ -226,7 +219,7 @@ describe('relay sftp → s3 between two agents', () => {
       const destinationMetrics = await metrics.destination.render();
       expect(destinationMetrics).toContain('xfer_agent_relays_finished_total{role="destination",source="sftp",status="completed"} 1');
       expect(destinationMetrics).toContain(`xfer_agent_files_total{source="sftp",destination="s3",outcome="transferred"} ${files.length}`);
-      await until(() => pair.forwarder.ends.length === 2, 'the source end');
+      await until('the source end', () => pair.forwarder.ends.length === 2, 60_000);
       const sourceMetrics = await metrics.source.render();
       expect(sourceMetrics).toContain('xfer_agent_relays_finished_total{role="source",source="sftp",status="completed"} 1');
       expect(sourceMetrics).toMatch(/xfer_agent_relay_bytes_sent_total\{source="sftp"\} \d+/);
@@ -356,7 +349,7 @@ describe('relay sftp → s3 between two agents', () => {
     try {
       const id = jobId();
       await startHeld(pair, id);
-      await until(() => pair.forwarder.destination.all('job.progress').some((m) => m.payload.bytes_transferred > 12 * MiB), 'bytes written');
+      await until('bytes written', () => pair.forwarder.destination.all('job.progress').some((m) => m.payload.bytes_transferred > 12 * MiB), 60_000);
       pair.forwarder.destination.send('job.cancel', { job_id: id });
       const end = await jobEnd(pair.forwarder.destination, id);
       expect(end.type).toBe('job.cancelled');
@@ -483,7 +476,7 @@ describe('relay sftp → s3 between two agents', () => {
       expect(first.type).toBe('job.failed');
       expect(first.payload).toMatchObject({ files_transferred: 4, files_failed: 1 });
       const verified = fileResults(pair.forwarder.destination, id).filter((r) => r.status === 'copied');
-      await until(() => pair.forwarder.ends.length === 2, 'the first relay to end');
+      await until('the first relay to end', () => pair.forwarder.ends.length === 2, 60_000);
 
       // Attempt 2 (a retry or a takeover): the control plane answers the lookup with attempt 1's results.
       readable = true;

@@ -7,6 +7,7 @@ import { spillDir } from '../src/session/report-queue.js';
 import { AgentSession, type SessionMessage } from '../src/session/session.js';
 import { LogLines, TEST_TOKEN } from './helpers/test-agent.js';
 import { TestControlPlane } from './helpers/test-control-plane.js';
+import { until } from './helpers/until.js';
 
 /** Job reports are held until acknowledged, sent again after every reconnect, and spilled to disk past the memory bound. */
 let server: TestControlPlane;
@@ -39,13 +40,6 @@ function session(memoryBytes = 8 * 1024 * 1024) {
   return { s, running: s.run(), received };
 }
 
-async function until(ok: () => boolean): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!ok()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 const filesOf = (messages: AgentMessage[]) => messages.flatMap((m) => (m.type === 'job.progress' ? m.payload.files.map((f) => f.path) : []));
 
@@ -54,7 +48,7 @@ test('a report not acknowledged is sent again after the reconnect; acknowledged 
   const first = await server.connection(0);
   const hello = await first.welcome({ acks: true });
   expect(hello.payload.acks).toBe(true);
-  await until(() => s.connected);
+  await until('the session connected', () => s.connected);
   s.send(progress('j1', 0, 5));
   s.send(progress('j1', 5, 5));
 
@@ -63,7 +57,7 @@ test('a report not acknowledged is sent again after the reconnect; acknowledged 
   first.send('ack', { seqs: [1] });
   // The session handles its messages in order: once a later one reached its caller, the ack is taken.
   first.send('ping', { request_id: 'after-the-ack' });
-  await until(() => received.some((m) => m.type === 'ping' && m.payload.request_id === 'after-the-ack'));
+  await until('the ping sent after the ack answered', () => received.some((m) => m.type === 'ping' && m.payload.request_id === 'after-the-ack'));
   first.ws.terminate();
   const second = await server.connection(1);
   await second.welcome({ acks: true });
@@ -145,7 +139,7 @@ test('the reconnect backoff never exceeds a quarter of the lease the last welcom
   const running = s.run();
   const first = await server.connection(0);
   await first.welcome({ lease_ms: 400 });
-  await until(() => s.connected);
+  await until('the session connected', () => s.connected);
   first.ws.terminate();
   // Without the cap this wait would be about 60 s.
   await (await server.connection(1)).welcome();

@@ -10,6 +10,7 @@ import { TestControlPlane, type AgentConnection } from './helpers/test-control-p
 import { allowingRoots, rmTemp, tempDir, writeTree } from './helpers/tree.js';
 import { S3WatchStore, SftpWatchStore } from './helpers/watch-stores.js';
 import { WrappedConnector } from './helpers/wrapped-connector.js';
+import { until } from './helpers/until.js';
 
 /**
  * The agent's side of watchers, end to end over a real WebSocket: the test control plane sends
@@ -111,13 +112,6 @@ function found(conn: AgentConnection, id: string): FoundFile[] {
 
 const polled = (conn: AgentConnection, id: string) => conn.all('watch.polled').filter((m) => m.payload.watcher_id === id);
 
-async function until(what: string, ok: () => boolean, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!ok()) {
-    if (Date.now() > deadline) throw new Error(`${what}: not in ${timeoutMs} ms`);
-    await sleep(20);
-  }
-}
 
 /** Resolves once `n` more polls of `id` ended after this call. */
 async function polls(conn: AgentConnection, id: string, n: number): Promise<void> {

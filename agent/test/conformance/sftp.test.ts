@@ -1,10 +1,13 @@
 import { Readable } from 'node:stream';
-import { readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { closeSync, existsSync, openSync, readFileSync, statSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
 import type { ConnectionSettings } from '@xfer/shared';
 import { createSftpConnector, SftpConnector } from '../../src/connectors/sftp/sftp.connector.js';
 import { closedAccess } from '../../src/connectors/access.js';
 import { runConformance, type ConformanceTarget } from './conformance.suite.js';
-import { closedPort, expectCode, uniqueName } from './helpers.js';
+import { bodyOf, closedPort, expectCode, sha256, uniqueName } from './helpers.js';
+import { until } from '../helpers/until.js';
 import { RawSftp } from './sftp.raw.js';
 
 // The OpenSSH sshd of `npm run services` (e2e/src/services/sshd.service.ts), started by jest's global setup.
@@ -159,5 +162,41 @@ describe('sftp connector: keys and host keys', () => {
     const c = new SftpConnector(settings('/etc', { password: server.password }));
     await expectCode(c.read('shadow'), 'PERMISSION');
     await c.close();
+  });
+});
+
+describe('sftp connector: reading a written file back through its handle', () => {
+  it('returns the SHA-256 and length of what the server holds, not of what was sent', async () => {
+    const dir = uniqueName('readback');
+    const c = new SftpConnector(settings(server.root, { password: server.password }));
+    try {
+      await c.mkdir(dir);
+      // 3 READs of the connector's 128 KiB and a short one.
+      const size = 3 * 128 * 1024 + 777;
+      const sent = randomBytes(size);
+      const onDisk = join(server.root, dir, 'f.bin');
+      // The body's last step waits until the server has written the three whole requests (the
+      // short rest goes out once the body ends; sftp-server handles a channel's requests in order),
+      // then changes the first byte on the server's disk behind the connector: the read-back must see it.
+      const body = Readable.from((async function* () {
+        yield sent.subarray(0, 200_000);
+        yield sent.subarray(200_000);
+        await until('three requests on the server', () => existsSync(onDisk) && statSync(onDisk).size >= 3 * 128 * 1024);
+        const fd = openSync(onDisk, 'r+');
+        writeSync(fd, Buffer.from([sent[0]! ^ 0xff]), 0, 1, 0);
+        closeSync(fd);
+      })());
+      const result = await c.write(`${dir}/f.bin`, body, { size, readBack: true });
+      expect(result.size).toBe(size);
+      expect(result.readBack).toEqual({ sha256: sha256(readFileSync(onDisk)), bytes: size });
+      expect(result.readBack!.sha256).not.toBe(sha256(sent));
+
+      // An empty file; and without readBack, none is returned.
+      expect((await c.write(`${dir}/empty`, bodyOf(''), { size: 0, readBack: true })).readBack).toEqual({ sha256: sha256(''), bytes: 0 });
+      expect((await c.write(`${dir}/plain`, bodyOf('x'), { size: 1 })).readBack).toBeUndefined();
+    } finally {
+      await c.remove(dir).catch(() => undefined);
+      await c.close();
+    }
   });
 });

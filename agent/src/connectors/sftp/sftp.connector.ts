@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { guardWrite } from '@xfer/storage';
 import type { Readable } from 'node:stream';
 import type { SFTPWrapper, Stats } from 'ssh2';
@@ -10,6 +11,7 @@ import { SFTP_STATUS, sftpError, sftpStatus } from './sftp.errors.js';
 import * as ops from './sftp.ops.js';
 import { abortable, SftpSession } from './sftp.session.js';
 import { pipelinedWrite, sftpReadStream } from './sftp.streams.js';
+import { ReadAtStream } from '../io/read-at.js';
 import { abortedError } from '../aborted.js';
 
 
@@ -115,15 +117,17 @@ export class SftpConnector implements Connector {
       return await guardWrite(body, { signal, aborted: () => abortedError('write', rel, signal!), mapError: (err) => sftpError(err, rel, 'write'), cleanup }, async () => {
         lease = await this.session.acquire(signal);
         const sftp = lease.sftp;
-        handle = await this.openForWrite(sftp, rel, remote);
+        // Read and write when the engine will read the file back: through this handle, not a new one.
+        handle = await this.openForWrite(sftp, rel, remote, options.readBack ? 'w+' : 'w');
         created = true;
         const size = await pipelinedWrite(sftp, handle, body, this.tuning);
         // FSETSTAT after every write was answered (SFTP v3 keeps whole seconds); a rename keeps it.
         if (options.modifiedAt) await ops.futimes(sftp, handle, options.modifiedAt);
+        const readBack = options.readBack ? await this.readBack(sftp, handle, rel, size, signal) : undefined;
         const closing = handle;
         handle = undefined;
         await ops.closeFile(sftp, closing);
-        return { size };
+        return { size, ...(readBack ? { readBack } : {}) };
       });
     } finally {
       lease?.release();
@@ -236,16 +240,40 @@ export class SftpConnector implements Connector {
     }
   }
 
-  /** Opens for writing (create, truncate), creating missing parent directories on the way. */
-  private async openForWrite(sftp: SFTPWrapper, rel: string, remote: string): Promise<Buffer> {
+  /**
+   * The SHA-256 of what the server holds, read through the handle the file was written with
+   * (WriteOptions.readBack): the same pipelined READs as `read`, without the open and close round
+   * trips, and on the channel the write already holds. The handle stays open for the caller.
+   */
+  private async readBack(sftp: SFTPWrapper, handle: Buffer, rel: string, size: number, signal: AbortSignal | undefined): Promise<{ sha256: string; bytes: number }> {
+    const hash = createHash('sha256');
+    let bytes = 0;
+    // One READ past the end, so a file longer than what was written shows as more bytes.
+    const stream = new ReadAtStream(0, size, {
+      readAt: async (offset, length) => ({ data: await ops.readAt(sftp, handle, length, offset) }),
+      fail: (err) => sftpError(err, rel, 'read back'),
+      chunkBytes: this.tuning.chunkBytes,
+      depth: this.tuning.depth,
+      signal,
+      aborted: () => abortedError('read back', rel, signal!),
+    });
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      hash.update(chunk);
+      bytes += chunk.length;
+    }
+    return { sha256: hash.digest('hex'), bytes };
+  }
+
+  /** Opens for writing (create, truncate), creating missing parent directories on the way; `w+` to read it back too. */
+  private async openForWrite(sftp: SFTPWrapper, rel: string, remote: string, flags: 'w' | 'w+' = 'w'): Promise<Buffer> {
     try {
-      return await ops.openFile(sftp, remote, 'w');
+      return await ops.openFile(sftp, remote, flags);
     } catch (err) {
       const status = sftpStatus(err);
       if (status === SFTP_STATUS.NO_SUCH_FILE) {
         // Optimistic: the parent usually exists, so only a miss costs the extra round trips.
         await this.mkdirs(sftp, parentOf(rel));
-        return ops.openFile(sftp, remote, 'w');
+        return ops.openFile(sftp, remote, flags);
       }
       if (status === SFTP_STATUS.FAILURE && (await ops.stat(sftp, remote).catch(() => null))?.isDirectory()) {
         throw new ConnectorError('CONFLICT', `write ${rel}: a directory is in the way`, { cause: err });

@@ -16,7 +16,7 @@ function call<T>(fn: (cb: Callback<T>) => void): Promise<T> {
   });
 }
 
-export const openFile = (sftp: SFTPWrapper, path: string, flags: 'r' | 'w') => call<Buffer>((cb) => sftp.open(path, flags, cb));
+export const openFile = (sftp: SFTPWrapper, path: string, flags: 'r' | 'w' | 'w+') => call<Buffer>((cb) => sftp.open(path, flags, cb));
 export const closeFile = (sftp: SFTPWrapper, handle: Buffer) => call<void>((cb) => sftp.close(handle, (err) => cb(err, undefined)));
 export const fstat = (sftp: SFTPWrapper, handle: Buffer) => call<Stats>((cb) => sftp.fstat(handle, cb));
 export const stat = (sftp: SFTPWrapper, path: string) => call<Stats>((cb) => sftp.stat(path, cb));
