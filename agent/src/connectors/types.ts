@@ -92,8 +92,10 @@ export interface Connector {
    * where it cannot: another store or account (the copy must need no authority the source connection
    * does not have), or a file whose copy the store's checksums could not verify; the engine then
    * moves the bytes. Resolves only with a copy the store's checksum showed equal to the source
-   * (`storeVerified` names how); rejects as `write` does, leaving nothing behind. Offered by stores
-   * whose writes are atomic (`capabilities.rename` false): the engine copies straight to `path`.
+   * (`storeVerified` names how; sftp, whose servers compute none, checks less: see the docs' table);
+   * rejects as `write` does, leaving nothing behind. The engine copies straight to `path`: the copy
+   * appears there only complete (an object store's commit; a store with `rename` copies into the
+   * engine's temporary name, `tempPathFor`, and renames it, as sftp does).
    */
   copyFrom?(source: Connector, sourcePath: string, path: string, options: ServerCopyOptions): Promise<WriteResult | null>;
 }
