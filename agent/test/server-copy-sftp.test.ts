@@ -5,6 +5,7 @@ import { SftpConnector } from '../src/connectors/sftp/sftp.connector.js';
 import type { SftpTuning } from '../src/connectors/sftp/sftp.config.js';
 import type { Connector } from '../src/connectors/types.js';
 import { copyTree } from '../src/copy/copy-engine.js';
+import { parseTempName, runTag } from '../src/copy/leftovers.js';
 import type { CopyOutcome, DirectCopyRequest } from '../src/copy/types.js';
 import { bodyOf, closedPort, expectCode, randomBody, uniqueName } from './conformance/helpers.js';
 import { RawSftp } from './conformance/sftp.raw.js';
@@ -71,10 +72,12 @@ afterAll(async () => {
   raw?.close();
 });
 
+const RUN = { jobId: 'server-copy-sftp', attempt: 1 };
+
 async function run(source: Connector, destination: Connector): Promise<CopyOutcome & { files: FileResult[] }> {
   const files: FileResult[] = [];
   const outcome = await copyTree({
-    source, sourcePath: '/', destination, destinationPath: '/', options: options({ overwrite: 'always' }), resume: false,
+    source, sourcePath: '/', destination, destinationPath: '/', options: options({ overwrite: 'always' }), resume: false, run: RUN,
     signal: new AbortController().signal, tuning: FAST_RETRIES, observer: { fileDone: (r) => files.push(r) },
   } satisfies DirectCopyRequest);
   return { ...outcome, files: files.sort((a, b) => a.path.localeCompare(b.path)) };
@@ -114,6 +117,13 @@ const namesIn = (dir: string) => readdirSync(`${base}/${dir}`).sort();
 test('same server and credentials: the server copies every file (copy-data); not one byte goes through the agent; kept times', async () => {
   const source = counted(sftp('src'));
   const destination = counted(sftp('copy'));
+  // The temporary names the engine hands the copies: its own, with the run's tag (a killed agent's is the next attempt's to remove).
+  const temps: Array<string | undefined> = [];
+  const copyFrom = destination.copyFrom.bind(destination);
+  destination.copyFrom = (from, fromPath, path, o) => {
+    temps.push(o.tempPath);
+    return copyFrom(from, fromPath, path, o);
+  };
   try {
     const outcome = await run(source, destination);
     expect(outcome.status).toBe('completed');
@@ -131,6 +141,11 @@ test('same server and credentials: the server copies every file (copy-data); not
       expect(sha256(readFileSync(copy))).toBe(sums[path]);
       expect(statSync(copy).mtime).toEqual(MTIME);
     }
+    const tagOf = (temp: string | undefined) => {
+      const parsed = parseTempName(temp?.split('/').pop() ?? '');
+      return parsed && `${parsed.job}a${parsed.attempt}`;
+    };
+    expect(temps.map(tagOf)).toEqual(Array(3).fill(runTag(RUN)));
     // Renamed into place: no temporary name remains.
     expect(namesIn('copy')).toEqual(['dir', 'empty.txt', 'small.txt']);
     expect(namesIn('copy/dir')).toEqual(['big.bin']);

@@ -94,8 +94,8 @@ export interface Connector {
    * moves the bytes. Resolves only with a copy the store's checksum showed equal to the source
    * (`storeVerified` names how; sftp, whose servers compute none, checks less: see the docs' table);
    * rejects as `write` does, leaving nothing behind. The engine copies straight to `path`: the copy
-   * appears there only complete (an object store's commit; a store with `rename` copies into the
-   * engine's temporary name, `tempPathFor`, and renames it, as sftp does).
+   * appears there only complete (an object store's commit; a store with `rename` copies into
+   * `ServerCopyOptions.tempPath` and renames it, as sftp does).
    */
   copyFrom?(source: Connector, sourcePath: string, path: string, options: ServerCopyOptions): Promise<WriteResult | null>;
 }
@@ -106,6 +106,12 @@ export interface ServerCopyOptions {
   signal?: AbortSignal;
   /** As `WriteOptions.modifiedAt`; asked only once the copy goes ahead (it may cost a stat of the source). */
   modifiedAt?: () => Promise<Date | undefined>;
+  /**
+   * Given where the destination has `rename`: the engine's temporary name beside `path` for this
+   * attempt (`tempPathFor`, with the run's tag), for a store that makes its copy there and renames
+   * it; one a killed agent left is then removed by the next attempt (copy/leftovers.ts).
+   */
+  tempPath?: string;
 }
 
 export interface WriteOptions {

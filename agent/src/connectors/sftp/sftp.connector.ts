@@ -5,7 +5,7 @@ import type { ConnectionSettings } from '@xfer/shared';
 import { joinRel, parentOf, relativePath, resolvePath, shownPath } from '../paths.js';
 import { closedAccess, type AgentAccess } from '../access.js';
 import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type ServerCopyOptions, type WriteOptions, type WriteResult } from '../types.js';
-// The engine's temporary name (not one of our own): the clean-up of leftovers knows it (copy/leftovers.ts).
+// The engine's form of temporary name (not one of our own): the clean-up of leftovers knows it (copy/leftovers.ts).
 import { tempPathFor } from '../../copy/write-side.js';
 import { DEFAULT_SFTP_TUNING, sameAccount, sftpEndpoint, type SftpEndpoint, type SftpTuning } from './sftp.config.js';
 import { copyRange, isListedVersion, sourceChanged } from './sftp.copy.js';
@@ -140,7 +140,7 @@ export class SftpConnector implements Connector {
    * Everything happens on one channel of this connector's session (copy-data copies between two
    * handles of one server process): the source is opened at the path its own connector would open
    * (its base path; nothing it could not read), checked to be the listed version, copied into the
-   * engine's temporary name beside `path` (opened as `write` opens a file: parents created), checked
+   * engine's temporary name beside `path` (`tempPath`; opened as `write` opens a file), checked
    * again with the copy's size, given the kept modification time, and renamed into place. Nothing
    * of it remains when anything fails.
    */
@@ -151,7 +151,8 @@ export class SftpConnector implements Connector {
     if (rel === '') throw new ConnectorError('CONFLICT', 'copy: the base path is a directory, not a file');
     const fromRel = relativePath(sourcePath);
     const from = source.remote(fromRel);
-    const tempRel = tempPathFor(rel);
+    // Beside `path` (checked as any path); called without one (tests), a name of the same form.
+    const tempRel = options.tempPath !== undefined ? relativePath(options.tempPath) : tempPathFor(rel);
     const temp = this.remote(tempRel);
     const lease = await this.session.acquire(signal);
     const sftp = lease.sftp;
