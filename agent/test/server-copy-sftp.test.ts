@@ -220,6 +220,15 @@ test('only the listed version: a source rewritten since it was listed is not cop
     await raw.mkdirs('stale/blocked/inside');
     await expectCode(destination.copyFrom(source, 'rewritten.txt', 'blocked', { entry: now }), 'CONFLICT');
     expect(namesIn('stale')).toEqual(['blocked', 'd.txt']);
+    // Cancelled once the copy goes ahead (the kept time is asked just before the temporary file is
+    // created, and the signal is checked before each request): TRANSIENT, and the file is removed.
+    const cancel = new AbortController();
+    const cancelling = async () => {
+      cancel.abort();
+      return MTIME;
+    };
+    await expectCode(destination.copyFrom(source, 'rewritten.txt', 'g.txt', { entry: now, modifiedAt: cancelling, signal: cancel.signal }), 'TRANSIENT', /aborted/);
+    expect(namesIn('stale')).toEqual(['blocked', 'd.txt']);
   } finally {
     await source.close();
     await destination.close();
