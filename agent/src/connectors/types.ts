@@ -92,7 +92,8 @@ export interface Connector {
    * where it cannot: another store or account (the copy must need no authority the source connection
    * does not have), or a file whose copy the store's checksums could not verify; the engine then
    * moves the bytes. Resolves only with a copy the store's checksum showed equal to the source
-   * (`storeVerified` names how; sftp, whose servers compute none, checks less: see the docs' table);
+   * (`storeVerified` names how; sftp, whose servers compute none, checks the size and the unchanged
+   * source instead: docs/connectors.md "Server-side copies");
    * rejects as `write` does, leaving nothing behind. The engine copies straight to `path`: the copy
    * appears there only complete (an object store's commit; a store with `rename` copies into
    * `ServerCopyOptions.tempPath` and renames it, as sftp does).
