@@ -92,8 +92,11 @@ export interface Connector {
    * where it cannot: another store or account (the copy must need no authority the source connection
    * does not have), or a file whose copy the store's checksums could not verify; the engine then
    * moves the bytes. Resolves only with a copy the store's checksum showed equal to the source
-   * (`storeVerified` names how); rejects as `write` does, leaving nothing behind. Offered by stores
-   * whose writes are atomic (`capabilities.rename` false): the engine copies straight to `path`.
+   * (`storeVerified` names how; sftp, whose servers compute none, checks the size and the unchanged
+   * source instead: docs/connectors.md "Server-side copies");
+   * rejects as `write` does, leaving nothing behind. The engine copies straight to `path`: the copy
+   * appears there only complete (an object store's commit; a store with `rename` copies into
+   * `ServerCopyOptions.tempPath` and renames it, as sftp does).
    */
   copyFrom?(source: Connector, sourcePath: string, path: string, options: ServerCopyOptions): Promise<WriteResult | null>;
 }
@@ -104,6 +107,19 @@ export interface ServerCopyOptions {
   signal?: AbortSignal;
   /** As `WriteOptions.modifiedAt`; asked only once the copy goes ahead (it may cost a stat of the source). */
   modifiedAt?: () => Promise<Date | undefined>;
+  /**
+   * The engine's temporary name beside `path` for this attempt (`tempPathFor`, with the run's tag),
+   * for a store that makes its copy there and renames it (sftp, OneDrive); one a killed agent left
+   * is then removed by the next attempt (copy/leftovers.ts). Object stores that commit atomically
+   * ignore it; a store that needs it copies nothing without it (null: the bytes move).
+   */
+  tempPath?: string;
+  /**
+   * The run's `verify`: with `checksum`, a store whose copy no checksum of its own vouches for
+   * (sftp) reads the source and the copy back and compares them; with `size` it may stop at the
+   * size. Absent: `checksum`.
+   */
+  verify?: 'checksum' | 'size';
 }
 
 export interface WriteOptions {

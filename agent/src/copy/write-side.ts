@@ -203,7 +203,10 @@ export class WriteSide {
   private async serverCopy(item: SourceItem, destPath: string): Promise<FileResult | null> {
     const { destination, stats, signal } = this.o;
     if (!item.at || !destination.copyFrom) return null;
-    const result = await destination.copyFrom(item.at.connector, item.at.path, destPath, { entry: item.entry, signal, modifiedAt: () => this.keptTime(item, signal) });
+    const result = await destination.copyFrom(item.at.connector, item.at.path, destPath, {
+      entry: item.entry, signal, modifiedAt: () => this.keptTime(item, signal),
+      tempPath: tempPathFor(destPath, this.o.run), verify: this.o.options.verify,
+    });
     if (!result) return null;
     if (result.size !== item.entry.size) throw new VerifyError(`the destination stored ${result.size} bytes of ${item.entry.size}`);
     stats.bytes(item.entry.size);

@@ -58,7 +58,7 @@ export const FileResult = Type.Object({
   size: Type.Integer({ minimum: 0 }),
   /** Hex SHA-256 of the bytes read from the source (absent for skipped files, but for one an earlier attempt verified: the SHA-256 it recorded). */
   sha256: Type.Optional(Type.String({ pattern: '^[0-9a-f]{64}$' })),
-  /** What the destination was verified with (`attempt <n>` for a file skipped because that earlier attempt verified it): `sha256`, `md5`, `etag` (the store's checksum), `md5-parts` (a multipart upload the store confirmed part by part), `server-copy-etag` (copied by the store itself, its ETag the source's), `server-copy-md5` (copied by the store itself, checked against the source's Content-MD5), `reread`, `size`. */
+  /** What the destination was verified with (`attempt <n>` for a file skipped because that earlier attempt verified it): `sha256`, `md5`, `etag` (the store's checksum), `md5-parts` (a multipart upload the store confirmed part by part), `server-copy-etag` (copied by the store itself, its ETag the source's), `server-copy-md5` (copied by the store itself, checked against the source's Content-MD5), `server-copy-reread` (copied by an sftp server itself, copy-data: source and copy read back and their SHA-256 compared), `server-copy-size` (copied by an sftp server itself: its size checked, the source unchanged), `reread`, `size`. */
   verified_by: Type.Optional(Type.String({ maxLength: 32 })),
   error: Type.Optional(Type.String({ maxLength: 2000 })),
 });

@@ -18,6 +18,8 @@ export interface SftpTuning {
   keepaliveIntervalMs: number;
   /** Unanswered keepalives before the connection counts as dead. */
   keepaliveCountMax: number;
+  /** Bytes per `copy-data` request of a server-side copy (sftp.copy.ts). */
+  copyDataBytes: number;
 }
 
 export const DEFAULT_SFTP_TUNING: SftpTuning = {
@@ -32,6 +34,9 @@ export const DEFAULT_SFTP_TUNING: SftpTuning = {
   readyTimeoutMs: 20_000,
   keepaliveIntervalMs: 15_000,
   keepaliveCountMax: 3,
+  // One request copies this much on the server (a few tenths of a second of disk), so a large file
+  // is many requests: none runs for minutes, and a cancel is seen between them.
+  copyDataBytes: 64 * 1024 * 1024,
 };
 
 /** What the session needs to connect: ssh2's config, and what it learns about the host key. */
@@ -42,6 +47,12 @@ export interface SftpEndpoint {
   connectConfig(hostKey: HostKeySeen): ConnectConfig;
   /** True when `options.host_key_sha256` pins the server's key. */
   pinned: boolean;
+  /**
+   * SHA-256 of host, port, username, password, private key, passphrase and pinned host key: two
+   * endpoints with equal accounts are the same server reached with the same authority (compared
+   * in constant time by `sameAccount`; a server-side copy needs it).
+   */
+  account: Buffer;
 }
 
 /** Filled by the host verifier during a handshake. */
@@ -77,6 +88,7 @@ export function sftpEndpoint(settings: ConnectionSettings, tuning: SftpTuning): 
   return {
     where,
     pinned: pin !== null,
+    account: createHash('sha256').update(JSON.stringify(['sftp', host, port, username, password ?? null, privateKey ?? null, passphrase ?? null, pin?.toString('hex') ?? null])).digest(),
     connectConfig: (seen) => ({
       host,
       port,
@@ -99,6 +111,11 @@ export function sftpEndpoint(settings: ConnectionSettings, tuning: SftpTuning): 
       },
     }),
   };
+}
+
+/** Two endpoints of the same server and the same credentials (see `SftpEndpoint.account`). */
+export function sameAccount(a: SftpEndpoint, b: SftpEndpoint): boolean {
+  return timingSafeEqual(a.account, b.account);
 }
 
 /** The 32 bytes of a pinned `SHA256:<base64>` fingerprint (prefix and padding optional), or null when unset. */

@@ -5,8 +5,10 @@ import type { SFTPWrapper, Stats } from 'ssh2';
 import type { ConnectionSettings } from '@xfer/shared';
 import { joinRel, parentOf, relativePath, resolvePath, shownPath } from '../paths.js';
 import { closedAccess, type AgentAccess } from '../access.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type WriteOptions, type WriteResult } from '../types.js';
-import { DEFAULT_SFTP_TUNING, sftpEndpoint, type SftpEndpoint, type SftpTuning } from './sftp.config.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type ServerCopyOptions, type WriteOptions, type WriteResult } from '../types.js';
+// The engine's form of temporary name (not one of our own): the clean-up of leftovers knows it (copy/leftovers.ts).
+import { DEFAULT_SFTP_TUNING, sameAccount, sftpEndpoint, type SftpEndpoint, type SftpTuning } from './sftp.config.js';
+import { copyRange, isListedVersion, sourceChanged } from './sftp.copy.js';
 import { SFTP_STATUS, sftpError, sftpStatus } from './sftp.errors.js';
 import * as ops from './sftp.ops.js';
 import { abortable, SftpSession } from './sftp.session.js';
@@ -131,6 +133,84 @@ export class SftpConnector implements Connector {
       });
     } finally {
       lease?.release();
+    }
+  }
+
+  /**
+   * Server-side copy with the `copy-data` extension (docs/connectors.md "Server-side copies"):
+   * only from another sftp connector of the same server and credentials (`sameAccount`), and only
+   * where the server announced the extension; else null before any request, and the bytes move.
+   * Everything happens on one channel of this connector's session (copy-data copies between two
+   * handles of one server process): the source is opened at the path its own connector would open
+   * (its base path; nothing it could not read), checked to be the listed version, copied into the
+   * engine's temporary name beside `path` (`tempPath`; opened as `write` opens a file), checked
+   * again with the copy's size, given the kept modification time, and renamed into place. Nothing
+   * of it remains when anything fails.
+   */
+  async copyFrom(source: Connector, sourcePath: string, path: string, options: ServerCopyOptions): Promise<WriteResult | null> {
+    const { entry, signal } = options;
+    if (!(source instanceof SftpConnector) || entry.kind !== 'file' || options.tempPath === undefined || !sameAccount(this.endpoint, source.endpoint)) return null;
+    const rel = relativePath(path);
+    if (rel === '') throw new ConnectorError('CONFLICT', 'copy: the base path is a directory, not a file');
+    const fromRel = relativePath(sourcePath);
+    const from = source.remote(fromRel);
+    // Beside `path` (checked as any path).
+    const tempRel = relativePath(options.tempPath);
+    const temp = this.remote(tempRel);
+    const lease = await this.session.acquire(signal);
+    const sftp = lease.sftp;
+    if (!ops.announced(sftp, 'copy-data')) {
+      lease.release();
+      return null;
+    }
+    let fromHandle: Buffer | undefined;
+    let toHandle: Buffer | undefined;
+    let created = false;
+    try {
+      fromHandle = await ops.openFile(sftp, from, 'r').catch((err: unknown) => {
+        throw sftpError(err, fromRel, 'read');
+      });
+      const before = await ops.fstat(sftp, fromHandle);
+      if (!isListedVersion(before, entry)) throw sourceChanged(fromRel, before, entry, 'before the copy');
+      if (signal?.aborted) throw abortedError('copy', rel, signal);
+      // Asked only now that the copy goes ahead (it may cost a stat of the source).
+      const modifiedAt = await options.modifiedAt?.();
+      // Read-write when the copy is to be read back (verify=checksum).
+      const reread = options.verify !== 'size';
+      toHandle = await this.openForWrite(sftp, tempRel, temp, reread ? 'w+' : 'w');
+      created = true;
+      await copyRange(sftp, fromHandle, toHandle, entry.size, { chunkBytes: this.tuning.copyDataBytes, signal, rel: fromRel });
+      if (reread) {
+        // No store checksum vouches for the server's copy: the source and the copy are read back
+        // through their open handles and compared (two reads, where moving the bytes costs a read,
+        // a write and a read back).
+        const [a, b] = await Promise.all([this.readBack(sftp, fromHandle, fromRel, entry.size, signal), this.readBack(sftp, toHandle, tempRel, entry.size, signal)]);
+        if (a.bytes !== entry.size || b.bytes !== entry.size || a.sha256 !== b.sha256) {
+          throw new ConnectorError('TRANSIENT', `copy ${shownPath(rel)}: the server's copy read back differs from its source (${b.bytes} bytes of ${a.bytes}, sha256 ${a.sha256 === b.sha256 ? 'equal' : 'different'}); it was removed`);
+        }
+      }
+      // The handle still reads the file that was copied (a rename over its path since the open
+      // does not change it): unchanged since the open, it is the version listed.
+      const [after, copied] = await Promise.all([ops.fstat(sftp, fromHandle), ops.fstat(sftp, toHandle)]);
+      if (!isListedVersion(after, entry)) throw sourceChanged(fromRel, after, entry, 'during the copy');
+      if (copied.size !== entry.size) {
+        throw new ConnectorError('TRANSIENT', `copy ${shownPath(rel)}: the server's copy holds ${copied.size} bytes of ${entry.size}; it was removed`);
+      }
+      if (modifiedAt) await ops.futimes(sftp, toHandle, modifiedAt);
+      const closing = toHandle;
+      toHandle = undefined;
+      await ops.closeFile(sftp, closing);
+      await this.replace(sftp, temp, this.remote(rel));
+      created = false;
+      return { size: entry.size, storeVerified: reread ? 'server-copy-reread' : 'server-copy-size' };
+    } catch (err) {
+      // No signal here: the clean-up runs after a cancel too.
+      if (toHandle) await ops.closeFile(sftp, toHandle).catch(() => undefined);
+      if (created) await ops.unlink(sftp, temp).catch(() => undefined);
+      throw sftpError(err, rel, 'copy');
+    } finally {
+      if (fromHandle) await ops.closeFile(sftp, fromHandle).catch(() => undefined);
+      lease.release();
     }
   }
 

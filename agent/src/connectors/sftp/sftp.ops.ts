@@ -36,6 +36,23 @@ export const writeAt = (sftp: SFTPWrapper, handle: Buffer, data: Buffer, positio
   call<void>((cb) => sftp.write(handle, data, 0, data.length, position, (err) => cb(err, undefined)));
 
 /**
+ * copy-data (docs/connectors.md "Server-side copies"): the server copies `length` bytes (never
+ * 0, which means "to the end of the file") from `from` at `fromOffset` to `to` at `toOffset`, both
+ * handles of this channel's server process. Fails with EOF when the source ends first.
+ */
+export const copyData = (sftp: SFTPWrapper, from: Buffer, fromOffset: number, length: number, to: Buffer, toOffset: number) =>
+  call<void>((cb) => sftp.ext_copy_data(from, fromOffset, length, to, toOffset, (err) => cb(err, undefined)));
+
+/**
+ * Whether the server announced the extension `name` at `version` in its VERSION packet: ssh2 keeps
+ * the announced ones in `_extensions` (absent from its typings) and refuses, without sending, a
+ * request of one that was not.
+ */
+export function announced(sftp: SFTPWrapper, name: string, version = '1'): boolean {
+  return (sftp as unknown as { _extensions?: Record<string, string> })._extensions?.[name] === version;
+}
+
+/**
  * posix-rename@openssh.com (replaces the target atomically), or null when the server lacks the
  * extension, so the caller falls back to the plain rename, which refuses an existing target.
  */
