@@ -92,8 +92,9 @@ export interface Connector {
    * where it cannot: another store or account (the copy must need no authority the source connection
    * does not have), or a file whose copy the store's checksums could not verify; the engine then
    * moves the bytes. Resolves only with a copy the store's checksum showed equal to the source
-   * (`storeVerified` names how); rejects as `write` does, leaving nothing behind. Offered by stores
-   * whose writes are atomic (`capabilities.rename` false): the engine copies straight to `path`.
+   * (`storeVerified` names how); rejects as `write` does, leaving nothing behind. The engine copies
+   * straight to `path`, with no temporary name of its own: a store whose copy could show a partial
+   * file copies under a temporary name itself and renames it (onedrive).
    */
   copyFrom?(source: Connector, sourcePath: string, path: string, options: ServerCopyOptions): Promise<WriteResult | null>;
 }
