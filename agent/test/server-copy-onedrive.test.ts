@@ -140,6 +140,15 @@ async function run(source: Connector, destination: Connector): Promise<CopyOutco
   return { ...outcome, files: files.sort((a, b) => a.path.localeCompare(b.path)) };
 }
 
+/** Resolves once `ok` holds (checked every 20 ms), rejects after `timeoutMs`. */
+async function until(what: string, ok: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await ok())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 /** What the engine hands `copyFrom` for the source file at `path`: its listing. */
 async function listed(source: OnedriveConnector, path: string): Promise<ServerCopyOptions> {
   return { entry: (await source.stat(path))! };
@@ -256,4 +265,23 @@ test('a copy Graph reports failed, or whose bytes differ from the listing, leave
   await expect(destination.copyFrom(source, 'dir/big.bin', 'big.bin', big)).resolves.toEqual({ size: BIG, checksum: big.entry.checksum, storeVerified: 'server-copy-quickxorhash' });
   expect(await sha256(join(drive(), 'to/faults/big.bin'))).toBe(await sha256(join(drive(), 'from/dir/big.bin')));
   expect(await namesIn('to/faults')).toEqual(['big.bin']);
+}, 60_000);
+
+test('a cancel while Graph copies stops the polling at once and removes what the copy made', async () => {
+  const source = connector('/from');
+  const destination = connector('/to/cancelled');
+  await mkdir(join(drive(), 'to/cancelled'), { recursive: true });
+  const big = await listed(source, 'dir/big.bin');
+  const since = await lastRequest();
+  const cancel = new AbortController();
+  const copying = destination.copyFrom(source, 'dir/big.bin', 'big.bin', { ...big, signal: cancel.signal }).catch((e: unknown) => e);
+  // The first poll says inProgress: the connector is now waiting for the next one.
+  await until('the first poll of the monitor', async () => (await requestsSince(since)).some((r) => r.path.startsWith('/_monitor/')));
+  cancel.abort();
+  expect(await copying).toMatchObject({ code: 'TRANSIENT', message: expect.stringMatching(/copy "big\.bin".*aborted/) });
+  const asked = await requestsSince(since);
+  expect(asked.filter((r) => r.path.startsWith('/_monitor/'))).toHaveLength(1);
+  // The clean-up (after the cancel, without its signal) deleted the copy's temporary item.
+  expect(asked.at(-1)).toMatchObject({ method: 'DELETE', path: expect.stringMatching(/\.big\.bin\.xfer-t[0-9a-z]+-[0-9a-f]{12}\.part:$/) });
+  expect(await namesIn('to/cancelled')).not.toContain('big.bin');
 }, 60_000);
