@@ -231,6 +231,13 @@ test('a monitor URL the agent may not dial, or not HTTPS, is not followed: the f
       message: expect.stringMatching(/copy "small\.txt".*not following the monitor URL of Microsoft Graph's copy \(localhost:\d+\): the agent may not connect to localhost: .*deny/),
     });
     expect((await requestsSince(since)).filter((r) => r.path.startsWith('/_monitor/'))).toEqual([]);
+    // In a job: each file fails at once with that reason (PERMISSION is not retried), none copied.
+    const outcome = await run(source, destination);
+    expect(outcome.status).toBe('failed');
+    expect(outcome.files.map((f) => [f.path, f.status, f.error])).toEqual(['dir/big.bin', 'empty.txt', 'small.txt'].map((path) => [
+      path, 'failed', expect.stringMatching(/not following the monitor URL of Microsoft Graph's copy \(localhost:\d+\): the agent may not connect to localhost/),
+    ]));
+    expect((await requestsSince(since)).filter((r) => r.path.startsWith('/_monitor/') || (r.method === 'POST' && r.path.endsWith('/copy')))).toHaveLength(4);
 
     await control('POST', 'monitor-origin', { origin: `http://127.0.0.1:${port}` });
     const plain = await destination.copyFrom(source, 'small.txt', 'small.txt', small).catch((e: unknown) => e);
@@ -241,7 +248,7 @@ test('a monitor URL the agent may not dial, or not HTTPS, is not followed: the f
   // The target never appeared; what Graph may still finish has the engine's temporary name, which the leftovers sweep knows.
   const left = await namesIn('to/refused');
   expect(left).not.toContain('small.txt');
-  for (const name of left) expect(parseTempName(name)).not.toBeNull();
+  for (const name of left.filter((n) => n !== 'dir')) expect([name, parseTempName(name.slice(name.lastIndexOf('/') + 1))]).toEqual([name, expect.anything()]);
 }, 60_000);
 
 test('a copy Graph reports failed, or whose bytes differ from the listing, leaves nothing behind and fails with a clear error', async () => {
