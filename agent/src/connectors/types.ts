@@ -92,11 +92,11 @@ export interface Connector {
    * where it cannot: another store or account (the copy must need no authority the source connection
    * does not have), or a file whose copy the store's checksums could not verify; the engine then
    * moves the bytes. Resolves only with a copy the store's checksum showed equal to the source
-   * (`storeVerified` names how; sftp, whose servers compute none, checks the size and the unchanged
-   * source instead: docs/connectors.md "Server-side copies");
-   * rejects as `write` does, leaving nothing behind. The engine copies straight to `path`: the copy
-   * appears there only complete (an object store's commit; a store with `rename` copies into
-   * `ServerCopyOptions.tempPath` and renames it, as sftp does).
+   * (`storeVerified` names how; sftp, whose servers compute none, reads source and copy back or
+   * checks the size and the unchanged source: docs/connectors.md "Server-side copies"); rejects as
+   * `write` does, leaving nothing behind. The engine copies straight to `path`: the copy appears
+   * there only complete (an object store's commit; a store whose copy could show a partial file
+   * copies into `ServerCopyOptions.tempPath` and renames it, as sftp and onedrive do).
    */
   copyFrom?(source: Connector, sourcePath: string, path: string, options: ServerCopyOptions): Promise<WriteResult | null>;
 }

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { ConnectionSettings } from '@xfer/shared';
 import { ConnectorError } from '../types.js';
 
@@ -29,6 +30,13 @@ export interface OnedriveConfig {
   /** `host:port` of Graph and of the login host, for messages. */
   endpoint: string;
   loginEndpoint: string;
+  /**
+   * SHA-256 of Graph's origin, the drive, the token URL, the app's id and secret and the refresh
+   * token: two connections with equal accounts are the same user on the same drive, so a
+   * server-side copy between them needs no authority the source connection lacks
+   * (docs/connectors.md "Server-side copies"). Compared in constant time; never shown.
+   */
+  account: Buffer;
 }
 
 /**
@@ -56,16 +64,20 @@ export function onedriveConfig(settings: ConnectionSettings): OnedriveConfig {
   const loginOrigin = new URL(`https://${loginHost}`);
   const driveId = typeof settings.options?.drive_id === 'string' && settings.options.drive_id ? settings.options.drive_id : null;
   const basePath = `/${(settings.path ?? '/').split('/').filter((s) => s !== '' && s !== '.').join('/')}`;
+  const graphOrigin = `https://${host}${port === 443 ? '' : `:${port}`}`;
+  const drivePath = driveId ? `/v1.0/drives/${encodeURIComponent(driveId)}` : '/v1.0/me/drive';
+  const tokenUrl = `${loginOrigin.origin}/${encodeURIComponent(tenant)}/oauth2/v2.0/token`;
   return {
     connectionId: settings.id,
-    graphOrigin: `https://${host}${port === 443 ? '' : `:${port}`}`,
-    drivePath: driveId ? `/v1.0/drives/${encodeURIComponent(driveId)}` : '/v1.0/me/drive',
-    tokenUrl: `${loginOrigin.origin}/${encodeURIComponent(tenant)}/oauth2/v2.0/token`,
+    graphOrigin,
+    drivePath,
+    tokenUrl,
     basePath,
     clientId,
     clientSecret,
     refreshToken,
     endpoint: `${host}:${port}`,
     loginEndpoint: `${loginOrigin.hostname}:${loginOrigin.port || 443}`,
+    account: createHash('sha256').update(JSON.stringify(['onedrive', graphOrigin, drivePath, tokenUrl, clientId, clientSecret, refreshToken])).digest(),
   };
 }

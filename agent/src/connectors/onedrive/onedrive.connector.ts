@@ -3,11 +3,12 @@ import { Readable } from 'node:stream';
 import type { ConnectionSettings } from '@xfer/shared';
 import { baseName, joinRel, parentOf, relativePath } from '../paths.js';
 import { closedAccess } from '../access.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type Checksum, type ConnectorContext, type Entry, type WriteOptions, type WriteResult } from '../types.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type Checksum, type ConnectorContext, type Entry, type ServerCopyOptions, type WriteOptions, type WriteResult } from '../types.js';
 import { onedriveConfig, type OnedriveConfig } from './onedrive.config.js';
 import { requestError, type GraphErrorContext } from './onedrive.errors.js';
 import { bodyChunks } from '../io/http-body.js';
 import { SingleFlight } from '../single-flight.js';
+import { monitorUrl, sameAccount, waitForCopy } from './onedrive.copy.js';
 import { GraphClient, type DriveItem, type GraphPage } from './onedrive.graph.js';
 import { endpointOf, HttpsClient } from './onedrive.http.js';
 import { TokenSource } from './onedrive.token.js';
@@ -168,6 +169,72 @@ export class OnedriveConnector implements Connector {
     } catch (err) {
       await this.removeQuietly(rel);
       throw requestError(err, ctx, signal);
+    }
+  }
+
+  /**
+   * Server-side copy (docs/connectors.md "Server-side copies") with Graph's `copy` action, between
+   * two connections of the same user on the same drive (`sameAccount`), of a file whose listing has
+   * a QuickXorHash; null otherwise, before any request (the engine moves the bytes).
+   *
+   * Graph's copy names no version of the source (no if-match), so the listed version is held by
+   * hashes: the source is checked against the listing first (size and QuickXorHash; a rewritten
+   * source fails CONFLICT), and the new item's QuickXorHash, which Graph computes from the bytes it
+   * stored, must equal the listed one — a copy of any other content is deleted and the file fails.
+   * Graph does not say whether a copy in progress is visible, so it is made under the engine's
+   * temporary name beside the target (hidden, swept as a leftover if Graph finishes it after a
+   * failure), then renamed onto the target with the kept modification time in the same PATCH.
+   */
+  async copyFrom(source: Connector, sourcePath: string, path: string, options: ServerCopyOptions): Promise<WriteResult | null> {
+    const listed = options.entry;
+    if (!(source instanceof OnedriveConnector) || options.tempPath === undefined || !sameAccount(this.config, source.config) || listed.kind !== 'file') return null;
+    if (listed.checksum?.algorithm !== 'quickxor') return null;
+    const rel = relativePath(path);
+    const from = relativePath(sourcePath);
+    if (rel === '') throw new ConnectorError('CONFLICT', 'copy needs a file path, not the base path');
+    const { signal } = options;
+    const what = `copy ${JSON.stringify(rel)} on ${this.config.endpoint}`;
+    const original = await source.item(from, 'copy', signal);
+    if (!original?.file) throw new ConnectorError('NOT_FOUND', `${what}: the source ${JSON.stringify(from)} is gone since it was listed`);
+    if (original.size !== listed.size || quickXorChecksum(original.file.hashes?.quickXorHash ?? '')?.value !== listed.checksum.value) {
+      throw new ConnectorError('CONFLICT', `${what}: source changed since it was listed (its size or QuickXorHash differs)`);
+    }
+    // Asked only now that the copy goes ahead: it may cost a stat of the source.
+    const modifiedAt = await options.modifiedAt?.();
+    const folder = parentOf(rel);
+    await this.mkdirs(folder, signal);
+    const parent = await this.item(folder, 'copy', signal);
+    if (!parent?.folder && !parent?.root) throw new ConnectorError('CONFLICT', `${what}: the target's folder is missing`);
+    // The engine's temporary name for the attempt, in the target's folder whatever folder it names.
+    const temp = joinRel(folder, baseName(relativePath(options.tempPath)));
+    const ctx = { op: 'copy', path: rel };
+    // Both connections address the same drive (sameAccount): the source item by its id, which the checks above saw.
+    const driveId = parent.parentReference?.driveId ?? original.parentReference?.driveId;
+    const accepted = await this.graph.request({
+      method: 'POST', url: `${this.config.drivePath}/items/${encodeURIComponent(original.id)}/copy?@microsoft.graph.conflictBehavior=fail`, signal, ctx,
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ parentReference: { ...(driveId ? { driveId } : {}), id: parent.id }, name: baseName(temp) }),
+    });
+    accepted.discard();
+    try {
+      const resourceId = accepted.status === 202 ? await waitForCopy(this.graph, monitorUrl(accepted.headers.location, this.config.graphOrigin, what), ctx, signal) : undefined;
+      const copy = await this.item(temp, 'copy', signal);
+      if (!copy?.file || (resourceId !== undefined && copy.id !== resourceId)) throw new ConnectorError('TRANSIENT', `${what}: Microsoft Graph reported the copy done, but it is not at its temporary name`);
+      const stored = copy.file.hashes?.quickXorHash;
+      if (copy.size !== listed.size || quickXorChecksum(stored ?? '')?.value !== listed.checksum.value) {
+        throw new ConnectorError('TRANSIENT', `${what}: the copy Microsoft Graph made differs from the listed source (${copy.size ?? '?'} bytes of ${listed.size}, QuickXorHash ${stored ? 'different' : 'missing'}); the copy was removed`);
+      }
+      // One PATCH: the rename onto the target (replacing it, as a write's rename does) and the kept time.
+      const res = await this.graph.request({
+        method: 'PATCH', url: `${this.itemUrl(temp)}?@microsoft.graph.conflictBehavior=replace`, signal, ctx, headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ name: baseName(rel), ...(modifiedAt ? { fileSystemInfo: { lastModifiedDateTime: modifiedAt.toISOString() } } : {}) }),
+      });
+      res.discard();
+      return { size: listed.size, checksum: listed.checksum, storeVerified: 'server-copy-quickxorhash' };
+    } catch (err) {
+      // No signal: the clean-up also runs after a cancel. A copy Graph completes after this keeps the temporary name (a leftover the sweep removes).
+      await this.removeQuietly(temp);
+      throw requestError(err, { ...ctx, endpoint: this.config.endpoint }, signal);
     }
   }
 

@@ -13,6 +13,8 @@ export interface DriveItem {
   /** The file's own times as the client set them (rclone's modification time), not the upload's. */
   fileSystemInfo?: { lastModifiedDateTime?: string };
   eTag?: string;
+  /** The folder the item is in, and its drive (a copy names both). */
+  parentReference?: { driveId?: string; id?: string };
   folder?: { childCount?: number };
   file?: { mimeType?: string; hashes?: { quickXorHash?: string; sha1Hash?: string; sha256Hash?: string } };
   root?: object;

@@ -38,6 +38,43 @@ interface UploadSession {
   busy: boolean;
 }
 
+/**
+ * A `copy` action in progress (Graph "driveItem: copy", "Working with long running actions"): the
+ * bytes are copied in the background into staging, then the item appears under its name at once.
+ */
+interface CopyJob {
+  status: 'notStarted' | 'inProgress' | 'completed' | 'failed';
+  /** Monitor polls answered so far: the first one always reports the job still running. */
+  polls: number;
+  bytes: number;
+  copied: number;
+  resourceId?: string;
+  error?: { code: string; message: string };
+}
+
+/**
+ * What the next copies do, injected by a test (`/_fake/copy-faults`): `fail` stops half-way, leaves
+ * the half-copied item under the target name (Microsoft does not document what a failed copy leaves:
+ * the fake leaves the worst) and reports `failed`; `corrupt` completes with one byte flipped (what a
+ * copy of another version than the client checked looks like).
+ */
+interface CopyFault {
+  mode: 'fail' | 'corrupt';
+  remaining: number;
+}
+
+/** One request the fake answered (`/_fake/requests`): what a test reads to show which requests the client made. */
+interface LoggedRequest {
+  seq: number;
+  method: string;
+  path: string;
+  /** Whether an Authorization header came with it (a pre-authenticated or monitor URL must get none). */
+  authorization: boolean;
+}
+
+/** Requests kept in the log (the oldest go first). */
+const MAX_LOGGED = 10_000;
+
 /** A fault the admin endpoint injected: the next `remaining` matching requests get `status` with Retry-After. */
 interface Fault {
   status: number;
@@ -63,7 +100,12 @@ class HttpError extends Error {
  * - the pre-authenticated upload URLs (Content-Range fragments, multiples of 320 KiB but the
  *   last, 202 with nextExpectedRanges, 201/200 with the driveItem at the end, 416 for a fragment
  *   that is not the next expected, DELETE to cancel) and download URLs;
- * - /_fake/*: the test's controls (inject 429/503 with Retry-After, mint or revoke tokens, counters).
+ * - POST items/{id}/copy (or by path): 202 with a monitor URL in Location; the copy runs in the
+ *   background (parentReference by id or path, a new name, conflictBehavior fail/replace/rename);
+ *   the monitor URL (`/_monitor/{id}`, no token: the fake refuses one) answers asyncJobStatus,
+ *   `inProgress` at the first poll, then `completed` with the new item's resourceId, or `failed`;
+ * - /_fake/*: the test's controls (inject 429/503 with Retry-After, mint or revoke tokens, counters,
+ *   copy faults, the monitor URLs' origin, the request log).
  * Shapes follow Microsoft's documentation: driveItem JSON, `{error: {code, message, innerError}}`.
  * Files live on disk under `root` and are streamed in and out, never buffered whole.
  */
@@ -74,6 +116,12 @@ export class GraphFake {
   private readonly sessions = new Map<string, UploadSession>();
   private readonly downloads = new Map<string, { rel: string; expires: number }>();
   private faults: Fault[] = [];
+  private readonly copies = new Map<string, CopyJob>();
+  private copyFaults: CopyFault[] = [];
+  /** The origin monitor URLs are given on (a test points them elsewhere); the fake's own by default. */
+  private monitorOrigin: string | null = null;
+  private readonly log: LoggedRequest[] = [];
+  private logged = 0;
   private throttled = 0;
   /** Upload-session fragments accepted. */
   private fragments = 0;
@@ -110,6 +158,8 @@ export class GraphFake {
     const url = new URL(req.url ?? '/', this.origin);
     const path = url.pathname;
     if (path.startsWith('/_fake/')) return this.admin(req, res, path.slice('/_fake/'.length), url);
+    this.log.push({ seq: ++this.logged, method: req.method ?? 'GET', path, authorization: req.headers.authorization !== undefined });
+    if (this.log.length > MAX_LOGGED) this.log.shift();
     this.injectFault(req);
     const token = /^\/([^/]+)\/oauth2\/v2\.0\/token$/.exec(path);
     if (token && req.method === 'POST') {
@@ -118,6 +168,7 @@ export class GraphFake {
     }
     if (path.startsWith('/_upload/')) return this.fragment(req, res, path.slice('/_upload/'.length));
     if (path.startsWith('/_download/')) return this.download(req, res, path.slice('/_download/'.length));
+    if (path.startsWith('/_monitor/')) return this.monitor(req, res, path.slice('/_monitor/'.length));
     const drive = /^\/v1\.0\/(?:me\/drive|drives\/([^/]+))(\/.*)?$/.exec(path);
     if (!drive) throw new HttpError(400, 'BadRequest', `Resource not found for the segment '${path.split('/')[2] ?? ''}'.`);
     const auth = this.authority.validAccessToken(req.headers.authorization);
@@ -165,6 +216,7 @@ export class GraphFake {
     if (suffix === '/content' && method === 'GET') return this.contentRedirect(res, rel);
     if (suffix === '/content' && method === 'PUT') return this.simpleUpload(req, res, rel, conflict ?? 'replace');
     if (suffix === '/createUploadSession' && method === 'POST') return this.createSession(req, res, rel);
+    if (suffix === '/copy' && method === 'POST') return this.copy(req, res, rel, conflict);
     throw new HttpError(405, 'invalidRequest', `${method} is not supported on this resource by the fake.`);
   }
 
@@ -237,8 +289,23 @@ export class GraphFake {
     }
     const name = body.name === undefined ? rel.slice(rel.lastIndexOf('/') + 1) : body.name;
     if (typeof name !== 'string' || !validName(name)) throw new HttpError(400, 'invalidRequest', 'The name in the request is invalid.');
-    let parent = rel.includes('/') ? rel.slice(0, rel.lastIndexOf('/')) : '';
-    const ref = body.parentReference;
+    const parent = await this.parentFolder(body.parentReference, rel.includes('/') ? rel.slice(0, rel.lastIndexOf('/')) : '');
+    const target = parent ? `${parent}/${name}` : name;
+    if (target === rel) return this.json(res, 200, await this.itemOr404(rel));
+    if (target.startsWith(`${rel}/`)) throw new HttpError(400, 'invalidRequest', 'An item cannot be moved into itself.');
+    const behavior = conflict ?? body['@microsoft.graph.conflictBehavior'] ?? 'fail';
+    if (await this.store.stat(target)) {
+      if (behavior !== 'replace') throw new HttpError(409, 'nameAlreadyExists', `The specified item name already exists. Name: ${name}`);
+      await this.store.remove(target);
+    }
+    await this.store.move(rel, target);
+    this.json(res, 200, await this.itemOr404(target));
+  }
+
+  /** The folder a parentReference names (by id, else by path), `fallback` without one; 404 unless it is a folder. */
+  private async parentFolder(ref: { driveId?: string; id?: string; path?: string } | undefined, fallback: string): Promise<string> {
+    let parent = fallback;
+    if (ref?.driveId !== undefined && ref.driveId !== DRIVE_ID) throw new HttpError(400, 'invalidRequest', 'The fake has one drive: parentReference.driveId names another.');
     if (ref?.id !== undefined) {
       const found = this.store.pathOf(ref.id);
       if (found === undefined) throw new HttpError(404, 'itemNotFound', 'The parent item could not be found.');
@@ -250,16 +317,95 @@ export class GraphFake {
     }
     const pst = await this.store.stat(parent);
     if (!pst?.isDirectory()) throw new HttpError(404, 'itemNotFound', 'The parent item could not be found.');
-    const target = parent ? `${parent}/${name}` : name;
-    if (target === rel) return this.json(res, 200, await this.itemOr404(rel));
-    if (target.startsWith(`${rel}/`)) throw new HttpError(400, 'invalidRequest', 'An item cannot be moved into itself.');
+    return parent;
+  }
+
+  /**
+   * POST …/copy: checks what can be checked at once (the source, the parent, the name, a name taken
+   * with conflictBehavior fail: 409), answers 202 with the monitor URL, and copies in the background
+   * into staging; the new item appears whole under its name when the bytes are in. Files only.
+   */
+  private async copy(req: IncomingMessage, res: ServerResponse, rel: string, conflict: string | null): Promise<void> {
+    const body = JSON.parse((await readBody(req)) || '{}') as { parentReference?: { driveId?: string; id?: string; path?: string }; name?: unknown; '@microsoft.graph.conflictBehavior'?: string };
+    const st = await this.store.stat(rel);
+    if (!st) throw new HttpError(404, 'itemNotFound', 'The resource could not be found.');
+    if (!st.isFile()) throw new HttpError(400, 'invalidRequest', 'The fake copies files only.');
+    const parent = await this.parentFolder(body.parentReference, rel.includes('/') ? rel.slice(0, rel.lastIndexOf('/')) : '');
+    const name = body.name === undefined ? rel.slice(rel.lastIndexOf('/') + 1) : body.name;
+    if (typeof name !== 'string' || !validName(name)) throw new HttpError(400, 'invalidRequest', 'The name in the request is invalid.');
     const behavior = conflict ?? body['@microsoft.graph.conflictBehavior'] ?? 'fail';
-    if (await this.store.stat(target)) {
-      if (behavior !== 'replace') throw new HttpError(409, 'nameAlreadyExists', `The specified item name already exists. Name: ${name}`);
-      await this.store.remove(target);
+    if (!['fail', 'replace', 'rename'].includes(behavior)) throw new HttpError(400, 'invalidRequest', `Unknown conflictBehavior ${behavior}.`);
+    const target = parent ? `${parent}/${name}` : name;
+    if (behavior === 'fail' && (await this.store.stat(target))) throw new HttpError(409, 'nameAlreadyExists', `The specified item name already exists. Name: ${name}`);
+    const id = randomBytes(18).toString('base64url');
+    const job: CopyJob = { status: 'notStarted', polls: 0, bytes: st.size, copied: 0 };
+    this.copies.set(id, job);
+    const fault = this.copyFaults.find((f) => f.remaining > 0);
+    if (fault) fault.remaining--;
+    void this.runCopy(job, rel, target, behavior, fault?.mode);
+    res.writeHead(202, { Location: `${this.monitorOrigin ?? this.origin}/_monitor/${id}`, 'Content-Length': '0' }).end();
+  }
+
+  private async runCopy(job: CopyJob, rel: string, target: string, behavior: string, fault: CopyFault['mode'] | undefined): Promise<void> {
+    const staging = join(this.options.stagingDir, `copy-${randomUUID()}`);
+    try {
+      job.status = 'inProgress';
+      // A failing copy gets half the bytes (at least the first one), the others all of them.
+      const source = createReadStream(this.store.abs(rel), fault === 'fail' ? { end: Math.max(0, Math.floor(job.bytes / 2) - 1) } : {});
+      source.on('data', (chunk) => (job.copied += chunk.length));
+      await pipeline(source, createWriteStream(staging));
+      if (fault === 'corrupt' && job.bytes > 0) {
+        const file = await open(staging, 'r+');
+        try {
+          const byte = Buffer.alloc(1);
+          await file.read(byte, 0, 1, 0);
+          byte[0] = byte[0]! ^ 0x01;
+          await file.write(byte, 0, 1, 0);
+        } finally {
+          await file.close();
+        }
+      }
+      let name = target;
+      const existing = await this.store.stat(target);
+      if (existing && behavior === 'rename') name = await this.freeName(target);
+      else if (existing?.isDirectory() || (existing && behavior !== 'replace')) throw new HttpError(409, 'nameAlreadyExists', 'The specified item name already exists.');
+      await this.store.moveIn(staging, name);
+      if (fault === 'fail') throw new HttpError(500, 'generalException', 'The copy failed part-way (injected by the test).');
+      job.resourceId = this.store.idOf(name);
+      job.status = 'completed';
+    } catch (err) {
+      job.status = 'failed';
+      job.error = err instanceof HttpError ? { code: err.code, message: err.message } : { code: 'generalException', message: (err as Error).message };
+    } finally {
+      await rm(staging, { force: true });
     }
-    await this.store.move(rel, target);
-    this.json(res, 200, await this.itemOr404(target));
+  }
+
+  /** `name 1.ext`, `name 2.ext`, …: the first free name beside `target` (conflictBehavior rename). */
+  private async freeName(target: string): Promise<string> {
+    const dot = target.lastIndexOf('.');
+    const stem = dot > target.lastIndexOf('/') + 1 ? target.slice(0, dot) : target;
+    const ext = target.slice(stem.length);
+    for (let n = 1; ; n++) {
+      const name = `${stem} ${n}${ext}`;
+      if (!(await this.store.stat(name))) return name;
+    }
+  }
+
+  /** A monitor URL: asyncJobStatus, 202 while the copy runs and once it completed (as the documentation shows), 200 once it failed. */
+  private monitor(req: IncomingMessage, res: ServerResponse, id: string): void {
+    const job = this.copies.get(id);
+    if (!job) throw new HttpError(404, 'itemNotFound', 'The monitor URL is not valid or has expired.');
+    if (req.method !== 'GET') throw new HttpError(405, 'invalidRequest', 'Monitor URLs accept GET.');
+    // Stricter than Graph, as for download URLs: the monitor needs no token, and may be on another host.
+    if (req.headers.authorization) throw new HttpError(400, 'invalidRequest', 'The FAKE refuses an Authorization header on a monitor URL.');
+    const first = job.polls++ === 0;
+    const percentageComplete = job.bytes === 0 ? 100 : Math.round((job.copied / job.bytes) * 1000) / 10;
+    if (first || job.status === 'notStarted' || job.status === 'inProgress') {
+      return this.json(res, 202, { operation: 'ItemCopy', status: job.status === 'notStarted' ? 'notStarted' : 'inProgress', percentageComplete: first ? Math.min(percentageComplete, 99.9) : percentageComplete });
+    }
+    if (job.status === 'failed') return this.json(res, 200, { operation: 'ItemCopy', status: 'failed', percentageComplete, error: job.error });
+    this.json(res, 202, { operation: 'ItemCopy', percentageComplete: 100, resourceId: job.resourceId, status: 'completed' });
   }
 
   private downloadUrl(rel: string): string {
@@ -445,6 +591,20 @@ export class GraphFake {
     if (what === 'revoke-access-tokens' && req.method === 'POST') {
       this.authority.revokeAccessTokens();
       return void res.writeHead(204).end();
+    }
+    if (what === 'copy-faults' && req.method === 'POST') {
+      if (body.mode !== 'fail' && body.mode !== 'corrupt') throw new HttpError(400, 'invalidRequest', 'mode is fail or corrupt');
+      this.copyFaults.push({ mode: body.mode, remaining: Number(body.count ?? 1) });
+      return void res.writeHead(204).end();
+    }
+    if (what === 'monitor-origin' && req.method === 'POST') {
+      this.monitorOrigin = typeof body.origin === 'string' && body.origin !== '' ? body.origin : null;
+      return void res.writeHead(204).end();
+    }
+    if (what === 'requests' && req.method === 'GET') {
+      // `?since=N`: the requests after the one numbered N (`last` is the newest number, for the next call).
+      const since = Number(url.searchParams.get('since') ?? 0);
+      return this.json(res, 200, { last: this.logged, requests: this.log.filter((r) => r.seq > since) });
     }
     if (what === 'stats' && req.method === 'GET') {
       // Counters of the whole fake; open sessions below a folder (`?under=a/b`), so parallel tests do not see each other's.
