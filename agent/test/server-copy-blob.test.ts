@@ -1,15 +1,14 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Transform, type Readable } from 'node:stream';
-import { AccountSASPermissions, AccountSASResourceTypes, AccountSASServices, BlobClient, BlobServiceClient, StorageSharedKeyCredential, generateAccountSASQueryParameters, type BlobGetPropertiesResponse, type ContainerClient } from '@azure/storage-blob';
-import type { ConnectionSettings, FileResult } from '@xfer/shared';
+import { BlobClient, BlobServiceClient, StorageSharedKeyCredential, type BlobGetPropertiesResponse, type ContainerClient } from '@azure/storage-blob';
+import type { ConnectionSettings } from '@xfer/shared';
 import { BlobConnector } from '../src/connectors/blob/blob.connector.js';
 import { DEFAULT_BLOB_TUNING, blobTarget } from '../src/connectors/blob/blob.config.js';
 import { COPY_FROM_URL_MAX_BYTES, sameAccount } from '../src/connectors/blob/blob.copy.js';
 import { ConnectorError, type Connector, type Entry } from '../src/connectors/types.js';
-import { copyTree } from '../src/copy/copy-engine.js';
-import type { CopyOutcome, DirectCopyRequest } from '../src/copy/types.js';
 import { bodyOf, closedPort, uniqueName } from './conformance/helpers.js';
-import { FAST_RETRIES, fsConnector, options, rmTemp, tempDir } from './helpers/tree.js';
+import { blobConnectionString, blobTestServer, readListSasConnectionString } from './conformance/blob.raw.js';
+import { copyAll, fsConnector, rmTemp, tempDir } from './helpers/tree.js';
 
 /**
  * Server-side copies of the blob connector (docs/connectors.md "Server-side copies") on the test
@@ -18,33 +17,13 @@ import { FAST_RETRIES, fsConnector, options, rmTemp, tempDir } from './helpers/t
  * properties (`x-ms-copy-status` and `x-ms-copy-source` appear only on a blob a copy made, and go
  * away once anything rewrites it).
  */
-const env = process.env;
-const server = {
-  connectionString: env.XFER_TEST_BLOB_CONNECTION_STRING!,
-  endpoint: env.XFER_TEST_BLOB_ENDPOINT!,
-  account: env.XFER_TEST_BLOB_ACCOUNT!,
-  key: env.XFER_TEST_BLOB_KEY!,
-};
+const server = blobTestServer;
 
 function settings(path: string, credentials: Record<string, string> = { connection_string: server.connectionString }): ConnectionSettings {
   return { id: '000000000000000000000003', name: 'blob server copy', type: 'blob', host: null, port: 443, path, options: {}, agent_id: null, credentials };
 }
 
-/** A connection string to `endpoint` with the account name and key given (the server's by default). */
-function connectionString(over: { endpoint?: string; account?: string; key?: string } = {}): string {
-  return `DefaultEndpointsProtocol=http;AccountName=${over.account ?? server.account};AccountKey=${over.key ?? server.key};BlobEndpoint=${over.endpoint ?? server.endpoint};`;
-}
 
-/** The same account reached with other credentials: an account SAS that reads and lists. */
-function sasConnectionString(endpoint = server.endpoint): string {
-  const sas = generateAccountSASQueryParameters({
-    permissions: AccountSASPermissions.parse('rl'),
-    services: AccountSASServices.parse('b').toString(),
-    resourceTypes: AccountSASResourceTypes.parse('sco').toString(),
-    expiresOn: new Date(Date.now() + 3_600_000),
-  }, new StorageSharedKeyCredential(server.account, server.key)).toString();
-  return `BlobEndpoint=${endpoint};SharedAccessSignature=${sas}`;
-}
 
 /** A blob connector that counts the bytes read through it: a subclass, so that it is still the same store's connector. */
 class CountingBlob extends BlobConnector {
@@ -129,14 +108,7 @@ afterAll(async () => {
   await to?.deleteIfExists();
 });
 
-async function run(source: Connector, destination: Connector): Promise<CopyOutcome & { files: FileResult[] }> {
-  const files: FileResult[] = [];
-  const outcome = await copyTree({
-    source, sourcePath: '/', destination, destinationPath: '/', options: options({ overwrite: 'always' }), resume: false,
-    signal: new AbortController().signal, tuning: FAST_RETRIES, observer: { fileDone: (r) => files.push(r) },
-  } satisfies DirectCopyRequest);
-  return { ...outcome, files: files.sort((a, b) => a.path.localeCompare(b.path)) };
-}
+const run = (source: Connector, destination: Connector) => copyAll(source, destination);
 
 /** Every blob below `prefix/` of the destination container, with what made it: `copy` (a server-side copy) or `write`. */
 async function madeBy(prefix: string): Promise<Record<string, 'copy' | 'write'>> {
@@ -193,7 +165,7 @@ test('same account and key: the service copies every file with a Content-MD5, ve
 }, 60_000);
 
 test('other credentials (a SAS connection to the same account): no server-side copy, the bytes move', async () => {
-  const source = new CountingBlob(settings(`/${fromName}/src`, { connection_string: sasConnectionString() }));
+  const source = new CountingBlob(settings(`/${fromName}/src`, { connection_string: readListSasConnectionString() }));
   const destination = new BlobConnector(settings(`/${toName}/moved`));
   try {
     const outcome = await run(source, destination);
@@ -213,15 +185,15 @@ test('another account, another key, a SAS on either side, another store: null be
   const port = await closedPort();
   const endpoint = `http://127.0.0.1:${port}/${server.account}`;
   const at = (cs: string) => new BlobConnector(settings(`/${fromName}/src`, { connection_string: cs }));
-  const destination = at(connectionString({ endpoint }));
+  const destination = at(blobConnectionString({ endpoint }));
   const entry = (await new BlobConnector(settings(`/${fromName}/src`)).stat('small.txt'))!;
   const otherKey = randomBytes(32).toString('base64');
   const sources: Record<string, Connector> = {
-    'another account': at(connectionString({ account: 'otheraccount', key: otherKey, endpoint: `http://127.0.0.1:${port}/otheraccount` })),
-    'the same account with another key': at(connectionString({ endpoint, key: otherKey })),
-    'the same account and key at another endpoint': at(connectionString({ endpoint: `http://localhost:${port}/${server.account}` })),
+    'another account': at(blobConnectionString({ account: 'otheraccount', key: otherKey, endpoint: `http://127.0.0.1:${port}/otheraccount` })),
+    'the same account with another key': at(blobConnectionString({ endpoint, key: otherKey })),
+    'the same account and key at another endpoint': at(blobConnectionString({ endpoint: `http://localhost:${port}/${server.account}` })),
     'account name and key (an https endpoint)': new BlobConnector({ ...settings(`/${fromName}/src`, { account_name: server.account, account_key: server.key }), host: '127.0.0.1', port }),
-    'a SAS connection': at(sasConnectionString(endpoint)),
+    'a SAS connection': at(readListSasConnectionString(endpoint)),
   };
   const tmp = tempDir();
   try {
@@ -230,11 +202,11 @@ test('another account, another key, a SAS on either side, another store: null be
     }
     expect(await destination.copyFrom(fsConnector(tmp), 'small.txt', 'x.txt', { entry })).toBeNull();
     // A SAS destination cannot have the source authorized either.
-    const sasDestination = at(sasConnectionString(endpoint));
-    expect(await sasDestination.copyFrom(at(connectionString({ endpoint })), 'small.txt', 'x.txt', { entry })).toBeNull();
+    const sasDestination = at(readListSasConnectionString(endpoint));
+    expect(await sasDestination.copyFrom(at(blobConnectionString({ endpoint })), 'small.txt', 'x.txt', { entry })).toBeNull();
 
     // Same account and key: the copy goes ahead (and here meets the closed port)...
-    const same = at(connectionString({ endpoint }));
+    const same = at(blobConnectionString({ endpoint }));
     await expect(destination.copyFrom(same, 'small.txt', 'x.txt', { entry })).rejects.toMatchObject({ code: 'TRANSIENT', message: expect.stringMatching(/connection refused/) });
     // ...unless the listed file gives the service nothing to check, or is too large for one copy.
     expect(await destination.copyFrom(same, 'small.txt', 'x.txt', { entry: { ...entry, checksum: undefined } })).toBeNull();

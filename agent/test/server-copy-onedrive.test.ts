@@ -2,21 +2,20 @@ import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { mkdir, mkdtemp, readFile, readdir, rm, stat, utimes, writeFile } from 'node:fs/promises';
-import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import type { ConnectionSettings, FileResult } from '@xfer/shared';
+import type { ConnectionSettings } from '@xfer/shared';
 import { GraphFake } from '../../e2e/src/fakes/graph/graph-fake.js';
+import { graphFakeControl } from '../../e2e/src/fakes/graph/graph-fake.control.js';
 import { AgentAccess } from '../src/connectors/access.js';
 import { OnedriveConnector } from '../src/connectors/onedrive/onedrive.connector.js';
 import { ConnectorError, type Connector, type ServerCopyOptions } from '../src/connectors/types.js';
-import { copyTree } from '../src/copy/copy-engine.js';
 import { parseTempName } from '../src/copy/leftovers.js';
-import type { CopyOutcome, DirectCopyRequest } from '../src/copy/types.js';
 import { bodyOf, randomBody } from './conformance/helpers.js';
-import { FAST_RETRIES, options } from './helpers/tree.js';
+import { copyAll } from './helpers/tree.js';
 import { tempPathFor } from '../src/copy/write-side.js';
+import { until } from './helpers/until.js';
 
 /**
  * Server-side copies with Graph's `copy` action (docs/connectors.md "Server-side copies") against a
@@ -36,6 +35,8 @@ let dir: string;
 let fake: GraphFake;
 let port: number;
 let ca: string;
+/** This file's fake's test controls (`/_fake/*`). */
+const control = <T = unknown>(method: string, what: string, body?: unknown) => graphFakeControl<T>({ host: '127.0.0.1', port, ca }, method, what, body);
 let app: { tenant: string; clientId: string; clientSecret: string; initialRefreshToken: string };
 const drive = () => join(dir, 'drive');
 const opened: Connector[] = [];
@@ -97,22 +98,6 @@ function counted(c: OnedriveConnector): OnedriveConnector & { bytesRead: () => n
   return Object.assign(c, { bytesRead: () => read, bytesWritten: () => written });
 }
 
-/** The fake's test controls (`/_fake/*`). */
-async function control<T = unknown>(method: string, what: string, body?: unknown): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, ca, method, path: `/_fake/${what}`, headers: { 'content-type': 'application/json' } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        if ((res.statusCode ?? 0) >= 300) return reject(new Error(`fake ${what}: ${res.statusCode}`));
-        const text = Buffer.concat(chunks).toString('utf8');
-        resolve((text ? JSON.parse(text) : undefined) as T);
-      });
-    });
-    req.on('error', reject);
-    req.end(body === undefined ? undefined : JSON.stringify(body));
-  });
-}
 
 interface Logged { method: string; path: string; authorization: boolean }
 const lastRequest = async () => (await control<{ last: number }>('GET', 'requests')).last;
@@ -132,25 +117,9 @@ async function namesIn(rel: string): Promise<string[]> {
   return (await readdir(join(drive(), rel), { recursive: true }).catch(() => [] as string[])).sort();
 }
 
-async function run(source: Connector, destination: Connector): Promise<CopyOutcome & { files: FileResult[] }> {
-  const files: FileResult[] = [];
-  const outcome = await copyTree({
-    source, sourcePath: '/', destination, destinationPath: '/', options: options({ overwrite: 'always' }), resume: false,
-    signal: new AbortController().signal, tuning: FAST_RETRIES, observer: { fileDone: (r) => files.push(r) },
-  } satisfies DirectCopyRequest);
-  return { ...outcome, files: files.sort((a, b) => a.path.localeCompare(b.path)) };
-}
+const run = (source: Connector, destination: Connector) => copyAll(source, destination);
 
-/** Resolves once `ok` holds (checked every 20 ms), rejects after `timeoutMs`. */
-async function until(what: string, ok: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await ok())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
-/** What the engine hands `copyFrom` for the source file at `path`: its listing. */
 /** What the engine hands a copy of `path`: its listed entry, and a fresh temporary name each time it is read (each attempt of the engine has its own). */
 async function listed(source: OnedriveConnector, path: string): Promise<ServerCopyOptions> {
   const entry = (await source.stat(path))!;

@@ -1,16 +1,14 @@
 import { readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
-import type { ConnectionSettings, FileResult } from '@xfer/shared';
+import type { ConnectionSettings } from '@xfer/shared';
 import { SftpConnector } from '../src/connectors/sftp/sftp.connector.js';
 import type { SftpTuning } from '../src/connectors/sftp/sftp.config.js';
 import type { Connector } from '../src/connectors/types.js';
-import { copyTree } from '../src/copy/copy-engine.js';
 import { parseTempName, runTag } from '../src/copy/leftovers.js';
 import { tempPathFor } from '../src/copy/write-side.js';
-import type { CopyOutcome, DirectCopyRequest } from '../src/copy/types.js';
 import { bodyOf, closedPort, expectCode, randomBody, uniqueName } from './conformance/helpers.js';
-import { RawSftp } from './conformance/sftp.raw.js';
-import { FAST_RETRIES, fsConnector, options, rmTemp, sha256, tempDir } from './helpers/tree.js';
+import { RawSftp, sftpTestServer } from './conformance/sftp.raw.js';
+import { copyAll, fsConnector, rmTemp, sha256, tempDir } from './helpers/tree.js';
 
 /**
  * Server-side copies over sftp (docs/connectors.md "Server-side copies") on the test OpenSSH sshd,
@@ -18,16 +16,7 @@ import { FAST_RETRIES, fsConnector, options, rmTemp, sha256, tempDir } from './h
  * the agent is shown by counting wrappers around the connectors' `read` and `write` and by the
  * bytes the agent's SSH sockets carried (the test sshd's internal-sftp logs no requests).
  */
-const env = process.env;
-const server = {
-  host: env.XFER_TEST_SFTP_HOST!,
-  port: Number(env.XFER_TEST_SFTP_PORT),
-  username: env.XFER_TEST_SFTP_USER!,
-  password: env.XFER_TEST_SFTP_PASSWORD!,
-  root: env.XFER_TEST_SFTP_ROOT!,
-  keyFile: env.XFER_TEST_SFTP_KEY_FILE!,
-  hostKey: env.XFER_TEST_SFTP_HOST_KEY_SHA256!,
-};
+const server = sftpTestServer;
 
 const MiB = 1024 * 1024;
 /** copy-data requests of 1 MiB here (64 MiB by default), so a few MiB make several requests. */
@@ -75,14 +64,7 @@ afterAll(async () => {
 
 const RUN = { jobId: 'server-copy-sftp', attempt: 1 };
 
-async function run(source: Connector, destination: Connector, verify: 'checksum' | 'size' = 'size'): Promise<CopyOutcome & { files: FileResult[] }> {
-  const files: FileResult[] = [];
-  const outcome = await copyTree({
-    source, sourcePath: '/', destination, destinationPath: '/', options: options({ overwrite: 'always', verify }), resume: false, run: RUN,
-    signal: new AbortController().signal, tuning: FAST_RETRIES, observer: { fileDone: (r) => files.push(r) },
-  } satisfies DirectCopyRequest);
-  return { ...outcome, files: files.sort((a, b) => a.path.localeCompare(b.path)) };
-}
+const run = (source: Connector, destination: Connector, verify: 'checksum' | 'size' = 'size') => copyAll(source, destination, { options: { verify }, run: RUN });
 
 /**
  * Counts what goes through the agent: bytes read from `c` and writes to it. The real connector

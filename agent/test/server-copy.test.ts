@@ -1,12 +1,10 @@
 import { readFileSync, statSync } from 'node:fs';
-import type { ConnectionSettings, ConnectionType, FileResult } from '@xfer/shared';
+import type { ConnectionSettings, ConnectionType } from '@xfer/shared';
 import { createS3Connector } from '../src/connectors/s3/s3.connector.js';
 import { ConnectorError, type Connector } from '../src/connectors/types.js';
-import { copyTree } from '../src/copy/copy-engine.js';
-import type { CopyOutcome, DirectCopyRequest } from '../src/copy/types.js';
 import { bodyOf, randomBody, uniqueName } from './conformance/helpers.js';
 import { RawS3 } from './conformance/s3.raw.js';
-import { FAST_RETRIES, options } from './helpers/tree.js';
+import { copyAll } from './helpers/tree.js';
 import { WrappedConnector } from './helpers/wrapped-connector.js';
 
 /**
@@ -59,14 +57,7 @@ afterAll(async () => {
   await to?.destroy();
 });
 
-async function run(source: Connector, destination: Connector, destinationPath: string): Promise<CopyOutcome & { files: FileResult[] }> {
-  const files: FileResult[] = [];
-  const outcome = await copyTree({
-    source, sourcePath: '/', destination, destinationPath, options: options({ overwrite: 'always' }), resume: false,
-    signal: new AbortController().signal, tuning: FAST_RETRIES, observer: { fileDone: (r) => files.push(r) },
-  } satisfies DirectCopyRequest);
-  return { ...outcome, files: files.sort((a, b) => a.path.localeCompare(b.path)) };
-}
+const run = (source: Connector, destination: Connector, destinationPath: string) => copyAll(source, destination, { destinationPath });
 
 /** A connector that counts the bytes read through it (a real one underneath). */
 function counted(inner: Connector): WrappedConnector & { bytesRead: () => number } {

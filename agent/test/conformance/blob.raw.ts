@@ -1,6 +1,32 @@
 import { createHash } from 'node:crypto';
-import { BlobServiceClient, type ContainerClient } from '@azure/storage-blob';
+import { AccountSASPermissions, AccountSASResourceTypes, AccountSASServices, BlobServiceClient, StorageSharedKeyCredential, generateAccountSASQueryParameters, type ContainerClient } from '@azure/storage-blob';
 import type { RawStore } from './conformance.suite.js';
+
+/** The Azurite of `npm run services` (e2e/src/services/azurite.service.ts), from the XFER_TEST_BLOB_* variables jest's global setup sets. */
+export const blobTestServer = {
+  connectionString: process.env.XFER_TEST_BLOB_CONNECTION_STRING!,
+  endpoint: process.env.XFER_TEST_BLOB_ENDPOINT!,
+  port: Number(process.env.XFER_TEST_BLOB_PORT),
+  account: process.env.XFER_TEST_BLOB_ACCOUNT!,
+  key: process.env.XFER_TEST_BLOB_KEY!,
+};
+
+/** A connection string like the test server's, with `endpoint`, account name or key replaced. */
+export function blobConnectionString(over: { endpoint?: string; account?: string; key?: string } = {}): string {
+  const s = blobTestServer;
+  return `DefaultEndpointsProtocol=http;AccountName=${over.account ?? s.account};AccountKey=${over.key ?? s.key};BlobEndpoint=${over.endpoint ?? s.endpoint};`;
+}
+
+/** The test account through a read-and-list-only account SAS (writes are refused with AuthorizationPermissionMismatch), at `endpoint`. */
+export function readListSasConnectionString(endpoint = blobTestServer.endpoint): string {
+  const sas = generateAccountSASQueryParameters({
+    permissions: AccountSASPermissions.parse('rl'),
+    services: AccountSASServices.parse('b').toString(),
+    resourceTypes: AccountSASResourceTypes.parse('sco').toString(),
+    expiresOn: new Date(Date.now() + 3_600_000),
+  }, new StorageSharedKeyCredential(blobTestServer.account, blobTestServer.key)).toString();
+  return `BlobEndpoint=${endpoint};SharedAccessSignature=${sas}`;
+}
 
 /**
  * The Blob test server through a plain client of its own (not the connector's code), on one

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { AccountSASPermissions, BlobServiceClient, AccountSASResourceTypes, AccountSASServices, StorageSharedKeyCredential, generateAccountSASQueryParameters } from '@azure/storage-blob';
+import { BlobServiceClient } from '@azure/storage-blob';
 import type { ConnectionSettings, FileResult } from '@xfer/shared';
 import { BlobConnector, createBlobConnector } from '../../src/connectors/blob/blob.connector.js';
 import { DEFAULT_BLOB_TUNING, blobTarget } from '../../src/connectors/blob/blob.config.js';
@@ -10,39 +10,17 @@ import type { DirectCopyRequest } from '../../src/copy/types.js';
 import { FAST_RETRIES, fsConnector, options, rmTemp, snapshot, tempDir, writeTree } from '../helpers/tree.js';
 import { runConformance, type ConformanceTarget } from './conformance.suite.js';
 import { bodyOf, closedPort, expectCode, uniqueName } from './helpers.js';
-import { RawBlob } from './blob.raw.js';
+import { RawBlob, blobConnectionString, blobTestServer, readListSasConnectionString } from './blob.raw.js';
 
 // The Azurite of `npm run services` (e2e/src/services/azurite.service.ts), started by jest's global
 // setup with an account of its own.
-const env = process.env;
-const server = {
-  connectionString: env.XFER_TEST_BLOB_CONNECTION_STRING!,
-  endpoint: env.XFER_TEST_BLOB_ENDPOINT!,
-  port: Number(env.XFER_TEST_BLOB_PORT),
-  account: env.XFER_TEST_BLOB_ACCOUNT!,
-  key: env.XFER_TEST_BLOB_KEY!,
-};
+const server = blobTestServer;
 
-/** A connection string like the server's with `endpoint` (and optionally account and key) replaced. */
-function connectionString(over: { endpoint?: string; account?: string; key?: string } = {}): string {
-  const account = over.account ?? server.account;
-  return `DefaultEndpointsProtocol=http;AccountName=${account};AccountKey=${over.key ?? server.key};BlobEndpoint=${over.endpoint ?? server.endpoint};`;
-}
 
 function settings(path: string, credentials: Record<string, string> = { connection_string: server.connectionString }, over: Partial<ConnectionSettings> = {}): ConnectionSettings {
   return { id: '000000000000000000000003', name: 'blob conformance', type: 'blob', host: null, port: 443, path, options: {}, agent_id: null, credentials, ...over };
 }
 
-/** A read-and-list-only account SAS: every write is refused with AuthorizationPermissionMismatch. */
-function readOnlyConnectionString(): string {
-  const sas = generateAccountSASQueryParameters({
-    permissions: AccountSASPermissions.parse('rl'),
-    services: AccountSASServices.parse('b').toString(),
-    resourceTypes: AccountSASResourceTypes.parse('sco').toString(),
-    expiresOn: new Date(Date.now() + 3_600_000),
-  }, new StorageSharedKeyCredential(server.account, server.key)).toString();
-  return `BlobEndpoint=${server.endpoint};SharedAccessSignature=${sas}`;
-}
 
 /** A container of its own for one suite, the base path `/<container>[/<prefix>]` in it. */
 function blobSuite(prefix: string): () => Promise<ConformanceTarget> {
@@ -57,15 +35,15 @@ function blobSuite(prefix: string): () => Promise<ConformanceTarget> {
       connector: () => createBlobConnector(settings(base)),
       raw,
       failures: [
-        { name: 'wrong account key', connector: () => new BlobConnector(settings(base, cs(connectionString({ key: Buffer.from('wrong key').toString('base64') })))), code: 'AUTH', message: /account name or key is not accepted/ },
-        { name: 'unknown account', connector: () => new BlobConnector(settings(base, cs(connectionString({ account: 'nosuchaccount', endpoint: `http://127.0.0.1:${server.port}/nosuchaccount` })))), code: 'NOT_FOUND', message: /account or container .* does not exist/ },
+        { name: 'wrong account key', connector: () => new BlobConnector(settings(base, cs(blobConnectionString({ key: Buffer.from('wrong key').toString('base64') })))), code: 'AUTH', message: /account name or key is not accepted/ },
+        { name: 'unknown account', connector: () => new BlobConnector(settings(base, cs(blobConnectionString({ account: 'nosuchaccount', endpoint: `http://127.0.0.1:${server.port}/nosuchaccount` })))), code: 'NOT_FOUND', message: /account or container .* does not exist/ },
         { name: 'missing container', connector: () => new BlobConnector(settings(`/${container}-missing`)), code: 'NOT_FOUND', message: new RegExp(`container ${container}-missing does not exist`) },
-        { name: 'wrong port', connector: () => new BlobConnector(settings(base, cs(connectionString({ endpoint: `http://127.0.0.1:${port}/${server.account}` })))), code: 'TRANSIENT', message: /connection refused/ },
-        { name: 'unknown host', connector: () => new BlobConnector(settings(base, cs(connectionString({ endpoint: `http://no-such-host.invalid/${server.account}` })))), code: 'TRANSIENT', message: /cannot resolve/ },
-        { name: 'HTTPS to a plain-HTTP server', connector: () => new BlobConnector(settings(base, cs(connectionString({ endpoint: server.endpoint.replace('http:', 'https:') })))), code: 'TRANSIENT', message: /TLS/ },
+        { name: 'wrong port', connector: () => new BlobConnector(settings(base, cs(blobConnectionString({ endpoint: `http://127.0.0.1:${port}/${server.account}` })))), code: 'TRANSIENT', message: /connection refused/ },
+        { name: 'unknown host', connector: () => new BlobConnector(settings(base, cs(blobConnectionString({ endpoint: `http://no-such-host.invalid/${server.account}` })))), code: 'TRANSIENT', message: /cannot resolve/ },
+        { name: 'HTTPS to a plain-HTTP server', connector: () => new BlobConnector(settings(base, cs(blobConnectionString({ endpoint: server.endpoint.replace('http:', 'https:') })))), code: 'TRANSIENT', message: /TLS/ },
       ],
-      readOnly: () => new BlobConnector(settings(base, cs(readOnlyConnectionString()))),
-      unreachable: () => new BlobConnector(settings(base, cs(connectionString({ endpoint: `http://127.0.0.1:${port}/${server.account}` })))),
+      readOnly: () => new BlobConnector(settings(base, cs(readListSasConnectionString()))),
+      unreachable: () => new BlobConnector(settings(base, cs(blobConnectionString({ endpoint: `http://127.0.0.1:${port}/${server.account}` })))),
       listPastOnePage: true,
       // rclone's `mtime` metadata, returned by Get Blob Properties and by List Blobs with include=metadata.
       modTime: 'metadata',

@@ -1,5 +1,4 @@
 import { readFileSync } from 'node:fs';
-import { request } from 'node:https';
 import { join } from 'node:path';
 import type { ConnectionSettings } from '@xfer/shared';
 import { OnedriveConnector } from '../../src/connectors/onedrive/onedrive.connector.js';
@@ -8,6 +7,7 @@ import type { ConnectorContext } from '../../src/connectors/types.js';
 import { runConformance } from './conformance.suite.js';
 import { bodyOf, closedPort, collect, expectCode, randomBody, readAll, sha256, uniqueName } from './helpers.js';
 import { RawOnedrive } from './onedrive.raw.js';
+import { graphFakeControl } from '../../../e2e/src/fakes/graph/graph-fake.control.js';
 
 // The Microsoft Graph FAKE of `npm run services` (e2e/src/services/graph-fake.service.ts), started
 // by jest's global setup: no OneDrive emulator exists, so a fake written from Microsoft's docs.
@@ -35,22 +35,9 @@ function settings(base: string, over: Partial<ConnectionSettings> = {}, credenti
   };
 }
 
-/** The fake's test controls (`/_fake/*`). */
-async function fake<T = unknown>(method: string, what: string, body?: unknown): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host, port, ca, method, path: `/_fake/${what}`, headers: { 'content-type': 'application/json' } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        if ((res.statusCode ?? 0) >= 300) return reject(new Error(`fake ${what}: ${res.statusCode}`));
-        const text = Buffer.concat(chunks).toString('utf8');
-        resolve((text ? JSON.parse(text) : undefined) as T);
-      });
-    });
-    req.on('error', reject);
-    req.end(body === undefined ? undefined : JSON.stringify(body));
-  });
-}
+
+/** The shared fake's test controls (`/_fake/*`). */
+const fake = <T = unknown>(method: string, what: string, body?: unknown) => graphFakeControl<T>({ host, port, ca }, method, what, body);
 
 interface FakeStats {
   grants: number;

@@ -2,6 +2,20 @@ import { createHash } from 'node:crypto';
 import ssh2, { type SFTPWrapper } from 'ssh2';
 import type { RawStore } from './conformance.suite.js';
 
+/** The test sshd of `npm run services` (e2e/src/services/sshd.service.ts), from the XFER_TEST_SFTP_* variables jest's global setup sets. */
+export const sftpTestServer = {
+  host: process.env.XFER_TEST_SFTP_HOST!,
+  port: Number(process.env.XFER_TEST_SFTP_PORT),
+  username: process.env.XFER_TEST_SFTP_USER!,
+  password: process.env.XFER_TEST_SFTP_PASSWORD!,
+  root: process.env.XFER_TEST_SFTP_ROOT!,
+  readonly: process.env.XFER_TEST_SFTP_READONLY_DIR!,
+  hostKey: process.env.XFER_TEST_SFTP_HOST_KEY_SHA256!,
+  keyFile: process.env.XFER_TEST_SFTP_KEY_FILE!,
+  encKeyFile: process.env.XFER_TEST_SFTP_ENC_KEY_FILE!,
+  encKeyPassphrase: process.env.XFER_TEST_SFTP_ENC_KEY_PASSPHRASE!,
+};
+
 /**
  * The sftp test server through a plain ssh2 SFTP session of its own (not the connector's code):
  * what a conformance spec checks lands where it says.

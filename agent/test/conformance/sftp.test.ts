@@ -8,22 +8,10 @@ import { closedAccess } from '../../src/connectors/access.js';
 import { runConformance, type ConformanceTarget } from './conformance.suite.js';
 import { bodyOf, closedPort, expectCode, sha256, uniqueName } from './helpers.js';
 import { until } from '../helpers/until.js';
-import { RawSftp } from './sftp.raw.js';
+import { RawSftp, sftpTestServer } from './sftp.raw.js';
 
-// The OpenSSH sshd of `npm run services` (e2e/src/services/sshd.service.ts), started by jest's global setup.
-const env = process.env;
-const server = {
-  host: env.XFER_TEST_SFTP_HOST!,
-  port: Number(env.XFER_TEST_SFTP_PORT),
-  username: env.XFER_TEST_SFTP_USER!,
-  password: env.XFER_TEST_SFTP_PASSWORD!,
-  root: env.XFER_TEST_SFTP_ROOT!,
-  readonly: env.XFER_TEST_SFTP_READONLY_DIR!,
-  hostKey: env.XFER_TEST_SFTP_HOST_KEY_SHA256!,
-  keyFile: env.XFER_TEST_SFTP_KEY_FILE!,
-  encKeyFile: env.XFER_TEST_SFTP_ENC_KEY_FILE!,
-  encKeyPassphrase: env.XFER_TEST_SFTP_ENC_KEY_PASSPHRASE!,
-};
+// The OpenSSH sshd of `npm run services`, started by jest's global setup.
+const server = sftpTestServer;
 /** The connector's SSH connections and its session, as the tests that look inside need them. */
 type Session = { links: Array<{ client: { destroy(): void; once(e: 'close', f: () => void): void } }>; acquire(): Promise<{ sftp: object; release(): void }> };
 const sessionOf = (c: SftpConnector) => (c as unknown as { session: Session }).session;

@@ -2,10 +2,13 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
-import type { JobOptions } from '@xfer/shared';
+import type { FileResult, JobOptions } from '@xfer/shared';
 import { AgentAccess } from '../../src/connectors/access.js';
 import { FsConnector } from '../../src/connectors/fs/fs.connector.js';
-import { parseTempName } from '../../src/copy/leftovers.js';
+import { parseTempName, type RunRef } from '../../src/copy/leftovers.js';
+import type { Connector } from '../../src/connectors/types.js';
+import { copyTree } from '../../src/copy/copy-engine.js';
+import type { CopyOutcome, DirectCopyRequest } from '../../src/copy/types.js';
 
 /** A fresh temporary directory; remove it with `rmTemp`. */
 export function tempDir(prefix = 'xfer-agent-'): string {
@@ -88,3 +91,19 @@ export function mtime(path: string): Date {
 
 /** Fast retries for tests. */
 export const FAST_RETRIES = { retries: 3, retryBaseMs: 1, retryMaxMs: 5 };
+
+/**
+ * Copies everything below the source's base to `destinationPath` (default `/`) with `overwrite:
+ * always`, `options` over the test defaults and fast retries: the outcome, and each file's result
+ * sorted by path.
+ */
+export async function copyAll(
+  source: Connector, destination: Connector, o: { destinationPath?: string; options?: Partial<JobOptions>; run?: RunRef } = {},
+): Promise<CopyOutcome & { files: FileResult[] }> {
+  const files: FileResult[] = [];
+  const outcome = await copyTree({
+    source, sourcePath: '/', destination, destinationPath: o.destinationPath ?? '/', options: options({ overwrite: 'always', ...o.options }), resume: false,
+    ...(o.run ? { run: o.run } : {}), signal: new AbortController().signal, tuning: FAST_RETRIES, observer: { fileDone: (r) => files.push(r) },
+  } satisfies DirectCopyRequest);
+  return { ...outcome, files: files.sort((a, b) => a.path.localeCompare(b.path)) };
+}
