@@ -1,9 +1,9 @@
-import { timingSafeEqual } from 'node:crypto';
 import { BlobSASPermissions, SASProtocol, type BlobClient } from '@azure/storage-blob';
 import { errorName, type RestErrorLike } from '../azure/azure.errors.js';
 import { mtimeMetadata } from '../mtime-metadata.js';
 import { ConnectorError, type Entry, type WriteResult } from '../types.js';
 import type { BlobTarget } from './blob.config.js';
+import { sameAuthority } from '../authority.js';
 
 /** The largest source Copy Blob From URL copies: Azure refuses a larger one (409). */
 export const COPY_FROM_URL_MAX_BYTES = 256 * 1024 * 1024;
@@ -19,7 +19,7 @@ const SOURCE_SAS_MS = 15 * 60 * 1000;
 
 /** Two targets reaching the same account with the same key (BlobTarget.account); never a SAS connection. */
 export function sameAccount(a: BlobTarget, b: BlobTarget): boolean {
-  return a.account !== null && b.account !== null && a.account.length === b.account.length && timingSafeEqual(a.account, b.account);
+  return sameAuthority(a.account, b.account);
 }
 
 /**

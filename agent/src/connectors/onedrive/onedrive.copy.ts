@@ -1,4 +1,3 @@
-import { timingSafeEqual } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { NetworkRefusal } from '../network-guard.js';
 import { ConnectorError } from '../types.js';
@@ -6,6 +5,7 @@ import type { OnedriveConfig } from './onedrive.config.js';
 import { requestError, type GraphErrorContext } from './onedrive.errors.js';
 import type { GraphClient } from './onedrive.graph.js';
 import { endpointOf } from './onedrive.http.js';
+import { sameAuthority } from '../authority.js';
 
 /** The first wait between two polls of a copy's monitor URL, doubled after each poll up to MAX_POLL_MS. */
 const FIRST_POLL_MS = 250;
@@ -20,7 +20,7 @@ const MAX_DETAIL_CHARS = 300;
 
 /** Two connections of the same user on the same drive (OnedriveConfig.account), compared in constant time. */
 export function sameAccount(a: OnedriveConfig, b: OnedriveConfig): boolean {
-  return timingSafeEqual(a.account, b.account);
+  return sameAuthority(a.account, b.account);
 }
 
 /** What a monitor URL answers (Microsoft Graph "Working with long running actions": asyncJobStatus). */

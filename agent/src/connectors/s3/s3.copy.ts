@@ -1,4 +1,3 @@
-import { timingSafeEqual } from 'node:crypto';
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
@@ -12,6 +11,7 @@ import {
 import { mtimeMetadata } from '../mtime-metadata.js';
 import { ConnectorError, type Entry } from '../types.js';
 import type { S3Target } from './s3.config.js';
+import { sameAuthority } from '../authority.js';
 
 /** The largest object one CopyObject copies (S3's limit; R2 and GCS have the same or larger). */
 export const COPY_OBJECT_MAX_BYTES = 5 * 1024 ** 3;
@@ -29,7 +29,7 @@ export interface CopyEnds {
 
 /** Two targets on the same store with the same authority (S3Target.account). */
 export function sameAccount(a: S3Target, b: S3Target): boolean {
-  return a.type === b.type && timingSafeEqual(a.account, b.account);
+  return a.type === b.type && sameAuthority(a.account, b.account);
 }
 
 /**

@@ -3,6 +3,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import ssh2, { type ConnectConfig } from 'ssh2';
 import type { ConnectionSettings } from '@xfer/shared';
 import { ConnectorError } from '../types.js';
+import { sameAuthority } from '../authority.js';
 
 /** Tuning of the sftp connector; the defaults were measured against OpenSSH over loopback (docs/connectors.md). */
 export interface SftpTuning {
@@ -115,7 +116,7 @@ export function sftpEndpoint(settings: ConnectionSettings, tuning: SftpTuning): 
 
 /** Two endpoints of the same server and the same credentials (see `SftpEndpoint.account`). */
 export function sameAccount(a: SftpEndpoint, b: SftpEndpoint): boolean {
-  return timingSafeEqual(a.account, b.account);
+  return sameAuthority(a.account, b.account);
 }
 
 /** The 32 bytes of a pinned `SHA256:<base64>` fingerprint (prefix and padding optional), or null when unset. */

@@ -6,7 +6,6 @@ import type { ConnectionSettings } from '@xfer/shared';
 import { joinRel, parentOf, relativePath, resolvePath, shownPath } from '../paths.js';
 import { closedAccess, type AgentAccess } from '../access.js';
 import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type ServerCopyOptions, type WriteOptions, type WriteResult } from '../types.js';
-// The engine's form of temporary name (not one of our own): the clean-up of leftovers knows it (copy/leftovers.ts).
 import { DEFAULT_SFTP_TUNING, sameAccount, sftpEndpoint, type SftpEndpoint, type SftpTuning } from './sftp.config.js';
 import { copyRange, isListedVersion, sourceChanged } from './sftp.copy.js';
 import { SFTP_STATUS, sftpError, sftpStatus } from './sftp.errors.js';
