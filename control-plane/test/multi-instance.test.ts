@@ -64,6 +64,9 @@ test('cancel on A reaches the agent on B', async () => {
   await transferAction(a, account.apiKey, job.id, 'execute', '?wait=false');
   await client.next('job.assign');
   client.send('job.accepted', { job_id: job.id });
+  // The cancel goes in once B has written the acceptance: on FerretDB, two instances' writes to one
+  // transfer may still cross and one be lost (docs/architecture.md "FerretDB and atomic updates").
+  await eventually(async () => (await a.db.transfers.findById(job.id).lean())?.accepted_at, 'B wrote the acceptance');
   expect((await transferAction(a, account.apiKey, job.id, 'cancel')).json().data.status).toBe('cancelled');
   expect((await client.next('job.cancel')).payload.job_id).toBe(job.id);
   client.close();

@@ -81,7 +81,9 @@ export async function settleSourceFiles(connectors: ConnectorSource, request: Se
     await Promise.race([Promise.all(workers), aborted]);
     return { results: request.files.map((file, i) => results.get(i) ?? failed(file, signal.reason)) };
   } catch (err) {
-    if (filesStarted) return { results: request.files.map((file, i) => results.get(i) ?? failed(file, err)) };
+    // A timeout or an abort fails each file, however far the request got: the same answer whether
+    // it struck while the connection was opening or while the files were being settled.
+    if (filesStarted || signal.aborted) return { results: request.files.map((file, i) => results.get(i) ?? failed(file, signal.aborted ? signal.reason : err)) };
     return { results: [], error: truncate(reasonOf(err), ERROR_CHARS) };
   } finally {
     clearTimeout(timer);
