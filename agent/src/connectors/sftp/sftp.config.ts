@@ -13,8 +13,15 @@ export interface SftpTuning {
   channels: number;
   /** Bytes per SFTP READ/WRITE request (OpenSSH accepts up to 255 KiB). */
   chunkBytes: number;
-  /** Requests in flight per open file, reading or writing. */
+  /** Requests in flight per open file, reading or writing, on a short path. */
   depth: number;
+  /**
+   * Reads of a file keep up to this many bytes in flight on a long path (sftp.window.ts): the
+   * path's round trip times `readRate`, never fewer than `depth` requests.
+   */
+  maxReadInFlight: number;
+  /** Bytes per second one file's reads aim to carry: with the round trip, the bytes they keep in flight. */
+  readRate: number;
   readyTimeoutMs: number;
   keepaliveIntervalMs: number;
   /** Unanswered keepalives before the connection counts as dead. */
@@ -32,6 +39,10 @@ export const DEFAULT_SFTP_TUNING: SftpTuning = {
   // was Nagle's algorithm on the requests (the session now sets TCP_NODELAY), not the window.
   chunkBytes: 128 * 1024,
   depth: 16,
+  // A 50 ms round trip needs 8 MiB in flight for 160 MB/s; ssh2's fixed 2 MiB channel window held
+  // one file's reads to 20 MB/s there (bench/transfer-matrix.mjs --wan; docs/connectors.md "sftp").
+  maxReadInFlight: 8 * 1024 * 1024,
+  readRate: 160_000_000,
   readyTimeoutMs: 20_000,
   keepaliveIntervalMs: 15_000,
   keepaliveCountMax: 3,

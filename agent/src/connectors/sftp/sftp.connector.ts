@@ -72,7 +72,7 @@ export class SftpConnector implements Connector {
         // copy/multi-stream.ts): the READs start at once, without the size and prefetch round trip
         // (a quarter of a 4 MiB segment's time over a 50 ms round trip). Past the end the READs
         // come back empty and the stream ends there.
-        return this.withAbort(sftpReadStream(lease.sftp, handle, rel, start, options.end, this.tuning, () => lease.release()), rel, signal);
+        return this.withAbort(sftpReadStream(lease.sftp, handle, rel, start, options.end, { chunkBytes: this.tuning.chunkBytes, depth: lease.readDepth }, () => lease.release()), rel, signal);
       }
       // The size and the first bytes in one round trip: most files fit in them. Not a whole chunk:
       // a 128 KiB buffer per small file was most of the agent's memory churn on many small files.
@@ -82,7 +82,7 @@ export class SftpConnector implements Connector {
       if (stats.value.isDirectory()) throw new ConnectorError('CONFLICT', `read ${shownPath(rel)}: is a directory`);
       if (first.status === 'rejected') throw first.reason;
       const end = Math.min(options.end ?? Infinity, stats.value.size - 1);
-      return this.withAbort(sftpReadStream(lease.sftp, handle, rel, start, end, this.tuning, () => lease.release(), first.value), rel, signal);
+      return this.withAbort(sftpReadStream(lease.sftp, handle, rel, start, end, { chunkBytes: this.tuning.chunkBytes, depth: lease.readDepth }, () => lease.release(), first.value), rel, signal);
     } catch (err) {
       if (handle) await ops.closeFile(lease.sftp, handle).catch(() => undefined);
       lease.release();

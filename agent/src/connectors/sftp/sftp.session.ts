@@ -4,15 +4,19 @@ import type { NetworkGuard } from '../network-guard.js';
 import { ConnectorError } from '../types.js';
 import type { HostKeySeen, SftpEndpoint, SftpTuning } from './sftp.config.js';
 import { connectError } from './sftp.errors.js';
+import { readDepth as sftpReadDepth, widenReceiveWindow } from './sftp.window.js';
 
 /** One SFTP channel lent to an operation; `release` gives it back (idempotent). */
 export interface SftpLease {
   sftp: SFTPWrapper;
+  /** READ requests one file keeps in flight on this channel: sized to its path (sftp.window.ts). */
+  readDepth: number;
   release(): void;
 }
 
 interface Channel {
   sftp: SFTPWrapper;
+  readDepth: number;
   /** Operations using it now: new ones go to the least loaded channel. */
   load: number;
   open: boolean;
@@ -77,6 +81,7 @@ export class SftpSession {
       let released = false;
       return {
         sftp: channel.sftp,
+        readDepth: channel.readDepth,
         release: () => {
           if (released) return;
           released = true;
@@ -224,12 +229,18 @@ export class SftpSession {
         reject(new ConnectorError('TRANSIENT', `the connection to ${this.endpoint.where} was lost`));
         return;
       }
+      const started = performance.now();
       link.client.sftp((err, sftp) => {
         if (err) {
           reject(new ConnectorError('TRANSIENT', `opening an SFTP channel to ${this.endpoint.where}: ${err.message}`, { cause: err }));
           return;
         }
-        const channel: Channel = { sftp, load: 0, open: true };
+        // Opening took three round trips (channel open, subsystem request, SFTP version): a third
+        // of it is the path's round trip, as the reads on it will see it (an overestimate on a
+        // busy machine costs only memory, bounded by maxReadInFlight).
+        const readDepth = sftpReadDepth((performance.now() - started) / 3, this.tuning);
+        widenReceiveWindow(sftp, readDepth * this.tuning.chunkBytes);
+        const channel: Channel = { sftp, readDepth, load: 0, open: true };
         sftp.on('error', () => (channel.open = false));
         sftp.once('close', () => (channel.open = false));
         link.channels.push(channel);
