@@ -124,7 +124,7 @@ export class SftpConnector implements Connector {
         const size = await pipelinedWrite(sftp, handle, body, this.tuning);
         // FSETSTAT after every write was answered (SFTP v3 keeps whole seconds); a rename keeps it.
         if (options.modifiedAt) await ops.futimes(sftp, handle, options.modifiedAt);
-        const readBack = options.readBack ? await this.readBack(sftp, handle, rel, size, signal) : undefined;
+        const readBack = options.readBack ? await this.readBack(sftp, lease.readDepth, handle, rel, size, signal) : undefined;
         const closing = handle;
         handle = undefined;
         await ops.closeFile(sftp, closing);
@@ -183,7 +183,7 @@ export class SftpConnector implements Connector {
         // No store checksum vouches for the server's copy: the source and the copy are read back
         // through their open handles and compared (two reads, where moving the bytes costs a read,
         // a write and a read back).
-        const [a, b] = await Promise.all([this.readBack(sftp, fromHandle, fromRel, entry.size, signal), this.readBack(sftp, toHandle, tempRel, entry.size, signal)]);
+        const [a, b] = await Promise.all([this.readBack(sftp, lease.readDepth, fromHandle, fromRel, entry.size, signal), this.readBack(sftp, lease.readDepth, toHandle, tempRel, entry.size, signal)]);
         if (a.bytes !== entry.size || b.bytes !== entry.size || a.sha256 !== b.sha256) {
           throw new ConnectorError('TRANSIENT', `copy ${shownPath(rel)}: the server's copy read back differs from its source (${b.bytes} bytes of ${a.bytes}, sha256 ${a.sha256 === b.sha256 ? 'equal' : 'different'}); it was removed`);
         }
@@ -324,7 +324,7 @@ export class SftpConnector implements Connector {
    * (WriteOptions.readBack): the same pipelined READs as `read`, without the open and close round
    * trips, and on the channel the write already holds. The handle stays open for the caller.
    */
-  private async readBack(sftp: SFTPWrapper, handle: Buffer, rel: string, size: number, signal: AbortSignal | undefined): Promise<{ sha256: string; bytes: number }> {
+  private async readBack(sftp: SFTPWrapper, depth: number, handle: Buffer, rel: string, size: number, signal: AbortSignal | undefined): Promise<{ sha256: string; bytes: number }> {
     const hash = createHash('sha256');
     let bytes = 0;
     // One READ past the end, so a file longer than what was written shows as more bytes.
@@ -332,7 +332,7 @@ export class SftpConnector implements Connector {
       readAt: async (offset, length) => ({ data: await ops.readAt(sftp, handle, length, offset) }),
       fail: (err) => sftpError(err, rel, 'read back'),
       chunkBytes: this.tuning.chunkBytes,
-      depth: this.tuning.depth,
+      depth,
       signal,
       aborted: () => abortedError('read back', rel, signal!),
     });
