@@ -41,6 +41,14 @@ export interface Connector {
   read(path: string, options?: { start?: number; end?: number; signal?: AbortSignal }): Promise<Readable>;
 
   /**
+   * Opens the file at `path` once for several ranged reads (a stream of a multi-stream read,
+   * copy/multi-stream.ts), where opening costs a round trip of its own (sftp's OPEN): each of the
+   * stream's segments is then a read of the open file. Absent: each range is a `read` with
+   * `start` and `end`. Throws as `read` does.
+   */
+  rangeReader?(path: string, options?: { signal?: AbortSignal }): Promise<RangeReader>;
+
+  /**
    * Writes `body` to `path`, creating missing parent directories, replacing what is there.
    * `size` is a hint (unknown when absent: the body is streamed anyway, never buffered whole).
    * Resolves with the size written and the store's own checksum when it computes one the engine
@@ -179,6 +187,14 @@ export interface ConnectorCapabilities {
    * (copy/multi-stream.ts). Absent: false (local disks gain nothing from it but memory).
    */
   parallelReads?: boolean;
+}
+
+/** One file open for ranged reads (Connector.rangeReader). */
+export interface RangeReader {
+  /** Bytes `start`..`end` (inclusive), as `Connector.read` gives them; one range at a time. */
+  read(start: number, end: number, signal?: AbortSignal): Promise<Readable>;
+  /** Closes the file (idempotent, never rejects); a range still being read fails. */
+  close(): Promise<void>;
 }
 
 export interface Entry {

@@ -1,4 +1,5 @@
 import { Readable } from 'node:stream';
+import type { RangeReader } from '../connectors/types.js';
 import { withRetries } from './retry.js';
 import type { CopyTuning } from './types.js';
 
@@ -15,6 +16,9 @@ import type { CopyTuning } from './types.js';
  * buffers at most `budgetBytes` whatever the number and size of its files. A segment that fails
  * is read again from its start (transient errors, the run's retry settings); a segment that keeps
  * failing fails the stream, and the engine retries the whole file as for any other read.
+ *
+ * Each stream opens the file once (Connector.rangeReader) and reads its segments through it, so
+ * a store whose open is a round trip of its own (sftp) pays it per stream, not per segment.
  */
 export interface MultiStreamTuning {
   /** Files of at least this size are read in several streams (rclone's `--multi-thread-cutoff`). */
@@ -34,8 +38,8 @@ export const DEFAULT_MULTI_STREAM: MultiStreamTuning = {
   budgetBytes: 16 * 1024 * 1024,
 };
 
-/** Opens bytes `start`..`end` (inclusive) of the file. */
-export type OpenRange = (start: number, end: number, signal: AbortSignal) => Promise<Readable>;
+/** Opens the file for ranged reads: one reader per stream (Connector.rangeReader). */
+export type OpenReader = (signal: AbortSignal) => Promise<RangeReader>;
 
 /** The run's segment budget: a counting semaphore of segments, granted in the order asked. */
 export class SegmentBudget {
@@ -79,7 +83,7 @@ export class SegmentBudget {
  * errors with the error of a segment that failed past its retries; destroying it (or aborting
  * `signal`) stops every read and gives back the budget.
  */
-export function multiStreamRead(openRange: OpenRange, size: number, o: {
+export function multiStreamRead(openReader: OpenReader, size: number, o: {
   tuning: MultiStreamTuning; budget: SegmentBudget; retry: Pick<CopyTuning, 'retries' | 'retryBaseMs' | 'retryMaxMs'>; signal: AbortSignal;
 }): Readable {
   const { segmentBytes } = o.tuning;
@@ -92,40 +96,63 @@ export function multiStreamRead(openRange: OpenRange, size: number, o: {
   let claimed = 0;
   let failure: unknown;
 
-  async function readSegment(index: number): Promise<Buffer[]> {
-    const start = index * segmentBytes;
-    const end = Math.min(size, start + segmentBytes) - 1;
-    return withRetries(async () => {
-      const chunks: Buffer[] = [];
-      let bytes = 0;
-      const body = await openRange(start, end, signal);
-      for await (const chunk of body as AsyncIterable<Buffer>) {
-        chunks.push(chunk);
-        bytes += chunk.length;
-      }
-      // A short range is the file shrinking under us: the engine's size check reports it.
-      if (bytes > end - start + 1) throw new Error(`a ranged read returned ${bytes} bytes for ${end - start + 1}`);
-      return chunks;
-    }, { retries: o.retry.retries, baseMs: o.retry.retryBaseMs, maxMs: o.retry.retryMaxMs, signal });
+  /** A stream's open file: made on its first segment, made again after a failed read. */
+  class StreamReader {
+    private reader: RangeReader | null = null;
+
+    async segment(index: number): Promise<Buffer[]> {
+      const start = index * segmentBytes;
+      const end = Math.min(size, start + segmentBytes) - 1;
+      return withRetries(async () => {
+        const chunks: Buffer[] = [];
+        let bytes = 0;
+        try {
+          this.reader ??= await openReader(signal);
+          const body = await this.reader.read(start, end, signal);
+          for await (const chunk of body as AsyncIterable<Buffer>) {
+            chunks.push(chunk);
+            bytes += chunk.length;
+          }
+        } catch (err) {
+          // The file is opened again for the retry (its connection may be what failed).
+          await this.close();
+          throw err;
+        }
+        // A short range is the file shrinking under us: the engine's size check reports it.
+        if (bytes > end - start + 1) throw new Error(`a ranged read returned ${bytes} bytes for ${end - start + 1}`);
+        return chunks;
+      }, { retries: o.retry.retries, baseMs: o.retry.retryBaseMs, maxMs: o.retry.retryMaxMs, signal });
+    }
+
+    async close(): Promise<void> {
+      const reader = this.reader;
+      this.reader = null;
+      await reader?.close();
+    }
   }
 
   async function worker(): Promise<void> {
-    for (;;) {
-      // The share is taken before the segment is claimed: segments are claimed in order, so the one
-      // the output waits for always has its share and progresses (no deadlock between files).
-      await o.budget.acquire(signal);
-      if (claimed >= count || failure !== undefined) {
-        o.budget.release();
-        return;
+    const reader = new StreamReader();
+    try {
+      for (;;) {
+        // The share is taken before the segment is claimed: segments are claimed in order, so the one
+        // the output waits for always has its share and progresses (no deadlock between files).
+        await o.budget.acquire(signal);
+        if (claimed >= count || failure !== undefined) {
+          o.budget.release();
+          return;
+        }
+        const index = claimed++;
+        try {
+          done.set(index, await reader.segment(index));
+        } catch (err) {
+          o.budget.release();
+          throw err;
+        }
+        waiters.get(index)?.();
       }
-      const index = claimed++;
-      try {
-        done.set(index, await readSegment(index));
-      } catch (err) {
-        o.budget.release();
-        throw err;
-      }
-      waiters.get(index)?.();
+    } finally {
+      await reader.close();
     }
   }
 

@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import { baseName, relativePath } from '../connectors/paths.js';
-import type { Connector, Entry } from '../connectors/types.js';
+import type { Connector, Entry, RangeReader } from '../connectors/types.js';
 import { CopyJobError } from './errors.js';
 import type { SourceItem } from './types.js';
 
@@ -31,11 +31,17 @@ export async function* readSide(source: Connector, sourcePath: string, signal: A
  * How a file this agent reads itself at `path` of `source` is opened, in ranges too where several
  * at once pay (`capabilities.parallelReads`), and where it is (`SourceItem.at`).
  */
-export function readAt(source: Connector, path: string): Pick<SourceItem, 'open' | 'openRange' | 'at'> {
+export function readAt(source: Connector, path: string): Pick<SourceItem, 'open' | 'rangeReader' | 'at'> {
   return {
     open: (signal: AbortSignal): Promise<Readable> => source.read(path, { signal }),
     ...(source.capabilities.parallelReads
-      ? { openRange: (start: number, end: number, signal: AbortSignal): Promise<Readable> => source.read(path, { start, end, signal }) }
+      ? {
+        rangeReader: async (signal: AbortSignal): Promise<RangeReader> => source.rangeReader?.(path, { signal }) ?? {
+          // A store without a cheaper way reads each range on its own.
+          read: (start, end, rangeSignal) => source.read(path, { start, end, signal: rangeSignal }),
+          close: async () => {},
+        },
+      }
       : {}),
     at: { connector: source, path },
   };

@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { FileResult, JobOptions, PlanItem, VerifiedFile } from '@xfer/shared';
 import type { AskVerified } from './earlier-results.js';
-import type { Connector, Entry } from '../connectors/types.js';
+import type { Connector, Entry, RangeReader } from '../connectors/types.js';
 import { DEFAULT_MULTI_STREAM, type MultiStreamTuning } from './multi-stream.js';
 
 /** Cumulative counters of one run, named as in `job.progress`. */
@@ -129,6 +129,6 @@ export interface SourceItem {
    * same store and account may copy it there (`Connector.copyFrom`) instead of the bytes moving.
    */
   at?: { connector: Connector; path: string };
-  /** Bytes `start`..`end` (inclusive) of the file, for several streams per file (copy/multi-stream.ts); absent: only whole reads. */
-  openRange?(start: number, end: number, signal: AbortSignal): Promise<Readable>;
+  /** The file opened for ranged reads, one per stream of a multi-stream read (copy/multi-stream.ts); absent: only whole reads. */
+  rangeReader?(signal: AbortSignal): Promise<RangeReader>;
 }

@@ -189,8 +189,8 @@ export class WriteSide {
   private async open(item: SourceItem, signal: AbortSignal): Promise<Readable> {
     const { multiStream } = this.o.tuning;
     const size = item.entry.size;
-    if (!item.openRange || multiStream.streams < 2 || size < multiStream.cutoffBytes) return item.open(signal);
-    return multiStreamRead(item.openRange, size, { tuning: multiStream, budget: this.segments, retry: this.o.tuning, signal });
+    if (!item.rangeReader || multiStream.streams < 2 || size < multiStream.cutoffBytes) return item.open(signal);
+    return multiStreamRead(item.rangeReader, size, { tuning: multiStream, budget: this.segments, retry: this.o.tuning, signal });
   }
 
   /**

@@ -5,7 +5,7 @@ import type { SFTPWrapper, Stats } from 'ssh2';
 import type { ConnectionSettings } from '@xfer/shared';
 import { joinRel, parentOf, relativePath, resolvePath, shownPath } from '../paths.js';
 import { closedAccess, type AgentAccess } from '../access.js';
-import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type ServerCopyOptions, type WriteOptions, type WriteResult } from '../types.js';
+import { ConnectorError, type Connector, type ConnectorCapabilities, type ConnectorContext, type Entry, type RangeReader, type ServerCopyOptions, type WriteOptions, type WriteResult } from '../types.js';
 import { DEFAULT_SFTP_TUNING, sameAccount, sftpEndpoint, type SftpEndpoint, type SftpTuning } from './sftp.config.js';
 import { copyRange, isListedVersion, sourceChanged } from './sftp.copy.js';
 import { SFTP_STATUS, sftpError, sftpStatus } from './sftp.errors.js';
@@ -88,6 +88,34 @@ export class SftpConnector implements Connector {
       lease.release();
       throw sftpError(err, rel, 'read');
     }
+  }
+
+  /**
+   * The file opened once on one channel for a stream of a multi-stream read: its segments are READs
+   * of that handle, without an OPEN round trip each (a quarter of a 4 MiB segment's time over a
+   * 50 ms round trip). The channel stays lent until `close`. Past the end the READs come back
+   * empty and a range ends there.
+   */
+  async rangeReader(path: string, options: { signal?: AbortSignal } = {}): Promise<RangeReader> {
+    const rel = relativePath(path);
+    const lease = await this.session.acquire(options.signal);
+    let handle: Buffer;
+    try {
+      handle = await ops.openFile(lease.sftp, this.remote(rel), 'r');
+    } catch (err) {
+      lease.release();
+      throw sftpError(err, rel, 'read');
+    }
+    let closed: Promise<void> | null = null;
+    const tuning = { chunkBytes: this.tuning.chunkBytes, depth: lease.readDepth };
+    return {
+      read: async (start, end, signal) => {
+        if (closed) throw new ConnectorError('TRANSIENT', `read ${shownPath(rel)}: the file was closed`);
+        if (signal?.aborted) throw abortedError('read', rel, signal);
+        return this.withAbort(sftpReadStream(lease.sftp, handle, rel, start, end, tuning, () => undefined, undefined, false), rel, signal);
+      },
+      close: () => (closed ??= ops.closeFile(lease.sftp, handle).catch(() => undefined).finally(() => lease.release())),
+    };
   }
 
   /** `stream`, destroyed with an aborted error when `signal` aborts. */

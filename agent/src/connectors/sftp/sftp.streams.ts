@@ -8,8 +8,9 @@ import { sftpError } from './sftp.errors.js';
 /**
  * Reads `[start, end]` of an open remote file with up to `depth` READ requests in flight
  * (io/read-at.ts), so a file streams at the link's bandwidth rather than one round trip per chunk
- * (ssh2's own read stream has one request in flight). Closes the handle and calls `onClose`
- * exactly once however the stream ends; every error it emits is a ConnectorError.
+ * (ssh2's own read stream has one request in flight). Closes the handle (unless `closeHandle` is
+ * false) and calls `onClose` exactly once however the stream ends; every error it emits is a
+ * ConnectorError.
  */
 export function sftpReadStream(
   sftp: SFTPWrapper,
@@ -21,6 +22,8 @@ export function sftpReadStream(
   onClose: () => void,
   /** The bytes at `start`, already read (with the size, when the file was opened). */
   prefetched?: Buffer,
+  /** False: the handle stays open when the stream ends (a RangeReader's, closed by its owner). */
+  closeHandle = true,
 ): Readable {
   return new ReadAtStream(start, end, {
     readAt: async (offset, length) => ({ data: await readAt(sftp, handle, length, offset) }),
@@ -32,7 +35,7 @@ export function sftpReadStream(
     prefetched,
     // The handle is closed in the background (nobody waits for a read handle's close: a round
     // trip per file saved); the session slot is given back once it is closed.
-    onClose: () => void closeFile(sftp, handle).catch(() => undefined).finally(onClose),
+    onClose: closeHandle ? () => void closeFile(sftp, handle).catch(() => undefined).finally(onClose) : onClose,
   });
 }
 
