@@ -10,7 +10,7 @@ import { DEFAULT_SFTP_TUNING, sameAccount, sftpEndpoint, type SftpEndpoint, type
 import { copyRange, isListedVersion, sourceChanged } from './sftp.copy.js';
 import { SFTP_STATUS, sftpError, sftpStatus } from './sftp.errors.js';
 import * as ops from './sftp.ops.js';
-import { abortable, SftpSession } from './sftp.session.js';
+import { abortable, SftpSession, type SftpLease } from './sftp.session.js';
 import { pipelinedWrite, sftpReadStream } from './sftp.streams.js';
 import { ReadAtStream } from '../io/read-at.js';
 import { abortedError } from '../aborted.js';
@@ -67,13 +67,6 @@ export class SftpConnector implements Connector {
       handle = await ops.openFile(lease.sftp, this.remote(rel), 'r');
       signal?.throwIfAborted();
       const start = options.start ?? 0;
-      if (start > 0 && options.end !== undefined) {
-        // A range inside a file whose size the caller knows (a segment of a multi-stream read,
-        // copy/multi-stream.ts): the READs start at once, without the size and prefetch round trip
-        // (a quarter of a 4 MiB segment's time over a 50 ms round trip). Past the end the READs
-        // come back empty and the stream ends there.
-        return this.withAbort(sftpReadStream(lease.sftp, handle, rel, start, options.end, { chunkBytes: this.tuning.chunkBytes, depth: lease.readDepth }, () => lease.release()), rel, signal);
-      }
       // The size and the first bytes in one round trip: most files fit in them. Not a whole chunk:
       // a 128 KiB buffer per small file was most of the agent's memory churn on many small files.
       const want = Math.min(PREFETCH_BYTES, this.tuning.chunkBytes, (options.end ?? Infinity) - start + 1);
@@ -82,7 +75,7 @@ export class SftpConnector implements Connector {
       if (stats.value.isDirectory()) throw new ConnectorError('CONFLICT', `read ${shownPath(rel)}: is a directory`);
       if (first.status === 'rejected') throw first.reason;
       const end = Math.min(options.end ?? Infinity, stats.value.size - 1);
-      return this.withAbort(sftpReadStream(lease.sftp, handle, rel, start, end, { chunkBytes: this.tuning.chunkBytes, depth: lease.readDepth }, () => lease.release(), first.value), rel, signal);
+      return this.withAbort(sftpReadStream(lease.sftp, handle, rel, start, end, this.readTuning(lease), () => lease.release(), first.value), rel, signal);
     } catch (err) {
       if (handle) await ops.closeFile(lease.sftp, handle).catch(() => undefined);
       lease.release();
@@ -107,15 +100,19 @@ export class SftpConnector implements Connector {
       throw sftpError(err, rel, 'read');
     }
     let closed: Promise<void> | null = null;
-    const tuning = { chunkBytes: this.tuning.chunkBytes, depth: lease.readDepth };
     return {
       read: async (start, end, signal) => {
         if (closed) throw new ConnectorError('TRANSIENT', `read ${shownPath(rel)}: the file was closed`);
         if (signal?.aborted) throw abortedError('read', rel, signal);
-        return this.withAbort(sftpReadStream(lease.sftp, handle, rel, start, end, tuning, () => undefined, undefined, false), rel, signal);
+        return this.withAbort(sftpReadStream(lease.sftp, handle, rel, start, end, this.readTuning(lease), () => undefined, undefined, false), rel, signal);
       },
       close: () => (closed ??= ops.closeFile(lease.sftp, handle).catch(() => undefined).finally(() => lease.release())),
     };
+  }
+
+  /** A file's READs on the lent channel: as deep as its path needs (sftp.window.ts). */
+  private readTuning(lease: SftpLease): { chunkBytes: number; depth: number } {
+    return { chunkBytes: this.tuning.chunkBytes, depth: lease.readDepth };
   }
 
   /** `stream`, destroyed with an aborted error when `signal` aborts. */

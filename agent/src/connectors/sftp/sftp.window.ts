@@ -34,7 +34,7 @@ interface ChannelInternals {
  * that, right after the same `push`, through the same CHANNEL_WINDOW_ADJUST it sends; with the
  * window above 1 MiB, ssh2's own top-up never fires. Memory does not grow with it: an SFTP server
  * sends only answers to our requests, which readDepth bounds. Uses ssh2 1.x internals, checked
- * here (and by sftp.window.test.ts against the installed ssh2): when they are not as expected, the
+ * here (and by agent/test/sftp-long-paths.test.ts against the installed ssh2): when they are not as expected, the
  * channel keeps ssh2's window and this returns false.
  */
 export function widenReceiveWindow(sftp: SFTPWrapper, bytes: number): boolean {
